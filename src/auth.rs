@@ -1,0 +1,186 @@
+//! Tokens and the one function that decides whether a caller may run an operation.
+//!
+//! Tokens are 256 random bits with a prefix per kind (`dn_owner_`, `dn_app_`). Only their
+//! SHA-256 is kept; they are compared in constant time and never logged or echoed.
+
+use crate::error::{Error, Result};
+use crate::ops::Access;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+pub const OWNER_PREFIX: &str = "dn_owner_";
+pub const APP_PREFIX: &str = "dn_app_";
+
+/// A new token of the given kind.
+pub fn new_token(prefix: &str) -> String {
+    let bytes: [u8; 32] = rand::random();
+    format!("{prefix}{}", hex::encode(bytes))
+}
+
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Constant-time comparison of a presented token with a stored hash.
+pub fn matches(token: &str, hash_hex: &str) -> bool {
+    let h = Sha256::digest(token.as_bytes());
+    match hex::decode(hash_hex) {
+        Ok(stored) => bool::from(h.as_slice().ct_eq(&stored)),
+        Err(_) => false,
+    }
+}
+
+/// The rights of an app token.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AppScope {
+    pub name: String,
+    pub write: Vec<String>,
+    pub ddl: bool,
+    pub maintain: bool,
+}
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Owner,
+    App(Arc<AppScope>),
+}
+
+impl Caller {
+    /// The token's name for the journal (never the token).
+    pub fn token_name(&self) -> String {
+        match self {
+            Caller::Owner => "owner".into(),
+            Caller::App(a) => format!("app:{}", a.name),
+        }
+    }
+    pub fn app(&self) -> Option<&str> {
+        match self {
+            Caller::Owner => None,
+            Caller::App(a) => Some(&a.name),
+        }
+    }
+}
+
+/// Does a write pattern (`catalog.schema.table`, `catalog.schema.*`, `catalog.*`, `*`) cover a table?
+pub fn pattern_matches(pattern: &str, table: &str) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    match pattern.strip_suffix(".*") {
+        Some(prefix) => table.starts_with(prefix) && table[prefix.len()..].starts_with('.'),
+        None => pattern == table,
+    }
+}
+
+/// Checks a write pattern's form.
+pub fn valid_pattern(p: &str) -> bool {
+    if p == "*" {
+        return true;
+    }
+    let parts: Vec<&str> = p.split('.').collect();
+    let names_ok = |ps: &[&str]| ps.iter().all(|x| crate::names::is_name(x));
+    match parts.as_slice() {
+        [a, b, c] if *c == "*" => names_ok(&[a, b]),
+        [a, b] if *b == "*" => names_ok(&[a]),
+        [_, _, _] => names_ok(&parts),
+        _ => false,
+    }
+}
+
+/// The one permission check: may `caller` run an operation of class `access` (on `table`)?
+pub fn authorize(caller: &Caller, access: Access, table: Option<&str>) -> Result<()> {
+    let app = match caller {
+        Caller::Owner => return Ok(()),
+        Caller::App(a) => a,
+    };
+    let name = &app.name;
+    let scope = || if app.write.is_empty() { "empty".to_string() } else { app.write.join(", ") };
+    let in_scope = |t: &str| app.write.iter().any(|p| pattern_matches(p, t));
+    match access {
+        Access::Read => Ok(()),
+        Access::RowWrite | Access::SchemaChange => {
+            let t = table.unwrap_or("");
+            if access == Access::SchemaChange && !app.ddl {
+                return Err(Error::forbidden(format!("app {name} may not change table schemas: it has no ddl right"))
+                    .table(t)
+                    .rule("ddl")
+                    .hint("the owner can grant it with apps/update {\"ddl\": true}"));
+            }
+            if !in_scope(t) {
+                return Err(Error::forbidden(format!("app {name} may not write {t}: its write scope is {}", scope()))
+                    .table(t)
+                    .rule("write")
+                    .hint("the owner can widen the app's write patterns with apps/update"));
+            }
+            Ok(())
+        }
+        Access::Maintain => {
+            if app.maintain {
+                Ok(())
+            } else {
+                Err(Error::forbidden(format!("app {name} may not run maintenance operations: it has no maintain right"))
+                    .rule("maintain")
+                    .hint("the owner can grant it with apps/update {\"maintain\": true}"))
+            }
+        }
+        Access::Owner => Err(Error::forbidden("only the owner may do this").rule("owner").hint("use the owner token")),
+    }
+}
+
+/// Creates the owner token on first start: written once to `.datanotes/owner-token` (0600) for
+/// the local CLI; its hash goes to `.datanotes/owner-token.sha256`. Returns the token if new.
+pub fn ensure_owner_token(meta_dir: &Path) -> std::io::Result<(String, Option<String>)> {
+    let hash_path = meta_dir.join("owner-token.sha256");
+    if let Ok(h) = std::fs::read_to_string(&hash_path) {
+        return Ok((h.trim().to_string(), None));
+    }
+    let token = new_token(OWNER_PREFIX);
+    let token_path = meta_dir.join("owner-token");
+    write_private(&token_path, token.as_bytes())?;
+    let hash = token_hash(&token);
+    write_private(&hash_path, hash.as_bytes())?;
+    Ok((hash, Some(token)))
+}
+
+/// Writes a file only its owner can read (0600), atomically.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(d) = path.parent() {
+        std::fs::File::open(d)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Reads the owner token the engine saved (for the local CLI).
+pub fn read_owner_token(db: &Path) -> std::io::Result<String> {
+    Ok(std::fs::read_to_string(db.join(".datanotes/owner-token"))?.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn patterns() {
+        assert!(pattern_matches("*", "a.b.c"));
+        assert!(pattern_matches("a.*", "a.b.c"));
+        assert!(!pattern_matches("a.*", "ab.b.c"));
+        assert!(pattern_matches("a.b.*", "a.b.c"));
+        assert!(!pattern_matches("a.b.*", "a.bc.d"));
+        assert!(pattern_matches("a.b.c", "a.b.c"));
+        assert!(!pattern_matches("a.b.c", "a.b.cd"));
+        assert!(valid_pattern("a.b.*") && valid_pattern("a.*") && valid_pattern("*") && valid_pattern("a.b.c"));
+        assert!(!valid_pattern("a.*.c") && !valid_pattern("a") && !valid_pattern("A.b.c") && !valid_pattern("a.b.c.d"));
+        let t = new_token(APP_PREFIX);
+        assert!(matches(&t, &token_hash(&t)));
+        assert!(!matches("x", &token_hash(&t)));
+    }
+}

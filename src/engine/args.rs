@@ -1,0 +1,189 @@
+//! The arguments of every engine operation: one struct each, deserialized strictly (unknown fields
+//! are refused) and described by JSON Schema for the operation catalog.
+
+use super::schema::ColumnDef;
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+#[derive(Debug, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TableArg {
+    /// The table, `catalog.schema.table`.
+    pub table: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RowRef {
+    /// The table, `catalog.schema.table`.
+    pub table: String,
+    /// The row id (its file name without `.md`).
+    pub id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cond {
+    pub column: String,
+    /// One of =, !=, <, <=, >, >=, in, contains.
+    pub op: String,
+    #[serde(default)]
+    pub value: Value,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Order {
+    pub column: String,
+    /// asc (default) or desc.
+    #[serde(default)]
+    pub dir: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SelectRows {
+    pub table: String,
+    /// Conditions, all of which must hold.
+    #[serde(default, rename = "where")]
+    pub where_: Vec<Cond>,
+    #[serde(default)]
+    pub order_by: Vec<Order>,
+    /// At most this many rows (default 100).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub offset: Option<i64>,
+    /// Only these columns in `values` (and `body` if named).
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchNotes {
+    /// Words to look for (all must appear).
+    pub query: String,
+    /// Only in these tables.
+    #[serde(default)]
+    pub tables: Option<Vec<String>>,
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListMigrations {
+    #[serde(default)]
+    pub table: Option<String>,
+    /// Matches the actor's harness, model, app, token name or label.
+    #[serde(default)]
+    pub actor: Option<String>,
+    #[serde(default)]
+    pub app: Option<String>,
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Only migrations with a seq below this one.
+    #[serde(default)]
+    pub before: Option<i64>,
+    /// Newest first; at most this many (default 100).
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InsertRow {
+    pub table: String,
+    /// The row id; generated from the first text value when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Column values.
+    #[serde(default)]
+    pub values: Map<String, Value>,
+    /// The Markdown body.
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateRow {
+    pub table: String,
+    pub id: String,
+    /// The columns to change (null clears one); others keep their values.
+    #[serde(default)]
+    pub values: Map<String, Value>,
+    #[serde(default)]
+    pub body: Option<String>,
+    /// Refuse the update unless the row is still at this version.
+    #[serde(default)]
+    pub expect_version: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTable {
+    pub table: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Column name to definition: {"type": text|integer|number|boolean|date|datetime|enum|list|link, "required", "unique", "default", "min", "max", "pattern", "values" (enum), "table" (link)}.
+    pub columns: IndexMap<String, ColumnDef>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AlterTable {
+    pub table: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// New columns. A required one needs a default, which existing rows receive.
+    #[serde(default)]
+    pub add: IndexMap<String, ColumnDef>,
+    /// Columns to remove (their values leave every row; undo brings them back).
+    #[serde(default)]
+    pub drop: Vec<String>,
+    /// Old name to new name.
+    #[serde(default)]
+    pub rename: IndexMap<String, String>,
+    /// Columns whose definition (type, constraints) changes; refused if an existing row would break it.
+    #[serde(default)]
+    pub change: IndexMap<String, ColumnDef>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetSettings {
+    pub settings: Map<String, Value>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SeqArg {
+    /// The migration's seq.
+    pub seq: i64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Restore {
+    pub table: String,
+    /// One row; the whole table when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Bring it back to its state just after this migration.
+    pub seq: i64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Vacuum {
+    /// Drop the history of every migration below this seq.
+    pub before_seq: i64,
+}

@@ -1,0 +1,228 @@
+//! The journal: every write is a migration, durable (SQLite WAL, `synchronous=FULL`) before it is
+//! acknowledged. `seq` only grows (AUTOINCREMENT) and survives restarts and vacuum: it is the
+//! change feed's cursor.
+
+use crate::error::{Error, Result};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+
+/// Who made a change. `token` is a token's name, never a secret.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Actor {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// `harness / model via app`, for people reading the log.
+    #[serde(default)]
+    pub label: String,
+}
+
+impl Actor {
+    pub fn new(
+        harness: Option<String>,
+        model: Option<String>,
+        app: Option<String>,
+        session: Option<String>,
+        token: Option<String>,
+    ) -> Actor {
+        let mut a = Actor { harness, model, app, session, token, label: String::new() };
+        a.label = a.compute_label();
+        a
+    }
+    /// The actor of a change found in the files (edited by hand).
+    pub fn hand_edit() -> Actor {
+        Actor::new(Some("hand edit".into()), None, None, None, None)
+    }
+    fn compute_label(&self) -> String {
+        let who = match (&self.harness, &self.model) {
+            (Some(h), Some(m)) => format!("{h} / {m}"),
+            (Some(h), None) => h.clone(),
+            (None, Some(m)) => m.clone(),
+            (None, None) => String::new(),
+        };
+        match (&self.app, who.is_empty()) {
+            (Some(app), false) => format!("{who} via {app}"),
+            (Some(app), true) => app.clone(),
+            (None, false) => who,
+            (None, true) => self.token.clone().unwrap_or_else(|| "owner".into()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Migration {
+    pub seq: i64,
+    pub ts: String,
+    pub op: String,
+    pub table: Option<String>,
+    pub row: Option<String>,
+    pub before: Value,
+    pub after: Value,
+    pub actor: Actor,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<Value>,
+}
+
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS migrations(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts TEXT NOT NULL, op TEXT NOT NULL, tbl TEXT, row TEXT,
+  before TEXT, after TEXT, actor TEXT NOT NULL, call TEXT,
+  app TEXT, session TEXT);
+CREATE INDEX IF NOT EXISTS migrations_tbl ON migrations(tbl, row, seq);
+CREATE INDEX IF NOT EXISTS migrations_app ON migrations(app, seq);
+CREATE INDEX IF NOT EXISTS migrations_session ON migrations(session, seq);
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+";
+
+pub fn open(path: &Path, writer: bool) -> Result<Connection> {
+    let c = Connection::open(path)?;
+    c.busy_timeout(std::time::Duration::from_secs(10))?;
+    c.pragma_update(None, "journal_mode", "WAL")?;
+    c.pragma_update(None, "synchronous", "FULL")?;
+    if writer {
+        c.execute_batch(SCHEMA)?;
+    }
+    Ok(c)
+}
+
+pub fn get_meta(c: &Connection, key: &str) -> Result<Option<String>> {
+    Ok(c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0)).optional()?)
+}
+
+pub fn set_meta(c: &Connection, key: &str, value: &str) -> Result<()> {
+    c.execute("INSERT INTO meta(key,value) VALUES(?1,?2) ON CONFLICT(key) DO UPDATE SET value=?2", [key, value])?;
+    Ok(())
+}
+
+pub fn meta_i64(c: &Connection, key: &str) -> Result<i64> {
+    Ok(get_meta(c, key)?.and_then(|v| v.parse().ok()).unwrap_or(0))
+}
+
+pub fn last_seq(c: &Connection) -> Result<i64> {
+    // sqlite_sequence keeps the high-water mark even after vacuum deleted every row.
+    let seq: Option<i64> = c
+        .query_row("SELECT seq FROM sqlite_sequence WHERE name='migrations'", [], |r| r.get(0))
+        .optional()?;
+    Ok(seq.unwrap_or(0))
+}
+
+/// Appends migrations (their `seq` is assigned here) in the caller's transaction.
+pub fn append(c: &Connection, m: &mut Migration) -> Result<()> {
+    let mut st = c.prepare_cached(
+        "INSERT INTO migrations(ts,op,tbl,row,before,after,actor,call,app,session) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+    )?;
+    let js = |v: &Value| if v.is_null() { None } else { Some(v.to_string()) };
+    st.execute(params![
+        m.ts,
+        m.op,
+        m.table,
+        m.row,
+        js(&m.before),
+        js(&m.after),
+        serde_json::to_string(&m.actor).unwrap_or_default(),
+        m.call.as_ref().map(Value::to_string),
+        m.actor.app,
+        m.actor.session,
+    ])?;
+    m.seq = c.last_insert_rowid();
+    Ok(())
+}
+
+pub const COLUMNS: &str = "seq,ts,op,tbl,row,before,after,actor,call";
+
+pub fn from_row(r: &rusqlite::Row) -> rusqlite::Result<Migration> {
+    let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(Value::Null);
+    let actor: String = r.get(7)?;
+    Ok(Migration {
+        seq: r.get(0)?,
+        ts: r.get(1)?,
+        op: r.get(2)?,
+        table: r.get(3)?,
+        row: r.get(4)?,
+        before: parse(r.get(5)?),
+        after: parse(r.get(6)?),
+        actor: serde_json::from_str(&actor).unwrap_or_default(),
+        call: r.get::<_, Option<String>>(8)?.and_then(|s| serde_json::from_str(&s).ok()),
+    })
+}
+
+pub fn get(c: &Connection, seq: i64) -> Result<Option<Migration>> {
+    Ok(c.query_row(&format!("SELECT {COLUMNS} FROM migrations WHERE seq=?1"), [seq], from_row).optional()?)
+}
+
+/// The filters of `list_migrations`.
+#[derive(Debug, Default)]
+pub struct Filter {
+    pub table: Option<String>,
+    pub row: Option<String>,
+    pub actor: Option<String>,
+    pub app: Option<String>,
+    pub session: Option<String>,
+    pub before: Option<i64>,
+    pub after: Option<i64>,
+    pub limit: i64,
+    pub newest_first: bool,
+}
+
+pub fn list(c: &Connection, f: &Filter) -> Result<Vec<Migration>> {
+    let mut sql = format!("SELECT {COLUMNS} FROM migrations WHERE op != 'tool_call'");
+    let mut args: Vec<rusqlite::types::Value> = vec![];
+    let mut add = |cond: &str, v: rusqlite::types::Value| {
+        args.push(v);
+        sql.push_str(&format!(" AND {cond}?{}", args.len()));
+    };
+    if let Some(t) = &f.table {
+        add("tbl=", t.clone().into());
+    }
+    if let Some(r) = &f.row {
+        add("row=", r.clone().into());
+    }
+    if let Some(a) = &f.app {
+        add("app=", a.clone().into());
+    }
+    if let Some(s) = &f.session {
+        add("session=", s.clone().into());
+    }
+    if let Some(b) = f.before {
+        add("seq<", b.into());
+    }
+    if let Some(a) = f.after {
+        add("seq>", a.into());
+    }
+    if let Some(a) = &f.actor {
+        let n = args.len() + 1;
+        args.push(a.clone().into());
+        sql.push_str(&format!(
+            " AND ?{n} IN (json_extract(actor,'$.harness'), json_extract(actor,'$.model'), json_extract(actor,'$.app'), json_extract(actor,'$.token'), json_extract(actor,'$.label'))"
+        ));
+    }
+    sql.push_str(if f.newest_first { " ORDER BY seq DESC" } else { " ORDER BY seq" });
+    sql.push_str(&format!(" LIMIT {}", f.limit.max(0)));
+    let mut st = c.prepare(&sql)?;
+    let rows = st.query_map(rusqlite::params_from_iter(args), from_row)?;
+    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(Error::from)
+}
+
+/// The newest migration of a row at or before `seq`.
+pub fn row_state_at(c: &Connection, table: &str, row: &str, seq: i64) -> Result<Option<Migration>> {
+    Ok(c.query_row(
+        &format!("SELECT {COLUMNS} FROM migrations WHERE tbl=?1 AND row=?2 AND seq<=?3 ORDER BY seq DESC LIMIT 1"),
+        params![table, row, seq],
+        from_row,
+    )
+    .optional()?)
+}

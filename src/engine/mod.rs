@@ -1,0 +1,370 @@
+//! The engine: a folder of Markdown notes served as typed tables.
+//!
+//! Layout of responsibilities:
+//! - `files`: the source of truth (row files, table definitions), atomic writes;
+//! - `journal`: every write as a durable migration (the change feed reads it);
+//! - `index`: SQLite index derived from the files (selects, search), rebuilt when missing;
+//! - `writer`: the single writer thread: validation, group commit, hand-edit scans;
+//! - this module: opening (recovery), and the read operations.
+//!
+//! Write order inside a batch: journal commit (fsync) → files (fsync, rename, fsync folder) →
+//! index commit → acknowledgement. At start, migrations newer than the files' checkpoint are
+//! redone (idempotently), rows newer than the index's checkpoint are re-indexed, and any other
+//! difference between files and index is a hand edit.
+
+pub mod args;
+pub mod files;
+pub mod index;
+pub mod journal;
+pub mod schema;
+pub mod settings;
+mod watch;
+mod writer;
+
+use crate::error::{Error, Result};
+use crate::names::{self, TableName};
+pub use journal::{Actor, Migration};
+use rusqlite::Connection;
+use schema::Table;
+use serde_json::{Value, json};
+use settings::Settings;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+pub use writer::Cmd;
+
+pub type Tables = BTreeMap<String, Arc<Table>>;
+
+/// A small pool of read connections.
+struct Pool {
+    path: PathBuf,
+    open: fn(&Path) -> Result<Connection>,
+    conns: Mutex<Vec<Connection>>,
+}
+
+impl Pool {
+    fn new(path: PathBuf, open: fn(&Path) -> Result<Connection>) -> Pool {
+        Pool { path, open, conns: Mutex::new(vec![]) }
+    }
+    fn with<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.conns.lock().unwrap().pop();
+        let conn = match conn {
+            Some(c) => c,
+            None => (self.open)(&self.path)?,
+        };
+        let out = f(&conn);
+        let mut conns = self.conns.lock().unwrap();
+        if conns.len() < 16 {
+            conns.push(conn);
+        }
+        out
+    }
+}
+
+pub struct Engine {
+    pub root: PathBuf,
+    pub meta_dir: PathBuf,
+    tables: RwLock<Tables>,
+    settings: RwLock<Settings>,
+    index: Pool,
+    journal: Pool,
+    writer: writer::Handle,
+    /// The newest seq, published after each commit (the change feed waits on it).
+    pub seq: tokio::sync::watch::Sender<i64>,
+    _watcher: Mutex<Option<watch::Watcher>>,
+}
+
+fn open_journal_reader(p: &Path) -> Result<Connection> {
+    journal::open(p, false)
+}
+
+impl Engine {
+    /// Opens (creating if needed) the database at `root`, recovers, and starts the writer.
+    pub fn open(root: &Path) -> anyhow::Result<Arc<Engine>> {
+        std::fs::create_dir_all(root)?;
+        let root = root.canonicalize()?;
+        let meta_dir = root.join(".datanotes");
+        std::fs::create_dir_all(&meta_dir)?;
+        let settings: Settings = match std::fs::read(meta_dir.join("settings.json")) {
+            Ok(b) => serde_json::from_slice(&b)?,
+            Err(_) => Settings::default(),
+        };
+        let jpath = meta_dir.join("journal.db");
+        let jconn = journal::open(&jpath, true)?;
+        let mut tables = load_tables(&root);
+        writer::redo(&root, &jconn, &mut tables)?;
+        let ipath = meta_dir.join("index.db");
+        let iconn = writer::open_index_checked(&ipath)?;
+        writer::reconcile_index(&root, &iconn, &jconn, &tables)?;
+        let last = journal::last_seq(&jconn)?;
+        let (seq, _) = tokio::sync::watch::channel(last);
+        let watch_files = settings.watch_files;
+        let engine = Arc::new_cyclic(|weak| Engine {
+            writer: writer::spawn(writer::Writer::new(root.clone(), iconn, jconn, tables.clone(), weak.clone())),
+            root: root.clone(),
+            meta_dir: meta_dir.clone(),
+            tables: RwLock::new(tables),
+            settings: RwLock::new(settings),
+            index: Pool::new(ipath, index::open),
+            journal: Pool::new(jpath, open_journal_reader),
+            seq,
+            _watcher: Mutex::new(None),
+        });
+        // Hand edits made while the engine was stopped.
+        engine.write(Cmd::Scan { table: None, id: None }, Actor::hand_edit())?;
+        if watch_files {
+            match watch::Watcher::start(&engine) {
+                Ok(w) => *engine._watcher.lock().unwrap() = Some(w),
+                Err(e) => tracing::warn!("file watcher not started: {e}"),
+            }
+        }
+        Ok(engine)
+    }
+
+    /// Runs a write through the single writer and waits until it is durable.
+    pub fn write(&self, cmd: Cmd, actor: Actor) -> Result<Value> {
+        self.writer.submit(cmd, actor)
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.settings.read().unwrap().clone()
+    }
+
+    pub fn table(&self, name: &str) -> Result<Arc<Table>> {
+        TableName::parse(name)?;
+        self.tables.read().unwrap().get(name).cloned().ok_or_else(|| no_table(name))
+    }
+
+    pub fn table_names(&self) -> Vec<String> {
+        self.tables.read().unwrap().keys().cloned().collect()
+    }
+
+    pub fn last_seq(&self) -> i64 {
+        *self.seq.borrow()
+    }
+
+    pub(crate) fn with_index<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.index.with(f)
+    }
+    pub fn with_journal<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.journal.with(f)
+    }
+
+    // ---- read operations ----
+
+    pub fn list_tables(&self) -> Result<Value> {
+        let tables: Vec<Arc<Table>> = self.tables.read().unwrap().values().cloned().collect();
+        self.with_index(|c| {
+            let mut out = vec![];
+            for t in tables {
+                out.push(json!({"table": t.name, "description": t.def.description, "rows": index::count(c, &t.name)?}));
+            }
+            Ok(json!({ "tables": out }))
+        })
+    }
+
+    pub fn describe_table(&self, a: args::TableArg) -> Result<Value> {
+        let t = self.table(&a.table)?;
+        self.with_index(|c| {
+            let invalid: Vec<Value> = index::invalid_rows(c, &t.name)?
+                .into_iter()
+                .map(|(id, error)| json!({"id": id, "error": error}))
+                .collect();
+            Ok(json!({
+                "table": t.name,
+                "description": t.def.description,
+                "columns": t.def.columns,
+                "rows": index::count(c, &t.name)?,
+                "invalid": invalid,
+                "tools": [],
+            }))
+        })
+    }
+
+    pub fn get_row(&self, a: args::RowRef) -> Result<Value> {
+        let t = self.table(&a.table)?;
+        names::check_row_id(&a.table, &a.id)?;
+        let row = self.with_index(|c| index::get_row(c, &t, &a.id))?.ok_or_else(|| no_row(&a.table, &a.id))?;
+        Ok(json!({"id": row.id, "version": row.version, "values": row.values, "body": row.body}))
+    }
+
+    pub fn select_rows(&self, a: args::SelectRows) -> Result<Value> {
+        let t = self.table(&a.table)?;
+        let s = self.settings();
+        let known = |col: &str| col == "id" || t.column(col).is_some();
+        let unknown = |col: &str, what: &str| {
+            Error::invalid(format!("table {} has no column {col}", t.name))
+                .table(t.name.as_str())
+                .column(col)
+                .rule(what)
+                .hint(format!("columns: id, {}", t.def.columns.keys().cloned().collect::<Vec<_>>().join(", ")))
+        };
+        let mut conds = vec![];
+        for w in a.where_ {
+            if !known(&w.column) {
+                return Err(unknown(&w.column, "where"));
+            }
+            if !index::OPS.contains(&w.op.as_str()) {
+                return Err(Error::invalid(format!("unknown operator {:?}", w.op))
+                    .column(w.column.as_str())
+                    .rule("where")
+                    .hint(format!("use one of {}", index::OPS.join(" "))));
+            }
+            if w.op == "in" && !w.value.is_array() {
+                return Err(Error::invalid("`in` takes a list of values")
+                    .column(w.column.as_str())
+                    .rule("where")
+                    .hint("e.g. {\"column\": \"status\", \"op\": \"in\", \"value\": [\"todo\", \"doing\"]}"));
+            }
+            if w.value.is_object() || (w.value.is_array() && w.op != "in") {
+                return Err(Error::invalid(format!("operator {} takes a single value", w.op))
+                    .column(w.column.as_str())
+                    .rule("where")
+                    .hint("compare with a text, number, boolean or null"));
+            }
+            conds.push(index::Cond { column: w.column, op: w.op, value: w.value });
+        }
+        let mut order = vec![];
+        for o in a.order_by {
+            if !known(&o.column) {
+                return Err(unknown(&o.column, "order_by"));
+            }
+            let desc = match o.dir.as_deref() {
+                None | Some("asc") => false,
+                Some("desc") => true,
+                Some(d) => {
+                    return Err(Error::invalid(format!("unknown sort direction {d:?}"))
+                        .column(o.column.as_str())
+                        .rule("order_by")
+                        .hint("use \"asc\" or \"desc\""));
+                }
+            };
+            order.push((o.column, desc));
+        }
+        let limit = a.limit.unwrap_or(s.default_limit);
+        if !(0..=s.max_limit).contains(&limit) {
+            return Err(Error::invalid(format!("limit {limit} is out of range"))
+                .rule("limit")
+                .hint(format!("use a limit from 0 to {} and page with offset", s.max_limit)));
+        }
+        let offset = a.offset.unwrap_or(0);
+        if offset < 0 {
+            return Err(Error::invalid("offset must not be negative").rule("offset").hint("use 0 or more"));
+        }
+        if let Some(cols) = &a.columns {
+            for c in cols {
+                if c != "body" && !known(c) {
+                    return Err(unknown(c, "columns"));
+                }
+            }
+        }
+        let with_body = a.columns.as_ref().is_some_and(|c| c.iter().any(|c| c == "body"));
+        let q = index::Query { conds, order, limit, offset, with_body };
+        let (rows, total) = self.with_index(|c| index::select(c, &t, &q))?;
+        let rows: Vec<Value> = rows
+            .into_iter()
+            .map(|r| {
+                let mut values = r.values;
+                if let Some(cols) = &a.columns {
+                    values.retain(|k, _| cols.contains(k));
+                }
+                let mut row = json!({"id": r.id, "version": r.version, "values": values});
+                if with_body {
+                    row["body"] = Value::String(r.body);
+                }
+                row
+            })
+            .collect();
+        Ok(json!({"rows": rows, "total": total}))
+    }
+
+    pub fn search_notes(&self, a: args::SearchNotes) -> Result<Value> {
+        let tables = a.tables.unwrap_or_default();
+        for t in &tables {
+            self.table(t)?;
+        }
+        let limit = a.limit.unwrap_or(20).clamp(1, 1000);
+        let hits = self.with_index(|c| index::search(c, &a.query, &tables, limit))?;
+        let hits: Vec<Value> = hits
+            .into_iter()
+            .map(|(table, id, score, snippet)| json!({"table": table, "id": id, "score": score, "snippet": snippet}))
+            .collect();
+        Ok(json!({ "hits": hits }))
+    }
+
+    pub fn list_migrations(&self, a: args::ListMigrations) -> Result<Value> {
+        let max = self.settings().max_limit;
+        let f = journal::Filter {
+            table: a.table,
+            actor: a.actor,
+            app: a.app,
+            session: a.session,
+            before: a.before,
+            limit: a.limit.unwrap_or(100).clamp(0, max),
+            newest_first: true,
+            ..Default::default()
+        };
+        let ms = self.with_journal(|c| journal::list(c, &f))?;
+        Ok(json!({ "migrations": ms }))
+    }
+
+    pub fn get_engine_settings(&self) -> Result<Value> {
+        Ok(json!({ "settings": self.settings() }))
+    }
+
+    pub(crate) fn publish(&self, tables: Option<Tables>, settings: Option<Settings>, last_seq: i64) {
+        if let Some(t) = tables {
+            *self.tables.write().unwrap() = t;
+        }
+        if let Some(s) = settings {
+            *self.settings.write().unwrap() = s;
+        }
+        self.seq.send_if_modified(|v| {
+            let changed = *v != last_seq;
+            *v = last_seq;
+            changed
+        });
+    }
+
+    /// Stops the writer after the writes in flight (files and journal are consistent at every
+    /// step anyway; this only saves the next start a redo).
+    pub fn shutdown(&self) {
+        self._watcher.lock().unwrap().take();
+        self.writer.stop();
+    }
+}
+
+pub fn no_table(name: &str) -> Error {
+    Error::not_found(format!("no table {name}"))
+        .table(name)
+        .hint("list_tables shows the tables; create_table makes a new one")
+}
+
+pub fn no_row(table: &str, id: &str) -> Error {
+    Error::not_found(format!("no row {id} in {table}"))
+        .table(table)
+        .column("id")
+        .hint("select_rows or search_notes find rows and their ids")
+}
+
+/// Loads every table definition found in the folder. A definition that does not parse is
+/// logged and left out (the files stay untouched).
+fn load_tables(root: &Path) -> Tables {
+    let mut out = Tables::new();
+    for (name, dir) in files::find_tables(root) {
+        let text = match std::fs::read_to_string(dir.join(files::TABLE_FILE)) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(table = %name, "cannot read its definition: {e}");
+                continue;
+            }
+        };
+        match files::parse_table_def(&text).map_err(Error::invalid).and_then(|d| Table::compile(&name, d)) {
+            Ok(t) => {
+                out.insert(name, Arc::new(t));
+            }
+            Err(e) => tracing::error!(table = %name, "its definition is invalid and the table is not served: {e}"),
+        }
+    }
+    out
+}

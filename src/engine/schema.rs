@@ -1,0 +1,438 @@
+//! Table definitions and value validation: the rules every write is checked against.
+
+use crate::error::{Error, Result};
+use crate::names;
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ColumnType {
+    Text,
+    Integer,
+    Number,
+    Boolean,
+    Date,
+    Datetime,
+    Enum,
+    List,
+    Link,
+}
+
+impl ColumnType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ColumnType::Text => "text",
+            ColumnType::Integer => "integer",
+            ColumnType::Number => "number",
+            ColumnType::Boolean => "boolean",
+            ColumnType::Date => "date",
+            ColumnType::Datetime => "datetime",
+            ColumnType::Enum => "enum",
+            ColumnType::List => "list",
+            ColumnType::Link => "link",
+        }
+    }
+}
+
+/// One column: its type and constraints, as written in the table's `_table.yaml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnDef {
+    #[serde(rename = "type")]
+    pub ty: ColumnType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unique: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// Lower bound: the value (integer, number), the length (text), the item count (list), or the earliest date/datetime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<Value>,
+    /// Upper bound, with the same meaning as `min`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<Value>,
+    /// A regular expression every text value (or list item) must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// The allowed values of an enum column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<String>>,
+    /// The table a link column points into (`catalog.schema.table`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+}
+
+/// A table's definition: the content of `<table>/_table.yaml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableDef {
+    #[serde(default)]
+    pub description: String,
+    pub columns: IndexMap<String, ColumnDef>,
+}
+
+/// A compiled definition: the def plus its checked regexes.
+#[derive(Debug, Clone)]
+pub struct Table {
+    pub name: String,
+    pub def: TableDef,
+    patterns: IndexMap<String, regex::Regex>,
+}
+
+fn col_err(table: &str, column: &str, rule: &str, msg: String, hint: String) -> Error {
+    Error::invalid(msg).table(table).column(column).rule(rule).hint(hint)
+}
+
+impl Table {
+    /// Checks a definition (names, types, constraints, defaults) and compiles it.
+    pub fn compile(name: &str, def: TableDef) -> Result<Table> {
+        let mut patterns = IndexMap::new();
+        if def.columns.len() > 200 {
+            return Err(Error::invalid("a table has at most 200 columns").table(name));
+        }
+        for (cname, c) in &def.columns {
+            names::check_column_name(name, cname)?;
+            let bad = |rule: &str, msg: String, hint: &str| {
+                col_err(name, cname, rule, msg, hint.to_string())
+            };
+            match c.ty {
+                ColumnType::Enum => match &c.values {
+                    Some(v) if !v.is_empty() => {}
+                    _ => {
+                        return Err(bad(
+                            "values",
+                            format!("enum column {cname} has no values"),
+                            "give the allowed values, e.g. \"values\": [\"todo\", \"done\"]",
+                        ));
+                    }
+                },
+                _ if c.values.is_some() => {
+                    return Err(bad(
+                        "values",
+                        format!("column {cname}: `values` is only for enum columns"),
+                        "use \"type\": \"enum\" or drop `values`",
+                    ));
+                }
+                _ => {}
+            }
+            match c.ty {
+                ColumnType::Link => match &c.table {
+                    Some(t) => {
+                        names::TableName::parse(t).map_err(|_| {
+                            bad(
+                                "table",
+                                format!("link column {cname} points to an invalid table name {t:?}"),
+                                "name the linked table as catalog.schema.table",
+                            )
+                        })?;
+                    }
+                    None => {
+                        return Err(bad(
+                            "table",
+                            format!("link column {cname} does not say which table it links to"),
+                            "add \"table\": \"catalog.schema.table\"",
+                        ));
+                    }
+                },
+                _ if c.table.is_some() => {
+                    return Err(bad(
+                        "table",
+                        format!("column {cname}: `table` is only for link columns"),
+                        "use \"type\": \"link\" or drop `table`",
+                    ));
+                }
+                _ => {}
+            }
+            if let Some(p) = &c.pattern {
+                if !matches!(c.ty, ColumnType::Text | ColumnType::List | ColumnType::Link) {
+                    return Err(bad(
+                        "pattern",
+                        format!("column {cname}: `pattern` applies to text, list and link columns"),
+                        "drop `pattern` or change the type",
+                    ));
+                }
+                let re = regex::Regex::new(p).map_err(|e| {
+                    bad("pattern", format!("column {cname}: invalid pattern: {e}"), "fix the regular expression")
+                })?;
+                patterns.insert(cname.clone(), re);
+            }
+            if c.unique && c.ty == ColumnType::List {
+                return Err(bad("unique", format!("column {cname}: a list column cannot be unique"), "drop `unique`"));
+            }
+            if c.ty == ColumnType::Boolean && (c.min.is_some() || c.max.is_some()) {
+                return Err(bad("min", format!("column {cname}: a boolean has no bounds"), "drop `min`/`max`"));
+            }
+            for (k, b) in [("min", &c.min), ("max", &c.max)] {
+                if let Some(b) = b {
+                    let ok = match c.ty {
+                        ColumnType::Number => b.is_number(),
+                        ColumnType::Date => b.as_str().is_some_and(|s| parse_date(s).is_some()),
+                        ColumnType::Datetime => b.as_str().is_some_and(|s| parse_datetime(s).is_some()),
+                        _ => b.is_i64() || b.is_u64(),
+                    };
+                    if !ok {
+                        return Err(bad(
+                            k,
+                            format!("column {cname}: `{k}` must be {}", bound_kind(c.ty)),
+                            "fix the bound",
+                        ));
+                    }
+                }
+            }
+        }
+        let table = Table { name: name.to_string(), def, patterns };
+        // Defaults must themselves be valid values.
+        for (cname, c) in &table.def.columns {
+            if let Some(d) = &c.default {
+                table.check_value(cname, c, d).map_err(|e| {
+                    Error::invalid(format!("column {cname}: the default is not a valid value: {}", e.message))
+                        .table(name)
+                        .column(cname.as_str())
+                        .rule("default")
+                        .hint("give a default that satisfies the column's own type and constraints")
+                })?;
+            }
+        }
+        Ok(table)
+    }
+
+    pub fn column(&self, name: &str) -> Option<&ColumnDef> {
+        self.def.columns.get(name)
+    }
+
+    /// Validates and normalizes one value against its column (type, enum, bounds, pattern).
+    /// Null is handled by the caller (required).
+    pub fn check_value(&self, cname: &str, c: &ColumnDef, v: &Value) -> Result<Value> {
+        let t = &self.name;
+        let type_err = || {
+            Error::constraint(t, cname, "type", format!("column {cname} expects {}, got {}", type_phrase(c), describe(v)))
+                .hint(type_hint(c))
+        };
+        let out = match c.ty {
+            ColumnType::Text | ColumnType::Link => v.as_str().ok_or_else(type_err)?.into(),
+            ColumnType::Enum => {
+                let s = v.as_str().ok_or_else(type_err)?;
+                let allowed = c.values.as_deref().unwrap_or_default();
+                if !allowed.iter().any(|a| a == s) {
+                    return Err(Error::constraint(t, cname, "enum", format!("{s:?} is not one of the values of column {cname}"))
+                        .hint(format!("use one of: {}", allowed.join(", "))));
+                }
+                v.clone()
+            }
+            ColumnType::Integer => {
+                if v.is_i64() {
+                    v.clone()
+                } else if let Some(f) = v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
+                    Value::from(f as i64)
+                } else {
+                    return Err(type_err());
+                }
+            }
+            ColumnType::Number => {
+                if !v.is_number() {
+                    return Err(type_err());
+                }
+                v.clone()
+            }
+            ColumnType::Boolean => {
+                if !v.is_boolean() {
+                    return Err(type_err());
+                }
+                v.clone()
+            }
+            ColumnType::Date => {
+                let s = v.as_str().ok_or_else(type_err)?;
+                parse_date(s).ok_or_else(type_err)?;
+                v.clone()
+            }
+            ColumnType::Datetime => {
+                let s = v.as_str().ok_or_else(type_err)?;
+                let d = parse_datetime(s).ok_or_else(type_err)?;
+                Value::from(d.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+            }
+            ColumnType::List => {
+                let items = v.as_array().ok_or_else(type_err)?;
+                if !items.iter().all(Value::is_string) {
+                    return Err(type_err());
+                }
+                v.clone()
+            }
+        };
+        self.check_bounds(cname, c, &out)?;
+        if let Some(re) = self.patterns.get(cname) {
+            let texts: Vec<&str> = match &out {
+                Value::String(s) => vec![s],
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                _ => vec![],
+            };
+            for s in texts {
+                if !re.is_match(s) {
+                    return Err(Error::constraint(t, cname, "pattern", format!("{s:?} does not match the pattern of column {cname}"))
+                        .hint(format!("give a value matching {}", re.as_str())));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_bounds(&self, cname: &str, c: &ColumnDef, v: &Value) -> Result<()> {
+        let t = &self.name;
+        for (rule, bound) in [("min", &c.min), ("max", &c.max)] {
+            let Some(b) = bound else { continue };
+            let is_min = rule == "min";
+            let (ok, what) = match c.ty {
+                ColumnType::Integer | ColumnType::Number => {
+                    let (x, b) = (v.as_f64().unwrap_or(0.0), b.as_f64().unwrap_or(0.0));
+                    (if is_min { x >= b } else { x <= b }, format!("{v}"))
+                }
+                ColumnType::Text | ColumnType::Link | ColumnType::Enum => {
+                    let n = v.as_str().map(|s| s.chars().count()).unwrap_or(0) as i64;
+                    let b = b.as_i64().unwrap_or(0);
+                    (if is_min { n >= b } else { n <= b }, format!("a text of {n} characters"))
+                }
+                ColumnType::List => {
+                    let n = v.as_array().map(Vec::len).unwrap_or(0) as i64;
+                    let b = b.as_i64().unwrap_or(0);
+                    (if is_min { n >= b } else { n <= b }, format!("a list of {n} items"))
+                }
+                ColumnType::Date | ColumnType::Datetime => {
+                    let (x, b) = (v.as_str().unwrap_or(""), b.as_str().unwrap_or(""));
+                    let ok = if c.ty == ColumnType::Date {
+                        let (x, b) = (parse_date(x), parse_date(b));
+                        if is_min { x >= b } else { x <= b }
+                    } else {
+                        let (x, b) = (parse_datetime(x), parse_datetime(b));
+                        if is_min { x >= b } else { x <= b }
+                    };
+                    (ok, x.to_string())
+                }
+                ColumnType::Boolean => (true, String::new()),
+            };
+            if !ok {
+                let dir = if is_min { "below the minimum" } else { "above the maximum" };
+                return Err(Error::constraint(t, cname, rule, format!("{what} is {dir} {b} of column {cname}"))
+                    .hint(format!("give a value with {rule} {b} ({})", bound_kind(c.ty))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Validates a full row (after defaults and merges): unknown columns, required, each value.
+    /// Returns the normalized values in column order, nulls dropped.
+    pub fn check_row(&self, values: &Map<String, Value>) -> Result<Map<String, Value>> {
+        for k in values.keys() {
+            if !self.def.columns.contains_key(k) {
+                let known: Vec<&str> = self.def.columns.keys().map(String::as_str).collect();
+                return Err(Error::constraint(&self.name, k, "unknown_column", format!("table {} has no column {k}", self.name))
+                    .hint(format!("known columns: {}; add it with alter_table first", known.join(", "))));
+            }
+        }
+        let mut out = Map::new();
+        for (cname, c) in &self.def.columns {
+            match values.get(cname) {
+                None | Some(Value::Null) => {
+                    if c.required {
+                        return Err(Error::constraint(&self.name, cname, "required", format!("column {cname} is required"))
+                            .hint(format!("give a value for {cname} ({})", type_phrase(c))));
+                    }
+                }
+                Some(v) => {
+                    out.insert(cname.clone(), self.check_value(cname, c, v)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Fills defaults into an insert's values.
+    pub fn apply_defaults(&self, values: &mut Map<String, Value>) {
+        for (cname, c) in &self.def.columns {
+            if let Some(d) = &c.default
+                && values.get(cname).is_none_or(Value::is_null)
+            {
+                values.insert(cname.clone(), d.clone());
+            }
+        }
+    }
+
+    /// The columns that go into full-text search.
+    pub fn text_columns(&self) -> impl Iterator<Item = &str> {
+        self.def
+            .columns
+            .iter()
+            .filter(|(_, c)| matches!(c.ty, ColumnType::Text | ColumnType::Enum | ColumnType::List))
+            .map(|(n, _)| n.as_str())
+    }
+}
+
+pub fn parse_date(s: &str) -> Option<chrono::NaiveDate> {
+    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok().filter(|_| s.len() == 10)
+}
+
+pub fn parse_datetime(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(s).ok().map(|d| d.to_utc())
+}
+
+fn bound_kind(t: ColumnType) -> &'static str {
+    match t {
+        ColumnType::Integer => "an integer",
+        ColumnType::Number => "a number",
+        ColumnType::Date => "a date YYYY-MM-DD",
+        ColumnType::Datetime => "an RFC 3339 datetime",
+        ColumnType::List => "an item count",
+        _ => "a length in characters",
+    }
+}
+
+fn type_phrase(c: &ColumnDef) -> String {
+    match c.ty {
+        ColumnType::Text => "text".into(),
+        ColumnType::Integer => "an integer".into(),
+        ColumnType::Number => "a number".into(),
+        ColumnType::Boolean => "true or false".into(),
+        ColumnType::Date => "a date (YYYY-MM-DD)".into(),
+        ColumnType::Datetime => "a datetime (RFC 3339, e.g. 2026-11-30T09:00:00Z)".into(),
+        ColumnType::Enum => format!("one of {}", c.values.as_deref().unwrap_or_default().join(", ")),
+        ColumnType::List => "a list of texts".into(),
+        ColumnType::Link => format!("the id of a row of {}", c.table.as_deref().unwrap_or("?")),
+    }
+}
+
+fn type_hint(c: &ColumnDef) -> String {
+    let example = match c.ty {
+        ColumnType::Text => "\"some text\"".to_string(),
+        ColumnType::Integer => "42".into(),
+        ColumnType::Number => "3.5".into(),
+        ColumnType::Boolean => "true".into(),
+        ColumnType::Date => "\"2026-11-30\"".into(),
+        ColumnType::Datetime => "\"2026-11-30T09:00:00Z\"".into(),
+        ColumnType::Enum => format!("{:?}", c.values.as_deref().unwrap_or_default().first().map(String::as_str).unwrap_or("")),
+        ColumnType::List => "[\"a\", \"b\"]".into(),
+        ColumnType::Link => "\"row-id\"".into(),
+    };
+    format!("send {}, e.g. {example}", type_phrase(c))
+}
+
+/// A short description of a JSON value for error messages.
+pub fn describe(v: &Value) -> String {
+    let s = v.to_string();
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a text",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    };
+    if s.len() > 60 {
+        format!("{kind} {}…", &s[..s.floor_char_boundary(60)])
+    } else {
+        format!("{kind} {s}")
+    }
+}

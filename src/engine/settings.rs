@@ -1,0 +1,64 @@
+//! Engine settings: a small typed set, stored in `.datanotes/settings.json`, changed through
+//! `set_engine_settings` (a journaled migration).
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// Rows `select_rows` answers when the call gives no `limit`.
+    pub default_limit: i64,
+    /// The largest `limit` a `select_rows` or `list_migrations` call may ask for.
+    pub max_limit: i64,
+    /// The largest Markdown body a row may have, in bytes.
+    pub max_body_bytes: i64,
+    /// Watch the folder while serving and journal hand edits as they happen.
+    pub watch_files: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { default_limit: 100, max_limit: 10_000, max_body_bytes: 1 << 20, watch_files: true }
+    }
+}
+
+impl Settings {
+    /// Applies a partial change, checking every key and value.
+    pub fn merged(&self, change: &Map<String, Value>) -> Result<Settings> {
+        let mut cur = serde_json::to_value(self).map_err(|e| Error::internal(e.to_string()))?;
+        let known: Vec<String> = cur.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        for (k, v) in change {
+            if !known.contains(k) {
+                return Err(Error::invalid(format!("unknown setting {k:?}"))
+                    .column(k.as_str())
+                    .rule("unknown_setting")
+                    .hint(format!("known settings: {}", known.join(", "))));
+            }
+            cur[k] = v.clone();
+        }
+        let s: Settings = serde_json::from_value(cur).map_err(|e| {
+            Error::invalid(format!("invalid settings: {e}")).hint("see get_engine_settings for each setting's type")
+        })?;
+        for (k, v, lo) in [
+            ("default_limit", s.default_limit, 1),
+            ("max_limit", s.max_limit, 1),
+            ("max_body_bytes", s.max_body_bytes, 0),
+        ] {
+            if v < lo {
+                return Err(Error::invalid(format!("setting {k} must be at least {lo}"))
+                    .column(k)
+                    .rule("min")
+                    .hint(format!("give {k} a value of {lo} or more")));
+            }
+        }
+        if s.default_limit > s.max_limit {
+            return Err(Error::invalid("default_limit may not exceed max_limit")
+                .column("default_limit")
+                .rule("max")
+                .hint("lower default_limit or raise max_limit"));
+        }
+        Ok(s)
+    }
+}

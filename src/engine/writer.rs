@@ -1,0 +1,1337 @@
+//! The single writer. Every write, hand-edit scan and maintenance step runs here, in order.
+//!
+//! Jobs that arrive together form one batch (group commit): each job is validated and applied to
+//! the index inside a savepoint (a refused job rolls back alone and changes nothing), then the
+//! batch's migrations are committed to the journal (one fsync), the files are written (temp,
+//! fsync, rename, fsync of each folder), the index is committed, and only then is anyone answered.
+
+use super::args;
+use super::files::{self, RowFile};
+use super::index::{self, FileFacts, IndexedRow};
+use super::journal::{self, Actor, Migration};
+use super::schema::{ColumnType, Table, TableDef};
+use super::settings::Settings;
+use super::{Engine, Tables, no_row, no_table};
+use crate::error::{Error, Result};
+use crate::names::{self, TableName};
+use rusqlite::Connection;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, Weak};
+
+/// A write the engine can be asked to do.
+#[derive(Debug)]
+pub enum Cmd {
+    Insert(args::InsertRow),
+    Update(args::UpdateRow),
+    Delete(args::RowRef),
+    CreateTable(args::CreateTable),
+    AlterTable(args::AlterTable),
+    DropTable(args::TableArg),
+    SetSettings(args::SetSettings),
+    Undo(args::SeqArg),
+    Restore(args::Restore),
+    Vacuum(args::Vacuum),
+    RebuildIndex,
+    /// Compare files with the index and journal any hand edit (all tables, one table, one row).
+    Scan { table: Option<String>, id: Option<String> },
+    /// Append a non-row event (e.g. a tool call) to the journal.
+    Event { op: String, call: Value },
+}
+
+struct Job {
+    cmd: Cmd,
+    actor: Actor,
+    reply: Option<mpsc::SyncSender<Result<Value>>>,
+}
+
+enum Msg {
+    Job(Job),
+    Stop,
+}
+
+pub struct Handle {
+    tx: Mutex<mpsc::Sender<Msg>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Handle {
+    pub fn submit(&self, cmd: Cmd, actor: Actor) -> Result<Value> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.send(Job { cmd, actor, reply: Some(tx) })?;
+        rx.recv().map_err(|_| Error::internal("the writer stopped"))?
+    }
+    /// Queues a job whose answer nobody waits for (the file watcher's scans).
+    pub fn submit_nowait(&self, cmd: Cmd, actor: Actor) {
+        let _ = self.send(Job { cmd, actor, reply: None });
+    }
+    fn send(&self, job: Job) -> Result<()> {
+        self.tx.lock().unwrap().send(Msg::Job(job)).map_err(|_| Error::internal("the writer stopped"))
+    }
+    pub fn stop(&self) {
+        let _ = self.tx.lock().unwrap().send(Msg::Stop);
+        if let Some(t) = self.thread.lock().unwrap().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub fn spawn(mut w: Writer) -> Handle {
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let thread = std::thread::Builder::new()
+        .name("datanotes-writer".into())
+        .spawn(move || {
+            let mut stop = false;
+            while !stop {
+                let Ok(first) = rx.recv() else { break };
+                let mut jobs = vec![];
+                match first {
+                    Msg::Job(j) => jobs.push(j),
+                    Msg::Stop => stop = true,
+                }
+                while jobs.len() < 256 && !stop {
+                    match rx.try_recv() {
+                        Ok(Msg::Job(j)) => jobs.push(j),
+                        Ok(Msg::Stop) => stop = true,
+                        Err(_) => break,
+                    }
+                }
+                w.run(jobs);
+            }
+            w.checkpoint();
+        })
+        .expect("spawn writer thread");
+    Handle { tx: Mutex::new(tx), thread: Mutex::new(Some(thread)) }
+}
+
+enum FileOp {
+    Write { path: PathBuf, bytes: Vec<u8>, row: Option<(String, String)> },
+    Remove { path: PathBuf },
+    MakeDir(PathBuf),
+    RemoveTableDir(PathBuf),
+}
+
+pub struct Writer {
+    root: PathBuf,
+    idx: Connection,
+    jr: Connection,
+    tables: Tables,
+    settings: Settings,
+    engine: Weak<Engine>,
+    migs: Vec<Migration>,
+    fops: Vec<FileOp>,
+    tables_dirty: bool,
+    settings_dirty: bool,
+    /// The newest seq whose files are durable; recorded in the next journal commit.
+    files_seq: i64,
+}
+
+fn state(r: &IndexedRow) -> Value {
+    r.state()
+}
+
+impl Writer {
+    pub fn new(root: PathBuf, idx: Connection, jr: Connection, tables: Tables, engine: Weak<Engine>) -> Writer {
+        let settings = std::fs::read(root.join(".datanotes/settings.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let files_seq = journal::last_seq(&jr).unwrap_or(0);
+        Writer {
+            root,
+            idx,
+            jr,
+            tables,
+            settings,
+            engine,
+            migs: vec![],
+            fops: vec![],
+            tables_dirty: false,
+            settings_dirty: false,
+            files_seq,
+        }
+    }
+
+    fn run(&mut self, jobs: Vec<Job>) {
+        // Maintenance that cannot share a transaction runs on its own.
+        let mut batch = vec![];
+        for job in jobs {
+            if matches!(job.cmd, Cmd::Vacuum(_) | Cmd::RebuildIndex) {
+                self.run_batch(std::mem::take(&mut batch));
+                let r = match &job.cmd {
+                    Cmd::Vacuum(v) => self.vacuum(v.before_seq),
+                    _ => self.rebuild_index(),
+                };
+                if let Some(tx) = job.reply {
+                    let _ = tx.send(r);
+                }
+            } else {
+                batch.push(job);
+            }
+        }
+        self.run_batch(batch);
+    }
+
+    fn run_batch(&mut self, jobs: Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
+        if let Err(e) = self.idx.execute_batch("BEGIN") {
+            let e: Error = e.into();
+            for j in jobs {
+                if let Some(tx) = j.reply {
+                    let _ = tx.send(Err(e.clone()));
+                }
+            }
+            return;
+        }
+        let (tables0, settings0) = (self.tables.clone(), self.settings.clone());
+        let mut results = vec![];
+        for job in jobs {
+            let (m0, f0) = (self.migs.len(), self.fops.len());
+            let (t0, s0) = (self.tables.clone(), self.settings.clone());
+            let _ = self.idx.execute_batch("SAVEPOINT job");
+            let r = self.apply(job.cmd, &job.actor);
+            if r.is_ok() {
+                let _ = self.idx.execute_batch("RELEASE job");
+            } else {
+                let _ = self.idx.execute_batch("ROLLBACK TO job; RELEASE job");
+                self.migs.truncate(m0);
+                self.fops.truncate(f0);
+                self.tables = t0;
+                self.settings = s0;
+            }
+            results.push((job.reply, r, m0..self.migs.len()));
+        }
+        let outcome = self.commit();
+        if let Err(e) = &outcome {
+            tracing::error!("batch failed: {e}");
+            let _ = self.idx.execute_batch("ROLLBACK");
+            self.tables = tables0;
+            self.settings = settings0;
+        }
+        let migs = std::mem::take(&mut self.migs);
+        for (reply, r, range) in results {
+            let r = match (&outcome, r) {
+                (Err(e), _) => Err(e.clone()),
+                (Ok(()), Ok(mut v)) => {
+                    if let (Some(obj), Some(m)) = (v.as_object_mut(), range.clone().last().map(|i| &migs[i]))
+                        && obj.contains_key("seq")
+                    {
+                        obj.insert("seq".into(), Value::from(m.seq));
+                    }
+                    Ok(v)
+                }
+                (Ok(()), Err(e)) => Err(e),
+            };
+            if let Some(tx) = reply {
+                let _ = tx.send(r);
+            }
+        }
+    }
+
+    /// Journal, files, index, publish. On error nothing was acknowledged.
+    fn commit(&mut self) -> Result<()> {
+        if !self.migs.is_empty() {
+            let ts = journal::now();
+            self.jr.execute_batch("BEGIN IMMEDIATE")?;
+            let r = (|| {
+                journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string())?;
+                for m in self.migs.iter_mut() {
+                    m.ts = ts.clone();
+                    journal::append(&self.jr, m)?;
+                }
+                self.jr.execute_batch("COMMIT")?;
+                Ok::<_, Error>(())
+            })();
+            if let Err(e) = r {
+                let _ = self.jr.execute_batch("ROLLBACK");
+                self.fops.clear();
+                return Err(e);
+            }
+        }
+        // From here on the journal holds the batch: a failure below is redone at the next start.
+        let fops = std::mem::take(&mut self.fops);
+        if let Err(e) = self.apply_files(fops) {
+            tracing::error!("writing files failed after the journal commit; they will be redone at the next start: {e}");
+        }
+        let last = self.migs.last().map(|m| m.seq);
+        if let Some(last) = last {
+            index::set_meta(&self.idx, "applied_seq", &last.to_string())?;
+        }
+        self.idx.execute_batch("COMMIT")?;
+        if let Some(last) = last {
+            self.files_seq = last;
+        }
+        if let Some(engine) = self.engine.upgrade() {
+            let tables = std::mem::take(&mut self.tables_dirty).then(|| self.tables.clone());
+            let settings = std::mem::take(&mut self.settings_dirty).then(|| self.settings.clone());
+            engine.publish(tables, settings, last.unwrap_or_else(|| engine.last_seq()));
+        }
+        Ok(())
+    }
+
+    fn apply_files(&mut self, fops: Vec<FileOp>) -> Result<()> {
+        let mut dirs = BTreeSet::new();
+        let mut written = vec![];
+        for op in fops {
+            match op {
+                FileOp::Write { path, bytes, row } => {
+                    files::write_atomic(&path, &bytes)?;
+                    dirs.insert(path.parent().unwrap_or(&self.root).to_path_buf());
+                    if let Some(r) = row {
+                        written.push((path, r));
+                    }
+                }
+                FileOp::Remove { path } => {
+                    files::remove_file(&path)?;
+                    dirs.insert(path.parent().unwrap_or(&self.root).to_path_buf());
+                }
+                FileOp::MakeDir(d) => files::create_dirs(&self.root, &d)?,
+                FileOp::RemoveTableDir(d) => {
+                    dirs.retain(|x| !x.starts_with(&d));
+                    files::remove_table_dir(&self.root, &d)?
+                }
+            }
+        }
+        for d in dirs {
+            if d.exists() {
+                files::fsync_dir(&d)?;
+            }
+        }
+        for (path, (table, id)) in written {
+            if let Some((mtime, size)) = files::stat(&path) {
+                index::touch_file(&self.idx, &table, &id, mtime, size)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the files checkpoint so that the next start has nothing to redo.
+    fn checkpoint(&mut self) {
+        let _ = journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string());
+    }
+
+    fn table(&self, name: &str) -> Result<Arc<Table>> {
+        TableName::parse(name)?;
+        self.tables.get(name).cloned().ok_or_else(|| no_table(name))
+    }
+
+    fn mig(&mut self, op: &str, table: Option<&str>, row: Option<&str>, before: Value, after: Value, actor: &Actor) {
+        self.migs.push(Migration {
+            seq: 0,
+            ts: String::new(),
+            op: op.into(),
+            table: table.map(Into::into),
+            row: row.map(Into::into),
+            before,
+            after,
+            actor: actor.clone(),
+            call: None,
+        });
+    }
+
+    fn apply(&mut self, cmd: Cmd, actor: &Actor) -> Result<Value> {
+        match cmd {
+            Cmd::Insert(a) => self.insert(a, actor),
+            Cmd::Update(a) => self.update(a, actor),
+            Cmd::Delete(a) => self.delete(a, actor),
+            Cmd::CreateTable(a) => self.create_table(a, actor),
+            Cmd::AlterTable(a) => self.alter_table(a, actor),
+            Cmd::DropTable(a) => self.drop_table(a, actor),
+            Cmd::SetSettings(a) => self.set_settings(a, actor),
+            Cmd::Undo(a) => self.undo(a.seq, actor),
+            Cmd::Restore(a) => self.restore(a, actor),
+            Cmd::Scan { table, id } => self.scan(table, id),
+            Cmd::Event { op, call } => {
+                self.migs.push(Migration {
+                    seq: 0,
+                    ts: String::new(),
+                    op,
+                    table: None,
+                    row: None,
+                    before: Value::Null,
+                    after: Value::Null,
+                    actor: actor.clone(),
+                    call: Some(call),
+                });
+                Ok(json!({"seq": null}))
+            }
+            Cmd::Vacuum(_) | Cmd::RebuildIndex => unreachable!("run outside batches"),
+        }
+    }
+
+    // ---- rows ----
+
+    fn get(&self, t: &Table, id: &str) -> Result<Option<IndexedRow>> {
+        index::get_row(&self.idx, t, id)
+    }
+
+    fn check_body(&self, t: &Table, body: &str) -> Result<()> {
+        if body.len() as i64 > self.settings.max_body_bytes {
+            return Err(Error::constraint(&t.name, "body", "max", format!("the body has {} bytes, more than the limit {}", body.len(), self.settings.max_body_bytes))
+                .hint("shorten the body, split the note, or raise max_body_bytes with set_engine_settings"));
+        }
+        Ok(())
+    }
+
+    /// Uniqueness and links, checked against the index (which includes this batch).
+    fn check_refs(&self, t: &Table, id: &str, values: &Map<String, Value>) -> Result<()> {
+        for (cname, c) in &t.def.columns {
+            let Some(v) = values.get(cname) else { continue };
+            if c.unique
+                && let Some(other) = index::unique_holder(&self.idx, t, cname, v, id)?
+            {
+                return Err(Error::constraint(&t.name, cname, "unique", format!("{v} is already the {cname} of row {other}"))
+                    .hint(format!("{cname} must be unique in {}: pick another value or update row {other}", t.name)));
+            }
+            if c.ty == ColumnType::Link {
+                let target = c.table.as_deref().unwrap_or_default();
+                let tid = v.as_str().unwrap_or_default();
+                let exists = if target == t.name && tid == id {
+                    true
+                } else {
+                    self.tables.contains_key(target) && index::row_exists(&self.idx, target, tid)?
+                };
+                if !exists {
+                    return Err(Error::constraint(&t.name, cname, "link", format!("{cname} links to {tid:?}, which is not a row of {target}"))
+                        .hint(format!("give the id of an existing row of {target} (select_rows finds them), or insert that row first")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a validated row: file op, index. Returns its journal state.
+    fn put(&mut self, t: &Table, id: &str, version: i64, values: Map<String, Value>, body: String) -> Result<Value> {
+        let bytes = files::render_row(t, &values, &body);
+        let facts = FileFacts { mtime: 0, size: bytes.len() as i64, hash: files::hash(&bytes) };
+        let row = IndexedRow { id: id.into(), version, values, body };
+        index::put_row(&self.idx, t, &row, &facts)?;
+        self.fops.push(FileOp::Write {
+            path: files::row_path(&self.root, &t.name, id),
+            bytes,
+            row: Some((t.name.clone(), id.into())),
+        });
+        Ok(state(&row))
+    }
+
+    fn remove(&mut self, t: &Table, id: &str) -> Result<()> {
+        index::delete_row(&self.idx, &t.name, id)?;
+        self.fops.push(FileOp::Remove { path: files::row_path(&self.root, &t.name, id) });
+        Ok(())
+    }
+
+    /// Validates then writes a complete row state (used by insert, update, undo, restore).
+    fn set_row(&mut self, t: &Table, id: &str, values: &Map<String, Value>, body: String, version: i64) -> Result<Value> {
+        let values = t.check_row(values)?;
+        self.check_body(t, &body)?;
+        self.check_refs(t, id, &values)?;
+        self.put(t, id, version, values, body)
+    }
+
+    fn insert(&mut self, a: args::InsertRow, actor: &Actor) -> Result<Value> {
+        let t = self.table(&a.table)?;
+        let id = match a.id {
+            Some(id) => {
+                names::check_row_id(&t.name, &id)?;
+                if index::row_exists(&self.idx, &t.name, &id)? || index::known_file(&self.idx, &t.name, &id)?.is_some() {
+                    return Err(Error::conflict(format!("row {id} already exists in {}", t.name))
+                        .table(t.name.as_str())
+                        .column("id")
+                        .rule("unique")
+                        .hint("use update_row to change it, or give another id"));
+                }
+                id
+            }
+            None => self.new_id(&t, &a.values)?,
+        };
+        let mut values = a.values;
+        t.apply_defaults(&mut values);
+        let after = self.set_row(&t, &id, &values, a.body.unwrap_or_default(), 1)?;
+        self.mig("insert", Some(&t.name), Some(&id), Value::Null, after, actor);
+        Ok(json!({"id": id, "version": 1, "seq": null}))
+    }
+
+    fn new_id(&self, t: &Table, values: &Map<String, Value>) -> Result<String> {
+        let text = t
+            .def
+            .columns
+            .iter()
+            .filter(|(_, c)| c.ty == ColumnType::Text)
+            .find_map(|(n, _)| values.get(n).and_then(Value::as_str))
+            .unwrap_or("");
+        let mut slug = String::new();
+        for ch in text.chars().flat_map(char::to_lowercase) {
+            if ch.is_ascii_alphanumeric() {
+                slug.push(ch);
+            } else if !slug.is_empty() && !slug.ends_with('-') {
+                slug.push('-');
+            }
+            if slug.len() >= 40 {
+                break;
+            }
+        }
+        let slug = slug.trim_end_matches('-').to_string();
+        let taken = |id: &str| -> Result<bool> {
+            Ok(index::row_exists(&self.idx, &t.name, id)? || index::known_file(&self.idx, &t.name, id)?.is_some())
+        };
+        if !slug.is_empty() {
+            if !taken(&slug)? {
+                return Ok(slug);
+            }
+            for n in 2..20 {
+                let id = format!("{slug}-{n}");
+                if !taken(&id)? {
+                    return Ok(id);
+                }
+            }
+        }
+        loop {
+            let r: String = (0..10)
+                .map(|_| b"abcdefghijklmnopqrstuvwxyz0123456789"[rand::random_range(0..36)] as char)
+                .collect();
+            let id = if slug.is_empty() { r } else { format!("{slug}-{r}") };
+            if !taken(&id)? {
+                return Ok(id);
+            }
+        }
+    }
+
+    fn update(&mut self, a: args::UpdateRow, actor: &Actor) -> Result<Value> {
+        let t = self.table(&a.table)?;
+        names::check_row_id(&t.name, &a.id)?;
+        let cur = self.get(&t, &a.id)?.ok_or_else(|| no_row(&t.name, &a.id))?;
+        if let Some(v) = a.expect_version
+            && v != cur.version
+        {
+            return Err(Error::conflict(format!("row {} is at version {}, not {v}", a.id, cur.version))
+                .table(t.name.as_str())
+                .rule("expect_version")
+                .hint("someone changed it since you read it: get_row again, reapply your change, and send the new version"));
+        }
+        let mut values = cur.values.clone();
+        for (k, v) in a.values {
+            if v.is_null() {
+                values.remove(&k);
+            } else {
+                values.insert(k, v);
+            }
+        }
+        let body = a.body.unwrap_or_else(|| cur.body.clone());
+        let version = cur.version + 1;
+        let after = self.set_row(&t, &a.id, &values, body, version)?;
+        self.mig("update", Some(&t.name), Some(&a.id), state(&cur), after, actor);
+        Ok(json!({"id": a.id, "version": version, "seq": null}))
+    }
+
+    /// A row of another table that links to this one (deleting it would break the link).
+    fn linked_from(&self, table: &str, id: &str) -> Result<Option<(String, String, String)>> {
+        for (name, other) in &self.tables {
+            for (cname, c) in &other.def.columns {
+                if c.ty == ColumnType::Link
+                    && c.table.as_deref() == Some(table)
+                    && let Some(from) = index::linking_row(&self.idx, name, cname, id)?
+                    && !(name == table && from == id)
+                {
+                    return Ok(Some((name.clone(), cname.clone(), from)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn delete_checked(&mut self, t: &Table, id: &str) -> Result<()> {
+        if let Some((tbl, col, from)) = self.linked_from(&t.name, id)? {
+            return Err(Error::constraint(&t.name, "id", "link", format!("row {id} is linked from {tbl} row {from} (column {col})"))
+                .hint(format!("update or delete {tbl} row {from} first")));
+        }
+        self.remove(t, id)
+    }
+
+    fn delete(&mut self, a: args::RowRef, actor: &Actor) -> Result<Value> {
+        let t = self.table(&a.table)?;
+        names::check_row_id(&t.name, &a.id)?;
+        let Some(cur) = self.get(&t, &a.id)? else {
+            if index::known_file(&self.idx, &t.name, &a.id)?.is_some() {
+                // An invalid (hand-edited) file: deleting it is how the owner may get rid of it.
+                self.remove(&t, &a.id)?;
+                self.mig("delete", Some(&t.name), Some(&a.id), Value::Null, Value::Null, actor);
+                return Ok(json!({"seq": null}));
+            }
+            return Err(no_row(&t.name, &a.id));
+        };
+        self.delete_checked(&t, &a.id)?;
+        self.mig("delete", Some(&t.name), Some(&a.id), state(&cur), Value::Null, actor);
+        Ok(json!({"seq": null}))
+    }
+
+    // ---- tables ----
+
+    fn define(&mut self, t: &Table) -> Result<()> {
+        let dir = files::table_dir(&self.root, &t.name);
+        self.fops.push(FileOp::MakeDir(dir.clone()));
+        self.fops.push(FileOp::Write { path: dir.join(files::TABLE_FILE), bytes: files::render_table_def(&t.def), row: None });
+        Ok(())
+    }
+
+    fn check_link_targets(&self, t: &Table) -> Result<()> {
+        for (cname, c) in &t.def.columns {
+            if let Some(target) = &c.table
+                && target != &t.name
+                && !self.tables.contains_key(target)
+            {
+                return Err(Error::invalid(format!("link column {cname} points to {target}, which does not exist"))
+                    .table(t.name.as_str())
+                    .column(cname.as_str())
+                    .rule("table")
+                    .hint("create the linked table first, or fix the name"));
+            }
+        }
+        Ok(())
+    }
+
+    fn create_table(&mut self, a: args::CreateTable, actor: &Actor) -> Result<Value> {
+        let name = TableName::parse(&a.table)?;
+        if self.tables.contains_key(name.as_str()) {
+            return Err(Error::conflict(format!("table {name} already exists"))
+                .table(name.as_str())
+                .hint("use alter_table to change it, or pick another name"));
+        }
+        let def = TableDef { description: a.description.unwrap_or_default(), columns: a.columns };
+        let t = Table::compile(name.as_str(), def)?;
+        self.check_link_targets(&t)?;
+        self.install_table(t, Value::Null, actor, "create_table")?;
+        Ok(json!({"table": name.as_str(), "seq": null}))
+    }
+
+    fn install_table(&mut self, t: Table, before: Value, actor: &Actor, op: &str) -> Result<()> {
+        self.define(&t)?;
+        index::create_table(&self.idx, &t, &defhash(&t.def))?;
+        let after = serde_json::to_value(&t.def).unwrap_or_default();
+        self.mig(op, Some(&t.name), None, before, after, actor);
+        self.tables.insert(t.name.clone(), Arc::new(t));
+        self.tables_dirty = true;
+        Ok(())
+    }
+
+    fn drop_table(&mut self, a: args::TableArg, actor: &Actor) -> Result<Value> {
+        let t = self.table(&a.table)?;
+        for (name, other) in &self.tables {
+            if name != &t.name
+                && let Some((cname, _)) = other.def.columns.iter().find(|(_, c)| c.table.as_deref() == Some(t.name.as_str()))
+            {
+                return Err(Error::conflict(format!("table {name} links to {} (column {cname})", t.name))
+                    .table(t.name.as_str())
+                    .hint(format!("drop column {cname} of {name} first (alter_table)")));
+            }
+        }
+        let rows: Vec<Value> = index::all_rows(&self.idx, &t)?
+            .into_iter()
+            .map(|r| json!({"id": r.id, "version": r.version, "values": r.values, "body": r.body}))
+            .collect();
+        let mut before = serde_json::to_value(&t.def).unwrap_or_default();
+        before["rows"] = Value::Array(rows);
+        index::drop_table(&self.idx, &t.name)?;
+        self.fops.push(FileOp::RemoveTableDir(files::table_dir(&self.root, &t.name)));
+        self.tables.remove(&t.name);
+        self.tables_dirty = true;
+        self.mig("drop_table", Some(&t.name), None, before, Value::Null, actor);
+        Ok(json!({"table": t.name, "seq": null}))
+    }
+
+    fn alter_table(&mut self, a: args::AlterTable, actor: &Actor) -> Result<Value> {
+        let t = self.table(&a.table)?;
+        let mut def = t.def.clone();
+        let bad = |col: &str, msg: String, hint: &str| {
+            Error::invalid(msg).table(t.name.as_str()).column(col).rule("alter_table").hint(hint.to_string())
+        };
+        if let Some(d) = a.description {
+            def.description = d;
+        }
+        for c in &a.drop {
+            if def.columns.shift_remove(c).is_none() {
+                return Err(bad(c, format!("no column {c} to drop"), "describe_table lists the columns"));
+            }
+        }
+        for (old, new) in &a.rename {
+            names::check_column_name(&t.name, new)?;
+            if def.columns.contains_key(new) {
+                return Err(bad(new, format!("column {new} already exists"), "pick another new name"));
+            }
+            let Some(i) = def.columns.get_index_of(old) else {
+                return Err(bad(old, format!("no column {old} to rename"), "describe_table lists the columns"));
+            };
+            let (_, c) = def.columns.shift_remove_index(i).unwrap();
+            def.columns.shift_insert(i, new.clone(), c);
+        }
+        for (c, cd) in &a.change {
+            match def.columns.get_mut(c) {
+                Some(slot) => *slot = cd.clone(),
+                None => return Err(bad(c, format!("no column {c} to change"), "use `add` for a new column")),
+            }
+        }
+        for (c, cd) in &a.add {
+            if def.columns.contains_key(c) {
+                return Err(bad(c, format!("column {c} already exists"), "use `change` to alter it"));
+            }
+            if cd.required && cd.default.is_none() {
+                return Err(Error::constraint(&t.name, c, "required", format!("new column {c} is required but has no default, so existing rows would break"))
+                    .hint("give it a default (existing rows receive it) or make it optional"));
+            }
+            def.columns.insert(c.clone(), cd.clone());
+        }
+        let nt = Table::compile(&t.name, def)?;
+        self.check_link_targets(&nt)?;
+        // Every row must fit the new definition; files change only where values do.
+        let rows = index::all_rows(&self.idx, &t)?;
+        let mut changed = vec![];
+        for r in &rows {
+            let mut v = r.values.clone();
+            for c in &a.drop {
+                v.remove(c);
+            }
+            for (old, new) in &a.rename {
+                if let Some(x) = v.remove(old) {
+                    v.insert(new.clone(), x);
+                }
+            }
+            for (c, cd) in &a.add {
+                if let Some(d) = &cd.default {
+                    v.insert(c.clone(), d.clone());
+                }
+            }
+            let v = nt.check_row(&v).map_err(|e| {
+                let msg = format!("row {} would break: {}", r.id, e.message);
+                Error { message: msg, ..e }.rule_hint_for_alter()
+            })?;
+            if v != r.values || !a.rename.is_empty() {
+                changed.push((r, v));
+            }
+        }
+        let before = serde_json::to_value(&t.def).unwrap_or_default();
+        index::create_table(&self.idx, &nt, &defhash(&nt.def))?;
+        let after = serde_json::to_value(&nt.def).unwrap_or_default();
+        self.define(&nt)?;
+        let nt = Arc::new(nt);
+        self.tables.insert(nt.name.clone(), nt.clone());
+        self.tables_dirty = true;
+        let mut after_meta = after.clone();
+        after_meta["rows_changed"] = Value::from(changed.len());
+        self.mig("alter_table", Some(&nt.name), None, before, after_meta, actor);
+        // Re-index every row under the new definition (unique checks included).
+        let changed_ids: HashMap<&str, Map<String, Value>> = changed.into_iter().map(|(r, v)| (r.id.as_str(), v)).collect();
+        for r in &rows {
+            match changed_ids.get(r.id.as_str()) {
+                Some(v) => {
+                    self.check_refs(&nt, &r.id, v)?;
+                    let st = self.put(&nt, &r.id, r.version + 1, v.clone(), r.body.clone())?;
+                    self.mig("alter_table", Some(&nt.name), Some(&r.id), state(r), st, actor);
+                }
+                None => {
+                    self.check_refs(&nt, &r.id, &r.values)?;
+                    let path = files::row_path(&self.root, &nt.name, &r.id);
+                    let bytes = std::fs::read(&path).unwrap_or_default();
+                    let (mtime, size) = files::stat(&path).unwrap_or((0, 0));
+                    index::put_row(&self.idx, &nt, r, &FileFacts { mtime, size, hash: files::hash(&bytes) })?;
+                }
+            }
+        }
+        Ok(json!({"table": nt.name, "seq": null}))
+    }
+
+    // ---- settings ----
+
+    fn set_settings(&mut self, a: args::SetSettings, actor: &Actor) -> Result<Value> {
+        let new = self.settings.merged(&a.settings)?;
+        self.put_settings(new, actor, "settings")
+    }
+
+    fn put_settings(&mut self, new: Settings, actor: &Actor, op: &str) -> Result<Value> {
+        let before = serde_json::to_value(&self.settings).unwrap_or_default();
+        let after = serde_json::to_value(&new).unwrap_or_default();
+        let bytes = serde_json::to_vec_pretty(&new).unwrap_or_default();
+        self.fops.push(FileOp::Write { path: self.root.join(".datanotes/settings.json"), bytes, row: None });
+        self.settings = new;
+        self.settings_dirty = true;
+        self.mig(op, None, None, before, after, actor);
+        Ok(json!({"settings": self.settings, "seq": null}))
+    }
+
+    // ---- undo and restore ----
+
+    fn vacuumed_before(&self) -> Result<i64> {
+        journal::meta_i64(&self.jr, "vacuumed_before")
+    }
+
+    fn undo(&mut self, seq: i64, actor: &Actor) -> Result<Value> {
+        let m = journal::get(&self.jr, seq)?.ok_or_else(|| {
+            Error::not_found(format!("no migration {seq}")).hint("list_migrations shows the migrations and their seq")
+        })?;
+        let conflict = |what: String| {
+            Error::conflict(format!("cannot undo migration {seq}: {what}"))
+                .rule("undo")
+                .hint("undo the later migrations first (list_migrations), or use restore to go back to a point in time")
+        };
+        let table = m.table.clone().unwrap_or_default();
+        match (m.op.as_str(), &m.row) {
+            ("tool_call", _) => Err(Error::invalid("a tool call changed nothing and cannot be undone").rule("undo")),
+            ("settings", _) => {
+                if serde_json::to_value(&self.settings).unwrap_or_default() != m.after {
+                    return Err(conflict("the settings changed since".into()));
+                }
+                let prev: Settings = serde_json::from_value(m.before.clone()).unwrap_or_default();
+                self.put_settings(prev, actor, "undo")
+            }
+            (_, Some(id)) => {
+                let t = self.table(&table)?;
+                let cur = self.get(&t, id)?;
+                if !same_state(cur.as_ref().map(state).as_ref(), &m.after) {
+                    return Err(conflict(format!("row {id} changed since")));
+                }
+                let v = self.set_row_state(&t, id, cur, &m.before, actor, "undo")?;
+                Ok(json!({"undone": seq, "row": v, "seq": null}))
+            }
+            ("create_table", None) => {
+                let t = self.table(&table)?;
+                if index::count(&self.idx, &t.name)? > 0 {
+                    return Err(conflict(format!("table {table} has rows now")).hint("delete its rows first, or drop_table it"));
+                }
+                self.drop_table(args::TableArg { table: table.clone() }, actor)?;
+                if let Some(last) = self.migs.last_mut() {
+                    last.op = "undo".into();
+                }
+                Ok(json!({"undone": seq, "seq": null}))
+            }
+            ("drop_table", None) => {
+                if self.tables.contains_key(&table) {
+                    return Err(conflict(format!("table {table} exists again")));
+                }
+                let def: TableDef = serde_json::from_value(json!({"description": m.before["description"], "columns": m.before["columns"]}))
+                    .map_err(|e| Error::internal(format!("journal entry {seq} is unreadable: {e}")))?;
+                let t = Table::compile(&table, def)?;
+                self.install_table(t, Value::Null, actor, "undo")?;
+                let t = self.table(&table)?;
+                for r in m.before["rows"].as_array().cloned().unwrap_or_default() {
+                    let id = r["id"].as_str().unwrap_or_default().to_string();
+                    self.set_row_state(&t, &id, None, &r, actor, "undo")?;
+                }
+                Ok(json!({"undone": seq, "seq": null}))
+            }
+            ("alter_table", None) | ("hand_edit", None) => {
+                let t = self.table(&table)?;
+                let mut cur_def = serde_json::to_value(&t.def).unwrap_or_default();
+                let mut want = m.after.clone();
+                if let Some(o) = want.as_object_mut() {
+                    o.remove("rows_changed");
+                }
+                if let Some(o) = cur_def.as_object_mut() {
+                    o.remove("rows_changed");
+                }
+                if cur_def != want {
+                    return Err(conflict(format!("table {table} was altered since")));
+                }
+                let n = m.after["rows_changed"].as_i64().unwrap_or(0);
+                let row_migs = journal::list(
+                    &self.jr,
+                    &journal::Filter { table: Some(table.clone()), after: Some(seq), before: Some(seq + n + 1), limit: n, ..Default::default() },
+                )?;
+                let def: TableDef = serde_json::from_value(m.before.clone())
+                    .map_err(|e| Error::internal(format!("journal entry {seq} is unreadable: {e}")))?;
+                let old = Table::compile(&table, def)?;
+                // Rows first leave the new shape, then the old definition comes back.
+                let rows = index::all_rows(&self.idx, &t)?;
+                let back: HashMap<String, Value> =
+                    row_migs.iter().filter(|r| r.op == "alter_table").filter_map(|r| Some((r.row.clone()?, r.before.clone()))).collect();
+                let before_def = serde_json::to_value(&t.def).unwrap_or_default();
+                index::create_table(&self.idx, &old, &defhash(&old.def))?;
+                self.define(&old)?;
+                let old = Arc::new(old);
+                self.tables.insert(table.clone(), old.clone());
+                self.tables_dirty = true;
+                self.mig("undo", Some(&table), None, before_def, serde_json::to_value(&old.def).unwrap_or_default(), actor);
+                for r in rows {
+                    match back.get(&r.id) {
+                        Some(prev) => {
+                            let values = prev["values"].as_object().cloned().unwrap_or_default();
+                            let body = prev["body"].as_str().unwrap_or_default().to_string();
+                            let st = self.set_row(&old, &r.id, &values, body, r.version + 1)?;
+                            self.mig("undo", Some(&table), Some(&r.id), state(&r), st, actor);
+                        }
+                        None => {
+                            self.set_row(&old, &r.id, &r.values, r.body.clone(), r.version)?;
+                        }
+                    }
+                }
+                Ok(json!({"undone": seq, "seq": null}))
+            }
+            (op, _) => Err(Error::invalid(format!("migration {seq} ({op}) cannot be undone")).rule("undo")),
+        }
+    }
+
+    /// Brings a row to a journal state (`{values, body}` or null), journaling it under `op`.
+    fn set_row_state(&mut self, t: &Table, id: &str, cur: Option<IndexedRow>, target: &Value, actor: &Actor, op: &str) -> Result<Value> {
+        let before = cur.as_ref().map(state).unwrap_or(Value::Null);
+        let version = cur.as_ref().map(|c| c.version).unwrap_or(0) + 1;
+        let after = if target.is_null() || target.get("invalid").is_some() {
+            if cur.is_some() || index::known_file(&self.idx, &t.name, id)?.is_some() {
+                self.delete_checked(t, id)?;
+            }
+            Value::Null
+        } else {
+            let values = target["values"].as_object().cloned().unwrap_or_default();
+            let body = target["body"].as_str().unwrap_or_default().to_string();
+            self.set_row(t, id, &values, body, version)?
+        };
+        self.mig(op, Some(&t.name), Some(id), before, after.clone(), actor);
+        Ok(after)
+    }
+
+    fn restore(&mut self, a: args::Restore, actor: &Actor) -> Result<Value> {
+        let t = self.table(&a.table)?;
+        let vac = self.vacuumed_before()?;
+        if a.seq < vac {
+            return Err(Error::invalid(format!("history before migration {vac} was vacuumed"))
+                .table(t.name.as_str())
+                .rule("seq")
+                .hint(format!("restore to a seq of {vac} or later")));
+        }
+        if a.seq > journal::last_seq(&self.jr)? {
+            return Err(Error::invalid(format!("there is no migration {} yet", a.seq)).rule("seq").hint("list_migrations shows the seqs"));
+        }
+        let ids: Vec<String> = match &a.id {
+            Some(id) => {
+                names::check_row_id(&t.name, id)?;
+                vec![id.clone()]
+            }
+            None => {
+                let mut ids: BTreeSet<String> = index::all_rows(&self.idx, &t)?.into_iter().map(|r| r.id).collect();
+                let mut st = self.jr.prepare("SELECT DISTINCT row FROM migrations WHERE tbl=?1 AND row IS NOT NULL AND seq<=?2")?;
+                for r in st.query_map(rusqlite::params![t.name, a.seq], |r| r.get::<_, String>(0))? {
+                    ids.insert(r?);
+                }
+                ids.into_iter().collect()
+            }
+        };
+        let mut restored = vec![];
+        for id in ids {
+            let target = journal::row_state_at(&self.jr, &t.name, &id, a.seq)?;
+            let target = match target {
+                Some(m) => m.after,
+                None if vac > 0 && journal::row_state_at(&self.jr, &t.name, &id, i64::MAX)?.is_none() => continue,
+                None => Value::Null,
+            };
+            let cur = self.get(&t, &id)?;
+            if same_state(cur.as_ref().map(state).as_ref(), &target) {
+                continue;
+            }
+            self.set_row_state(&t, &id, cur, &target, actor, "restore")?;
+            restored.push(id);
+        }
+        Ok(json!({"restored": restored, "seq": null}))
+    }
+
+    // ---- hand edits ----
+
+    fn scan(&mut self, table: Option<String>, id: Option<String>) -> Result<Value> {
+        let actor = Actor::hand_edit();
+        let mut found = 0;
+        if id.is_none() {
+            found += self.scan_defs(table.as_deref(), &actor)?;
+        }
+        let names: Vec<String> = match &table {
+            Some(t) => self.tables.contains_key(t).then(|| t.clone()).into_iter().collect(),
+            None => self.tables.keys().cloned().collect(),
+        };
+        for name in names {
+            let t = self.tables[&name].clone();
+            if let Some(id) = &id {
+                let known = index::known_file(&self.idx, &name, id)?;
+                let path = files::row_path(&self.root, &name, id);
+                let same = match (&known, files::stat(&path)) {
+                    (Some(k), Some((m, s))) => k.mtime == m && k.size == s,
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !same {
+                    found += self.check_file(&t, id, known, &actor)? as usize;
+                }
+                continue;
+            }
+            let dir = files::table_dir(&self.root, &name);
+            let mut known = index::known_files(&self.idx, &name)?;
+            for f in files::list_rows(&dir) {
+                let k = known.remove(&f.id);
+                if k.as_ref().is_some_and(|k| k.mtime == f.mtime_ns && k.size == f.size) {
+                    continue;
+                }
+                found += self.check_file(&t, &f.id, k, &actor)? as usize;
+            }
+            for (id, k) in known {
+                found += self.check_file(&t, &id, Some(k), &actor)? as usize;
+            }
+        }
+        Ok(json!({"hand_edits": found}))
+    }
+
+    /// Compares one file with the index; journals a difference as a hand edit.
+    fn check_file(&mut self, t: &Table, id: &str, known: Option<index::KnownFile>, actor: &Actor) -> Result<bool> {
+        let path = files::row_path(&self.root, &t.name, id);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        let cur = self.get(t, id)?;
+        let before = cur.as_ref().map(state).unwrap_or(Value::Null);
+        let Some(bytes) = bytes else {
+            if known.is_none() {
+                return Ok(false);
+            }
+            index::delete_row(&self.idx, &t.name, id)?;
+            self.mig("hand_edit", Some(&t.name), Some(id), before, Value::Null, actor);
+            return Ok(true);
+        };
+        let (mtime, size) = files::stat(&path).unwrap_or((0, bytes.len() as i64));
+        let hash = files::hash(&bytes);
+        if known.as_ref().is_some_and(|k| k.hash == hash) {
+            index::touch_file(&self.idx, &t.name, id, mtime, size)?;
+            return Ok(false);
+        }
+        let facts = FileFacts { mtime, size, hash };
+        let version = cur.as_ref().map(|c| c.version).unwrap_or(0) + 1;
+        let checked = validate_file(t, &bytes).and_then(|rf| {
+            self.check_refs(t, id, &rf.values).map_err(|e| e.message)?;
+            Ok(rf)
+        });
+        match checked {
+            Ok(rf) => {
+                let row = IndexedRow { id: id.into(), version, values: rf.values, body: rf.body };
+                index::put_row(&self.idx, t, &row, &facts)?;
+                self.mig("hand_edit", Some(&t.name), Some(id), before, state(&row), actor);
+            }
+            Err(msg) => {
+                tracing::warn!(table = %t.name, row = id, "hand-edited row is invalid: {msg}");
+                index::put_invalid(&self.idx, &t.name, id, &facts, &msg)?;
+                self.mig("hand_edit", Some(&t.name), Some(id), before, json!({"invalid": msg}), actor);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Table definitions added, changed or removed by hand.
+    fn scan_defs(&mut self, only: Option<&str>, actor: &Actor) -> Result<usize> {
+        let on_disk: HashMap<String, PathBuf> = files::find_tables(&self.root)
+            .into_iter()
+            .filter(|(n, _)| only.is_none_or(|o| o == n))
+            .collect();
+        let mut found = 0;
+        let known: Vec<String> = self.tables.keys().filter(|n| only.is_none_or(|o| o == n.as_str())).cloned().collect();
+        for name in &known {
+            if !on_disk.contains_key(name) {
+                let t = self.tables.remove(name).unwrap();
+                index::drop_table(&self.idx, name)?;
+                self.tables_dirty = true;
+                self.mig("hand_edit", Some(name), None, serde_json::to_value(&t.def).unwrap_or_default(), Value::Null, actor);
+                found += 1;
+            }
+        }
+        for (name, dir) in on_disk {
+            let text = std::fs::read_to_string(dir.join(files::TABLE_FILE)).unwrap_or_default();
+            let t = match files::parse_table_def(&text).map_err(Error::invalid).and_then(|d| Table::compile(&name, d)) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!(table = %name, "hand-edited definition is invalid, keeping the previous one: {e}");
+                    continue;
+                }
+            };
+            let before = match self.tables.get(&name) {
+                Some(cur) if cur.def == t.def => continue,
+                Some(cur) => serde_json::to_value(&cur.def).unwrap_or_default(),
+                None => Value::Null,
+            };
+            let versions = index_versions(&self.idx, self.tables.get(&name).map(|t| &**t))?;
+            reindex_table(&self.idx, &self.root, &t, &versions)?;
+            self.mig("hand_edit", Some(&name), None, before, serde_json::to_value(&t.def).unwrap_or_default(), actor);
+            self.tables.insert(name, Arc::new(t));
+            self.tables_dirty = true;
+            found += 1;
+        }
+        Ok(found)
+    }
+
+    // ---- maintenance ----
+
+    fn vacuum(&mut self, before_seq: i64) -> Result<Value> {
+        let last = journal::last_seq(&self.jr)?;
+        if before_seq < 0 || before_seq > last + 1 {
+            return Err(Error::invalid(format!("before_seq {before_seq} is outside the journal (1 to {})", last + 1))
+                .rule("before_seq")
+                .hint("list_migrations shows the seqs"));
+        }
+        let removed = self.jr.execute("DELETE FROM migrations WHERE seq < ?1", [before_seq])?;
+        let start = before_seq.max(self.vacuumed_before()?);
+        journal::set_meta(&self.jr, "vacuumed_before", &start.to_string())?;
+        self.jr.execute_batch("VACUUM")?;
+        Ok(json!({"removed": removed, "feed_starts_at": start}))
+    }
+
+    fn rebuild_index(&mut self) -> Result<Value> {
+        wipe_index(&self.idx)?;
+        let mut rows = 0;
+        for t in self.tables.values() {
+            let versions = journal_versions(&self.jr, &t.name)?;
+            rows += reindex_table(&self.idx, &self.root, t, &versions)?;
+        }
+        index::set_meta(&self.idx, "applied_seq", &journal::last_seq(&self.jr)?.to_string())?;
+        let mut out = self.run_scan()?;
+        out["tables"] = Value::from(self.tables.len());
+        out["rows"] = Value::from(rows);
+        Ok(out)
+    }
+
+    fn run_scan(&mut self) -> Result<Value> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.run_batch(vec![Job { cmd: Cmd::Scan { table: None, id: None }, actor: Actor::hand_edit(), reply: Some(tx) }]);
+        rx.recv().map_err(|_| Error::internal("scan lost"))?
+    }
+}
+
+trait AlterHint {
+    fn rule_hint_for_alter(self) -> Self;
+}
+impl AlterHint for Error {
+    fn rule_hint_for_alter(self) -> Self {
+        let hint = "fix or update those rows first, give a default, or loosen the constraint";
+        self.hint(hint)
+    }
+}
+
+/// Two row states are the same if values and body are (versions differ by design).
+fn same_state(cur: Option<&Value>, target: &Value) -> bool {
+    match (cur, target.is_null() || target.get("invalid").is_some()) {
+        (None, true) => true,
+        (Some(c), false) => c["values"] == target["values"] && c["body"] == target["body"],
+        _ => false,
+    }
+}
+
+pub fn defhash(def: &TableDef) -> String {
+    files::hash(&files::render_table_def(def))
+}
+
+fn validate_file(t: &Table, bytes: &[u8]) -> std::result::Result<RowFile, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())?;
+    let rf = files::parse_row(text)?;
+    let values = t.check_row(&rf.values).map_err(|e| match e.hint {
+        Some(h) => format!("{} ({h})", e.message),
+        None => e.message,
+    })?;
+    Ok(RowFile { values, body: rf.body })
+}
+
+fn wipe_index(c: &Connection) -> Result<()> {
+    for t in index::indexed_tables(c)? {
+        index::drop_table(c, &t)?;
+    }
+    c.execute_batch("DELETE FROM files; DELETE FROM fts; DELETE FROM tables;")?;
+    index::set_meta(c, "layout", index::LAYOUT)?;
+    Ok(())
+}
+
+fn index_versions(c: &Connection, t: Option<&Table>) -> Result<HashMap<String, i64>> {
+    let Some(t) = t else { return Ok(HashMap::new()) };
+    let mut st = c.prepare(&format!("SELECT id, version FROM {}", index::tname(&t.name)))?;
+    let v = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    Ok(v)
+}
+
+fn journal_versions(j: &Connection, table: &str) -> Result<HashMap<String, i64>> {
+    let mut st = j.prepare(
+        "SELECT row, json_extract(after, '$.version') FROM migrations WHERE tbl=?1 AND row IS NOT NULL ORDER BY seq",
+    )?;
+    let mut out = HashMap::new();
+    for r in st.query_map([table], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?)))? {
+        let (id, v) = r?;
+        if let Some(v) = v {
+            out.insert(id, v);
+        }
+    }
+    Ok(out)
+}
+
+/// Recreates a table's index from its files, silently (no journal). Returns the row count.
+fn reindex_table(c: &Connection, root: &Path, t: &Table, versions: &HashMap<String, i64>) -> Result<usize> {
+    index::create_table(c, t, &defhash(&t.def))?;
+    let dir = files::table_dir(root, &t.name);
+    let mut n = 0;
+    for f in files::list_rows(&dir) {
+        let path = dir.join(format!("{}.md", f.id));
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let facts = FileFacts { mtime: f.mtime_ns, size: f.size, hash: files::hash(&bytes) };
+        match validate_file(t, &bytes) {
+            Ok(rf) => {
+                let version = versions.get(&f.id).copied().unwrap_or(1);
+                index::put_row(c, t, &IndexedRow { id: f.id, version, values: rf.values, body: rf.body }, &facts)?;
+                n += 1;
+            }
+            Err(msg) => index::put_invalid(c, &t.name, &f.id, &facts, &msg)?,
+        }
+    }
+    Ok(n)
+}
+
+/// Opens the index; one that cannot be read, or has another layout, is replaced.
+pub fn open_index_checked(path: &Path) -> anyhow::Result<Connection> {
+    let check = |path: &Path| -> Result<Connection> {
+        let c = index::open(path)?;
+        c.query_row("SELECT count(*) FROM files", [], |r| r.get::<_, i64>(0))?;
+        if index::get_meta(&c, "layout")?.as_deref() != Some(index::LAYOUT) {
+            wipe_index(&c)?;
+        }
+        Ok(c)
+    };
+    match check(path) {
+        Ok(c) => Ok(c),
+        Err(e) => {
+            tracing::warn!("the index cannot be used ({e}); rebuilding it from the files");
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            Ok(check(path)?)
+        }
+    }
+}
+
+/// Redoes, on the files, the migrations the journal holds beyond the files' checkpoint.
+/// Idempotent: a file already in the after state is left alone, and one that is in neither the
+/// before nor the after state was edited by hand and is left for the scan.
+pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<()> {
+    let files_seq = journal::meta_i64(j, "files_seq")?;
+    let migs = journal::list(j, &journal::Filter { after: Some(files_seq), limit: i64::MAX, ..Default::default() })?;
+    let mut touched_dirs = BTreeSet::new();
+    for m in migs {
+        let Some(table) = m.table.clone() else {
+            if matches!(m.op.as_str(), "settings" | "undo") && !m.after.is_null() && m.row.is_none() {
+                if let Ok(s) = serde_json::from_value::<Settings>(m.after.clone()) {
+                    files::write_atomic(&root.join(".datanotes/settings.json"), &serde_json::to_vec_pretty(&s)?)?;
+                }
+            }
+            continue;
+        };
+        if m.op == "hand_edit" {
+            continue;
+        }
+        let dir = files::table_dir(root, &table);
+        match &m.row {
+            Some(id) => {
+                let Some(t) = tables.get(&table).cloned() else { continue };
+                let path = files::row_path(root, &table, id);
+                let cur = std::fs::read(&path).ok();
+                let render = |s: &Value| -> Option<Vec<u8>> {
+                    if s.is_null() {
+                        return None;
+                    }
+                    let values = s["values"].as_object().cloned().unwrap_or_default();
+                    Some(files::render_row(&t, &values, s["body"].as_str().unwrap_or_default()))
+                };
+                let (want, was) = (render(&m.after), render(&m.before));
+                if cur == want || (cur != was && cur.is_some()) {
+                    continue;
+                }
+                match want {
+                    Some(b) => {
+                        files::create_dirs(root, &dir)?;
+                        files::write_atomic(&path, &b)?
+                    }
+                    None => files::remove_file(&path)?,
+                }
+                touched_dirs.insert(dir);
+            }
+            None => {
+                let def_after = serde_json::from_value::<TableDef>(json!({"description": m.after.get("description"), "columns": m.after.get("columns")}));
+                match (m.after.is_null(), def_after) {
+                    (true, _) => {
+                        if dir.exists() {
+                            files::remove_table_dir(root, &dir)?;
+                        }
+                        tables.remove(&table);
+                    }
+                    (false, Ok(def)) => {
+                        if let Ok(t) = Table::compile(&table, def) {
+                            files::create_dirs(root, &dir)?;
+                            let bytes = files::render_table_def(&t.def);
+                            if std::fs::read(dir.join(files::TABLE_FILE)).ok().as_deref() != Some(&bytes[..]) {
+                                files::write_atomic(&dir.join(files::TABLE_FILE), &bytes)?;
+                                touched_dirs.insert(dir.clone());
+                            }
+                            tables.insert(table.clone(), Arc::new(t));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    for d in touched_dirs {
+        if d.exists() {
+            files::fsync_dir(&d)?;
+        }
+    }
+    journal::set_meta(j, "files_seq", &journal::last_seq(j)?.to_string())?;
+    Ok(())
+}
+
+/// Brings the index in line with the files after a start: tables whose definition changed are
+/// re-indexed, rows touched by migrations the index has not seen are re-read, silently.
+pub fn reconcile_index(root: &Path, c: &Connection, j: &Connection, tables: &Tables) -> anyhow::Result<()> {
+    c.execute_batch("BEGIN")?;
+    let r = (|| -> Result<()> {
+        let mut fresh = BTreeSet::new();
+        for name in index::indexed_tables(c)? {
+            if !tables.contains_key(&name) {
+                index::drop_table(c, &name)?;
+            }
+        }
+        for (name, t) in tables {
+            if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def).as_str()) {
+                reindex_table(c, root, t, &journal_versions(j, name)?)?;
+                fresh.insert(name.clone());
+            }
+        }
+        let applied: i64 = index::get_meta(c, "applied_seq")?.and_then(|s| s.parse().ok()).unwrap_or(0);
+        let migs = journal::list(j, &journal::Filter { after: Some(applied), limit: i64::MAX, ..Default::default() })?;
+        let mut latest: HashMap<(String, String), i64> = HashMap::new();
+        for m in migs {
+            if let (Some(t), Some(r)) = (m.table, m.row) {
+                latest.insert((t, r), m.after["version"].as_i64().unwrap_or(0));
+            }
+        }
+        for ((table, id), version) in latest {
+            let Some(t) = tables.get(&table).filter(|_| !fresh.contains(&table)) else { continue };
+            let path = files::row_path(root, &table, &id);
+            let Ok(bytes) = std::fs::read(&path) else {
+                index::delete_row(c, &table, &id)?;
+                continue;
+            };
+            let (mtime, size) = files::stat(&path).unwrap_or((0, 0));
+            let facts = FileFacts { mtime, size, hash: files::hash(&bytes) };
+            match validate_file(t, &bytes) {
+                Ok(rf) => index::put_row(c, t, &IndexedRow { id, version: version.max(1), values: rf.values, body: rf.body }, &facts)?,
+                Err(msg) => index::put_invalid(c, &table, &id, &facts, &msg)?,
+            }
+        }
+        index::set_meta(c, "applied_seq", &journal::last_seq(j)?.to_string())?;
+        Ok(())
+    })();
+    match r {
+        Ok(()) => c.execute_batch("COMMIT")?,
+        Err(e) => {
+            let _ = c.execute_batch("ROLLBACK");
+            return Err(e.into());
+        }
+    }
+    Ok(())
+}

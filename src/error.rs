@@ -1,0 +1,109 @@
+//! The one error type every door answers with.
+//!
+//! A refusal is `{"error": {"code", "message", "table"?, "column"?, "rule"?, "hint"?}}` and an HTTP
+//! status; the same value is what MCP and the WASM host import return as a structured error.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Error {
+    #[serde(skip)]
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        Error {
+            status,
+            code,
+            message: message.into(),
+            table: None,
+            column: None,
+            rule: None,
+            hint: None,
+        }
+    }
+    /// 400: the call itself is malformed (shape, type, unknown field).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(400, "invalid_argument", message)
+    }
+    /// 422: a value breaks a rule of the table.
+    pub fn constraint(table: &str, column: &str, rule: &str, message: impl Into<String>) -> Self {
+        Self::new(422, "constraint_violation", message)
+            .table(table)
+            .column(column)
+            .rule(rule)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(404, "not_found", message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(409, "conflict", message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "forbidden", message)
+    }
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(401, "unauthorized", message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "internal", message)
+    }
+    pub fn table(mut self, t: impl Into<String>) -> Self {
+        self.table = Some(t.into());
+        self
+    }
+    pub fn column(mut self, c: impl Into<String>) -> Self {
+        self.column = Some(c.into());
+        self
+    }
+    pub fn rule(mut self, r: impl Into<String>) -> Self {
+        self.rule = Some(r.into());
+        self
+    }
+    pub fn hint(mut self, h: impl Into<String>) -> Self {
+        self.hint = Some(h.into());
+        self
+    }
+    /// The wire shape: `{"error": {...}}`.
+    pub fn to_json(&self) -> Value {
+        json!({ "error": self })
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)?;
+        if let Some(h) = &self.hint {
+            write!(f, " (hint: {h})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::internal(format!("index or journal error: {e}"))
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::internal(format!("file system error: {e}"))
+    }
+}

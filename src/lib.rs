@@ -1,0 +1,11 @@
+//! datanotes: a local-first database engine for Markdown notes, with an apps host.
+//!
+//! See ARCHITECTURE.md for the map.
+
+pub mod auth;
+pub mod demo;
+pub mod engine;
+pub mod error;
+pub mod http;
+pub mod names;
+pub mod ops;

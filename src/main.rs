@@ -1,0 +1,85 @@
+//! The `datanotes` command line.
+
+use clap::{Parser, Subcommand};
+use datanotes::engine::Engine;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "datanotes", version, about = "A local-first database engine for Markdown notes, with an apps host")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a database folder (and its owner token).
+    Init {
+        #[arg(long)]
+        database: PathBuf,
+    },
+    /// Serve a database over HTTP.
+    Serve {
+        /// The database folder.
+        #[arg(long, required_unless_present = "demo")]
+        database: Option<PathBuf>,
+        /// Serve a demo database (in ./demo unless --database is given), created with example tables on first use.
+        #[arg(long)]
+        demo: bool,
+        #[arg(long, default_value = "127.0.0.1:5234")]
+        listen: SocketAddr,
+    },
+}
+
+fn init_logs() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DATANOTES_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Opens a database and makes sure it has an owner token; prints a new token once.
+fn open(db: &std::path::Path) -> anyhow::Result<(std::sync::Arc<Engine>, String)> {
+    let engine = Engine::open(db)?;
+    let (hash, new) = datanotes::auth::ensure_owner_token(&engine.meta_dir)?;
+    if let Some(token) = new {
+        println!(
+            "owner token (shown once; saved to {} with mode 0600):\n  {token}",
+            engine.meta_dir.join("owner-token").display()
+        );
+    }
+    Ok((engine, hash))
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logs();
+    match cli.cmd {
+        Command::Init { database } => {
+            let (engine, _) = open(&database)?;
+            engine.shutdown();
+            println!("database ready at {}", engine.root.display());
+        }
+        Command::Serve { database, demo, listen } => {
+            let db = database.unwrap_or_else(|| PathBuf::from("demo"));
+            let (engine, hash) = open(&db)?;
+            if demo {
+                datanotes::demo::seed(&engine)?;
+            }
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            rt.block_on(async {
+                let listener = tokio::net::TcpListener::bind(listen).await?;
+                let addr = listener.local_addr()?;
+                tracing::info!(database = %engine.root.display(), "serving on http://{addr}");
+                println!("datanotes serving {} on http://{addr}", engine.root.display());
+                let server = datanotes::http::Server::new(engine.clone(), hash);
+                datanotes::http::serve(server, listener).await
+            })?;
+            engine.shutdown();
+        }
+    }
+    Ok(())
+}

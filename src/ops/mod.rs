@@ -1,0 +1,259 @@
+//! The operation catalog: every engine operation declared once (name, description, input schema,
+//! access class). HTTP, MCP and the WASM host import all dispatch through [`call`], and
+//! [`crate::auth::authorize`] is the one place that decides whether a caller may run it.
+
+use crate::auth::{self, Caller};
+use crate::engine::{Actor, Cmd, Engine, args};
+use crate::error::{Error, Result};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::OnceLock;
+
+/// What running an operation requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Any valid token.
+    Read,
+    /// Apps: a write pattern matching the table.
+    RowWrite,
+    /// Apps: `ddl` and a write pattern matching the table.
+    SchemaChange,
+    /// Apps: `maintain`.
+    Maintain,
+    /// The owner alone.
+    Owner,
+}
+
+/// The caller of an operation and the actor its writes are recorded under.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    pub caller: Caller,
+    pub actor: Actor,
+}
+
+impl Ctx {
+    pub fn owner(harness: &str) -> Ctx {
+        Ctx { caller: Caller::Owner, actor: Actor::new(Some(harness.into()), None, None, None, Some("owner".into())) }
+    }
+}
+
+pub struct Op {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub access: Access,
+    schema: fn() -> schemars::Schema,
+    run: fn(&Engine, &Ctx, Value) -> Result<Value>,
+}
+
+impl Op {
+    /// The JSON Schema of the operation's arguments.
+    pub fn input_schema(&self) -> Value {
+        let mut v = serde_json::to_value((self.schema)()).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("$schema");
+            o.remove("title");
+        }
+        v
+    }
+}
+
+fn schema<T: JsonSchema>() -> schemars::Schema {
+    schemars::schema_for!(T)
+}
+
+/// Parses an operation's arguments strictly; a mistake names the field and how to fix it.
+pub fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T> {
+    let args = if args.is_null() { Value::Object(Default::default()) } else { args };
+    if !args.is_object() {
+        return Err(Error::invalid(format!("the arguments of {op} must be a JSON object"))
+            .rule("arguments")
+            .hint(format!("send an object such as {{}}; the input schema of {op} lists the fields")));
+    }
+    serde_json::from_value(args).map_err(|e| {
+        Error::invalid(format!("invalid arguments for {op}: {e}"))
+            .rule("arguments")
+            .hint(format!("check the field names and types against the input schema of {op}"))
+    })
+}
+
+fn write(e: &Engine, c: &Ctx, cmd: Cmd) -> Result<Value> {
+    e.write(cmd, c.actor.clone())
+}
+
+/// The catalog, in the order agents see it.
+pub static CATALOG: &[Op] = &[
+    Op {
+        name: "list_tables",
+        description: "List every table (catalog.schema.table) with its description and row count.",
+        access: Access::Read,
+        schema: schema::<args::Empty>,
+        run: |e, _, a| {
+            parse::<args::Empty>("list_tables", a)?;
+            e.list_tables()
+        },
+    },
+    Op {
+        name: "describe_table",
+        description: "Describe a table: its columns with types and constraints, row count, rows that fail validation (edited by hand), and the app tools that work on it.",
+        access: Access::Read,
+        schema: schema::<args::TableArg>,
+        run: |e, _, a| e.describe_table(parse("describe_table", a)?),
+    },
+    Op {
+        name: "get_row",
+        description: "Read one row by id: its version, column values and Markdown body.",
+        access: Access::Read,
+        schema: schema::<args::RowRef>,
+        run: |e, _, a| e.get_row(parse("get_row", a)?),
+    },
+    Op {
+        name: "select_rows",
+        description: "Select rows of a table. where: [{column, op (= != < <= > >= in contains), value}], all must hold; order_by: [{column, dir}]; limit/offset to page; columns to project. Answers {rows: [{id, version, values}], total}.",
+        access: Access::Read,
+        schema: schema::<args::SelectRows>,
+        run: |e, _, a| e.select_rows(parse("select_rows", a)?),
+    },
+    Op {
+        name: "search_notes",
+        description: "Ranked full-text search over text columns and bodies, optionally within some tables. Answers {hits: [{table, id, score, snippet}]}.",
+        access: Access::Read,
+        schema: schema::<args::SearchNotes>,
+        run: |e, _, a| e.search_notes(parse("search_notes", a)?),
+    },
+    Op {
+        name: "list_migrations",
+        description: "The journal, newest first: every write with its seq, op, table, row, before and after states, and actor. Filter by table, actor, app, session, before (a seq).",
+        access: Access::Read,
+        schema: schema::<args::ListMigrations>,
+        run: |e, _, a| e.list_migrations(parse("list_migrations", a)?),
+    },
+    Op {
+        name: "get_engine_settings",
+        description: "Read the engine settings.",
+        access: Access::Read,
+        schema: schema::<args::Empty>,
+        run: |e, _, a| {
+            parse::<args::Empty>("get_engine_settings", a)?;
+            e.get_engine_settings()
+        },
+    },
+    Op {
+        name: "insert_row",
+        description: "Insert a row: {table, id?, values, body?}. The id is generated from the first text value when absent. Answers {id, version, seq}.",
+        access: Access::RowWrite,
+        schema: schema::<args::InsertRow>,
+        run: |e, c, a| write(e, c, Cmd::Insert(parse("insert_row", a)?)),
+    },
+    Op {
+        name: "update_row",
+        description: "Change some columns (null clears one) and/or the body of a row. With expect_version, refused if the row changed since you read it. Answers {id, version, seq}.",
+        access: Access::RowWrite,
+        schema: schema::<args::UpdateRow>,
+        run: |e, c, a| write(e, c, Cmd::Update(parse("update_row", a)?)),
+    },
+    Op {
+        name: "delete_row",
+        description: "Delete a row (its file). Refused while another row links to it. Undo brings it back.",
+        access: Access::RowWrite,
+        schema: schema::<args::RowRef>,
+        run: |e, c, a| write(e, c, Cmd::Delete(parse("delete_row", a)?)),
+    },
+    Op {
+        name: "create_table",
+        description: "Create a table catalog.schema.table with typed columns: text, integer, number, boolean, date, datetime, enum (values), list (of text), link (table); constraints required, unique, default, min, max, pattern.",
+        access: Access::SchemaChange,
+        schema: schema::<args::CreateTable>,
+        run: |e, c, a| write(e, c, Cmd::CreateTable(parse("create_table", a)?)),
+    },
+    Op {
+        name: "alter_table",
+        description: "Change a table: add, drop or rename columns, change a column's type or constraints, or its description. Refused, with the offending row named, when an existing row would break.",
+        access: Access::SchemaChange,
+        schema: schema::<args::AlterTable>,
+        run: |e, c, a| write(e, c, Cmd::AlterTable(parse("alter_table", a)?)),
+    },
+    Op {
+        name: "drop_table",
+        description: "Drop a table and its rows (undo_migration brings them back).",
+        access: Access::SchemaChange,
+        schema: schema::<args::TableArg>,
+        run: |e, c, a| write(e, c, Cmd::DropTable(parse("drop_table", a)?)),
+    },
+    Op {
+        name: "set_engine_settings",
+        description: "Change engine settings: {settings: {name: value}}; get_engine_settings lists them.",
+        access: Access::Maintain,
+        schema: schema::<args::SetSettings>,
+        run: |e, c, a| write(e, c, Cmd::SetSettings(parse("set_engine_settings", a)?)),
+    },
+    Op {
+        name: "undo_migration",
+        description: "Undo one migration (by seq), as a new migration. Refused if what it changed has changed again since.",
+        access: Access::Maintain,
+        schema: schema::<args::SeqArg>,
+        run: |e, c, a| write(e, c, Cmd::Undo(parse("undo_migration", a)?)),
+    },
+    Op {
+        name: "restore",
+        description: "Bring a row, or every row of a table, back to its state just after migration seq.",
+        access: Access::Maintain,
+        schema: schema::<args::Restore>,
+        run: |e, c, a| write(e, c, Cmd::Restore(parse("restore", a)?)),
+    },
+    Op {
+        name: "vacuum",
+        description: "Drop the journal's history before a seq and reclaim its space. Undo, restore and the change feed then start there.",
+        access: Access::Maintain,
+        schema: schema::<args::Vacuum>,
+        run: |e, c, a| write(e, c, Cmd::Vacuum(parse("vacuum", a)?)),
+    },
+    Op {
+        name: "rebuild_index",
+        description: "Rebuild the index from the files (the files are the source of truth), then journal any hand edit found.",
+        access: Access::Maintain,
+        schema: schema::<args::Empty>,
+        run: |e, c, a| {
+            parse::<args::Empty>("rebuild_index", a)?;
+            write(e, c, Cmd::RebuildIndex)
+        },
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static Op> {
+    CATALOG.iter().find(|o| o.name == name)
+}
+
+/// The catalog as data: name, description, access and input schema of every operation.
+pub fn describe_all() -> &'static Vec<Value> {
+    static CACHE: OnceLock<Vec<Value>> = OnceLock::new();
+    CACHE.get_or_init(|| {
+        CATALOG
+            .iter()
+            .map(|o| {
+                serde_json::json!({"name": o.name, "description": o.description, "access": o.access, "inputSchema": o.input_schema()})
+            })
+            .collect()
+    })
+}
+
+pub fn unknown_op(name: &str) -> Error {
+    let names: Vec<&str> = CATALOG.iter().map(|o| o.name).collect();
+    Error::new(404, "unknown_operation", format!("no operation {name:?}"))
+        .hint(format!("operations: {}", names.join(", ")))
+}
+
+/// Runs an operation for a caller: the single entry of every door.
+pub fn call(engine: &Engine, ctx: &Ctx, name: &str, args: Value) -> Result<Value> {
+    let op = find(name).ok_or_else(|| unknown_op(name))?;
+    let table = args.get("table").and_then(Value::as_str);
+    if table.is_none() && matches!(op.access, Access::RowWrite | Access::SchemaChange) {
+        return Err(Error::invalid(format!("{name} needs a `table` (catalog.schema.table)"))
+            .rule("arguments")
+            .hint(format!("add \"table\": \"catalog.schema.table\"; the input schema of {name} lists the fields")));
+    }
+    auth::authorize(&ctx.caller, op.access, table)?;
+    (op.run)(engine, ctx, args)
+}
