@@ -97,23 +97,34 @@ pub fn authorize(caller: &Caller, access: Access, table: Option<&str>) -> Result
         Caller::App(a) => a,
     };
     let name = &app.name;
-    let scope = || if app.write.is_empty() { "empty".to_string() } else { app.write.join(", ") };
+    let scope = || {
+        if app.write.is_empty() {
+            "empty".to_string()
+        } else {
+            app.write.join(", ")
+        }
+    };
     let in_scope = |t: &str| app.write.iter().any(|p| pattern_matches(p, t));
     match access {
         Access::Read => Ok(()),
         Access::RowWrite | Access::SchemaChange => {
             let t = table.unwrap_or("");
             if access == Access::SchemaChange && !app.ddl {
-                return Err(Error::forbidden(format!("app {name} may not change table schemas: it has no ddl right"))
-                    .table(t)
-                    .rule("ddl")
-                    .hint("the owner can grant it with apps/update {\"ddl\": true}"));
+                return Err(Error::forbidden(format!(
+                    "app {name} may not change table schemas: it has no ddl right"
+                ))
+                .table(t)
+                .rule("ddl")
+                .hint("the owner can grant it with apps/update {\"ddl\": true}"));
             }
             if !in_scope(t) {
-                return Err(Error::forbidden(format!("app {name} may not write {t}: its write scope is {}", scope()))
-                    .table(t)
-                    .rule("write")
-                    .hint("the owner can widen the app's write patterns with apps/update"));
+                return Err(Error::forbidden(format!(
+                    "app {name} may not write {t}: its write scope is {}",
+                    scope()
+                ))
+                .table(t)
+                .rule("write")
+                .hint("the owner can widen the app's write patterns with apps/update"));
             }
             Ok(())
         }
@@ -121,12 +132,16 @@ pub fn authorize(caller: &Caller, access: Access, table: Option<&str>) -> Result
             if app.maintain {
                 Ok(())
             } else {
-                Err(Error::forbidden(format!("app {name} may not run maintenance operations: it has no maintain right"))
-                    .rule("maintain")
-                    .hint("the owner can grant it with apps/update {\"maintain\": true}"))
+                Err(Error::forbidden(format!(
+                    "app {name} may not run maintenance operations: it has no maintain right"
+                ))
+                .rule("maintain")
+                .hint("the owner can grant it with apps/update {\"maintain\": true}"))
             }
         }
-        Access::Owner => Err(Error::forbidden("only the owner may do this").rule("owner").hint("use the owner token")),
+        Access::Owner => Err(Error::forbidden("only the owner may do this")
+            .rule("owner")
+            .hint("use the owner token")),
     }
 }
 
@@ -150,7 +165,12 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)?;
@@ -162,7 +182,9 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Reads the owner token the engine saved (for the local CLI).
 pub fn read_owner_token(db: &Path) -> std::io::Result<String> {
-    Ok(std::fs::read_to_string(db.join(".datanotes/owner-token"))?.trim().to_string())
+    Ok(std::fs::read_to_string(db.join(".datanotes/owner-token"))?
+        .trim()
+        .to_string())
 }
 
 #[cfg(test)]
@@ -177,8 +199,18 @@ mod tests {
         assert!(!pattern_matches("a.b.*", "a.bc.d"));
         assert!(pattern_matches("a.b.c", "a.b.c"));
         assert!(!pattern_matches("a.b.c", "a.b.cd"));
-        assert!(valid_pattern("a.b.*") && valid_pattern("a.*") && valid_pattern("*") && valid_pattern("a.b.c"));
-        assert!(!valid_pattern("a.*.c") && !valid_pattern("a") && !valid_pattern("A.b.c") && !valid_pattern("a.b.c.d"));
+        assert!(
+            valid_pattern("a.b.*")
+                && valid_pattern("a.*")
+                && valid_pattern("*")
+                && valid_pattern("a.b.c")
+        );
+        assert!(
+            !valid_pattern("a.*.c")
+                && !valid_pattern("a")
+                && !valid_pattern("A.b.c")
+                && !valid_pattern("a.b.c.d")
+        );
         let t = new_token(APP_PREFIX);
         assert!(matches(&t, &token_hash(&t)));
         assert!(!matches("x", &token_hash(&t)));

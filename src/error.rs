@@ -6,8 +6,12 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
+/// A refusal or failure. Boxed: errors are the cold path, and `Result`s stay small.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Error(Box<Detail>);
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Error {
+pub struct Detail {
     #[serde(skip)]
     pub status: u16,
     pub code: &'static str,
@@ -26,7 +30,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        Error {
+        Error(Box::new(Detail {
             status,
             code,
             message: message.into(),
@@ -34,7 +38,7 @@ impl Error {
             column: None,
             rule: None,
             hint: None,
-        }
+        }))
     }
     /// 400: the call itself is malformed (shape, type, unknown field).
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -80,7 +84,31 @@ impl Error {
     }
     /// The wire shape: `{"error": {...}}`.
     pub fn to_json(&self) -> Value {
-        json!({ "error": self })
+        json!({ "error": &*self.0 })
+    }
+    /// The same error with another message.
+    pub fn with_message(mut self, m: impl Into<String>) -> Self {
+        self.message = m.into();
+        self
+    }
+}
+
+impl std::ops::Deref for Error {
+    type Target = Detail;
+    fn deref(&self) -> &Detail {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Error {
+    fn deref_mut(&mut self) -> &mut Detail {
+        &mut self.0
+    }
+}
+
+impl Serialize for Error {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.0.serialize(s)
     }
 }
 

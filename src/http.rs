@@ -45,21 +45,33 @@ impl Server {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
         let Some(token) = token else {
-            return Err(Error::unauthorized("no token").hint("send Authorization: Bearer <token> (the owner token is in .datanotes/owner-token)"));
+            return Err(Error::unauthorized("no token").hint(
+                "send Authorization: Bearer <token> (the owner token is in .datanotes/owner-token)",
+            ));
         };
-        let caller = self
-            .identify(token)
-            .ok_or_else(|| Error::unauthorized("invalid token").hint("the token is unknown, was rotated or its app was deleted"))?;
+        let caller = self.identify(token).ok_or_else(|| {
+            Error::unauthorized("invalid token")
+                .hint("the token is unknown, was rotated or its app was deleted")
+        })?;
         Ok(ctx_for(caller, headers))
     }
 }
 
 /// The actor of a call: `X-Datanotes-Actor: harness / model`, `X-Datanotes-Session`, and the caller.
 pub fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
-    let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).filter(|s| !s.is_empty());
+    let h = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    };
     let (harness, model) = match h("x-datanotes-actor") {
         Some(a) => match a.split_once('/') {
-            Some((x, y)) => (Some(x.trim().to_string()), Some(y.trim().to_string()).filter(|s| !s.is_empty())),
+            Some((x, y)) => (
+                Some(x.trim().to_string()),
+                Some(y.trim().to_string()).filter(|s| !s.is_empty()),
+            ),
             None => (Some(a.to_string()), None),
         },
         None => (None, None),
@@ -82,18 +94,28 @@ pub fn error_response(e: &Error) -> Response {
 
 /// Reads a JSON object body with a size limit; every failure is a JSON error.
 pub async fn json_body(req: Request) -> Result<Value, Error> {
-    let bytes: Bytes = axum::body::to_bytes(req.into_body(), MAX_BODY).await.map_err(|_| {
-        Error::new(413, "payload_too_large", format!("the request body is larger than {} bytes", MAX_BODY))
+    let bytes: Bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|_| {
+            Error::new(
+                413,
+                "payload_too_large",
+                format!("the request body is larger than {} bytes", MAX_BODY),
+            )
             .hint("send less at once: split the call, or shorten the body")
-    })?;
+        })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
     }
     let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::invalid(format!("malformed JSON: {e}")).rule("json").hint("send a JSON object, e.g. {\"table\": \"personal.tasks.items\"}")
+        Error::invalid(format!("malformed JSON: {e}"))
+            .rule("json")
+            .hint("send a JSON object, e.g. {\"table\": \"personal.tasks.items\"}")
     })?;
     if !v.is_object() {
-        return Err(Error::invalid("the request body must be a JSON object").rule("json").hint("wrap the arguments in {...}"));
+        return Err(Error::invalid("the request body must be a JSON object")
+            .rule("json")
+            .hint("wrap the arguments in {...}"));
     }
     Ok(v)
 }
@@ -131,7 +153,11 @@ async fn operations(State(s): State<Shared>, headers: HeaderMap) -> Response {
 }
 
 async fn not_found() -> Response {
-    error_response(&Error::not_found("no such route").hint("operations are POST /datanotes/<operation>/; GET /datanotes/operations/ lists them"))
+    error_response(
+        &Error::not_found("no such route").hint(
+            "operations are POST /datanotes/<operation>/; GET /datanotes/operations/ lists them",
+        ),
+    )
 }
 
 pub fn router(s: Shared) -> Router {
@@ -148,12 +174,15 @@ pub fn router(s: Shared) -> Router {
 /// Serves until ctrl-c / SIGTERM.
 pub async fn serve(s: Shared, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     let app = router(s);
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
 }
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("signal handler");
     tokio::select! {
         _ = ctrl_c => {},
         _ = term.recv() => {},

@@ -6,7 +6,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "datanotes", version, about = "A local-first database engine for Markdown notes, with an apps host")]
+#[command(
+    name = "datanotes",
+    version,
+    about = "A local-first database engine for Markdown notes, with an apps host"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Command,
@@ -35,7 +39,8 @@ enum Command {
 fn init_logs() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DATANOTES_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("DATANOTES_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -63,18 +68,27 @@ fn main() -> anyhow::Result<()> {
             engine.shutdown();
             println!("database ready at {}", engine.root.display());
         }
-        Command::Serve { database, demo, listen } => {
+        Command::Serve {
+            database,
+            demo,
+            listen,
+        } => {
             let db = database.unwrap_or_else(|| PathBuf::from("demo"));
             let (engine, hash) = open(&db)?;
             if demo {
                 datanotes::demo::seed(&engine)?;
             }
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
             rt.block_on(async {
                 let listener = tokio::net::TcpListener::bind(listen).await?;
                 let addr = listener.local_addr()?;
                 tracing::info!(database = %engine.root.display(), "serving on http://{addr}");
-                println!("datanotes serving {} on http://{addr}", engine.root.display());
+                println!(
+                    "datanotes serving {} on http://{addr}",
+                    engine.root.display()
+                );
                 let server = datanotes::http::Server::new(engine.clone(), hash);
                 datanotes::http::serve(server, listener).await
             })?;

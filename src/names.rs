@@ -11,7 +11,8 @@ pub fn is_name(s: &str) -> bool {
     !b.is_empty()
         && b.len() <= 64
         && b[0].is_ascii_lowercase()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
 }
 
 /// `[a-z0-9][a-z0-9_-]*`, at most 128 characters.
@@ -39,7 +40,9 @@ impl TableName {
                 .rule("table_name")
                 .hint("a table is named catalog.schema.table, each part matching [a-z][a-z0-9_]* (e.g. personal.tasks.items)"));
         }
-        Ok(TableName { full: s.to_string() })
+        Ok(TableName {
+            full: s.to_string(),
+        })
     }
     pub fn parts(&self) -> impl Iterator<Item = &str> {
         self.full.split('.')

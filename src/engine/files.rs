@@ -54,9 +54,17 @@ pub fn render_row(table: &Table, values: &Map<String, Value>, body: &str) -> Vec
 /// Parses a row file. A file without front matter is all body.
 pub fn parse_row(text: &str) -> std::result::Result<RowFile, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let rest = match text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n")) {
+    let rest = match text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    {
         Some(r) => r,
-        None => return Ok(RowFile { values: Map::new(), body: text.to_string() }),
+        None => {
+            return Ok(RowFile {
+                values: Map::new(),
+                body: text.to_string(),
+            });
+        }
     };
     // The front matter ends at the first line that is exactly `---`.
     let mut pos = 0;
@@ -77,7 +85,10 @@ pub fn parse_row(text: &str) -> std::result::Result<RowFile, String> {
     };
     let yaml = &rest[..end];
     let mut body = &rest[end + 3..];
-    body = body.strip_prefix("\r\n").or_else(|| body.strip_prefix('\n')).unwrap_or(body);
+    body = body
+        .strip_prefix("\r\n")
+        .or_else(|| body.strip_prefix('\n'))
+        .unwrap_or(body);
     let values = if yaml.trim().is_empty() {
         Map::new()
     } else {
@@ -88,7 +99,10 @@ pub fn parse_row(text: &str) -> std::result::Result<RowFile, String> {
             Err(e) => return Err(format!("the front matter is not valid YAML: {e}")),
         }
     };
-    Ok(RowFile { values, body: body.to_string() })
+    Ok(RowFile {
+        values,
+        body: body.to_string(),
+    })
 }
 
 pub fn render_table_def(def: &TableDef) -> Vec<u8> {
@@ -105,7 +119,9 @@ pub fn parse_table_def(text: &str) -> std::result::Result<TableDef, String> {
 
 /// Writes a file atomically: temp file, fsync, rename. The caller fsyncs the folder.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().ok_or_else(|| Error::internal("file has no folder"))?;
+    let dir = path
+        .parent()
+        .ok_or_else(|| Error::internal("file has no folder"))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut f = fs::File::create(&tmp)?;
@@ -202,7 +218,9 @@ pub fn list_rows(dir: &Path) -> Vec<SeenFile> {
     for e in fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some(id) = name.strip_suffix(".md") else { continue };
+        let Some(id) = name.strip_suffix(".md") else {
+            continue;
+        };
         if !crate::names::is_row_id(id) {
             continue;
         }
@@ -210,7 +228,11 @@ pub fn list_rows(dir: &Path) -> Vec<SeenFile> {
         if !meta.is_file() {
             continue;
         }
-        out.push(SeenFile { id: id.to_string(), mtime_ns: mtime_ns(&meta), size: meta.len() as i64 });
+        out.push(SeenFile {
+            id: id.to_string(),
+            mtime_ns: mtime_ns(&meta),
+            size: meta.len() as i64,
+        });
     }
     out
 }

@@ -40,17 +40,27 @@ fn cname(col: &str) -> String {
 }
 
 pub fn get_meta(c: &Connection, key: &str) -> Result<Option<String>> {
-    Ok(c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0)).optional()?)
+    Ok(
+        c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
+            .optional()?,
+    )
 }
 pub fn set_meta(c: &Connection, key: &str, value: &str) -> Result<()> {
-    c.execute("INSERT INTO meta(key,value) VALUES(?1,?2) ON CONFLICT(key) DO UPDATE SET value=?2", [key, value])?;
+    c.execute(
+        "INSERT INTO meta(key,value) VALUES(?1,?2) ON CONFLICT(key) DO UPDATE SET value=?2",
+        [key, value],
+    )?;
     Ok(())
 }
 
 /// (Re)creates the typed table of a datanotes table, empty.
 pub fn create_table(c: &Connection, t: &Table, defhash: &str) -> Result<()> {
     drop_table(c, &t.name)?;
-    let mut cols = vec!["id TEXT PRIMARY KEY".to_string(), "version INTEGER NOT NULL".into(), "body TEXT NOT NULL".into()];
+    let mut cols = vec![
+        "id TEXT PRIMARY KEY".to_string(),
+        "version INTEGER NOT NULL".into(),
+        "body TEXT NOT NULL".into(),
+    ];
     for (n, col) in &t.def.columns {
         let aff = match col.ty {
             ColumnType::Integer | ColumnType::Boolean => "INTEGER",
@@ -62,28 +72,45 @@ pub fn create_table(c: &Connection, t: &Table, defhash: &str) -> Result<()> {
     let tn = tname(&t.name);
     let mut sql = format!("CREATE TABLE {tn}({});", cols.join(","));
     for n in t.def.columns.keys() {
-        sql.push_str(&format!("CREATE INDEX \"i:{}:{n}\" ON {tn}({}, id);", t.name, cname(n)));
+        sql.push_str(&format!(
+            "CREATE INDEX \"i:{}:{n}\" ON {tn}({}, id);",
+            t.name,
+            cname(n)
+        ));
     }
     c.execute_batch(&sql)?;
-    c.execute("INSERT OR REPLACE INTO tables(name, defhash) VALUES(?1, ?2)", params![t.name, defhash])?;
+    c.execute(
+        "INSERT OR REPLACE INTO tables(name, defhash) VALUES(?1, ?2)",
+        params![t.name, defhash],
+    )?;
     Ok(())
 }
 
 pub fn drop_table(c: &Connection, table: &str) -> Result<()> {
     c.execute_batch(&format!("DROP TABLE IF EXISTS {};", tname(table)))?;
-    c.execute("DELETE FROM fts WHERE rowid IN (SELECT fid FROM files WHERE tbl=?1)", [table])?;
+    c.execute(
+        "DELETE FROM fts WHERE rowid IN (SELECT fid FROM files WHERE tbl=?1)",
+        [table],
+    )?;
     c.execute("DELETE FROM files WHERE tbl=?1", [table])?;
     c.execute("DELETE FROM tables WHERE name=?1", [table])?;
     Ok(())
 }
 
 pub fn defhash(c: &Connection, table: &str) -> Result<Option<String>> {
-    Ok(c.query_row("SELECT defhash FROM tables WHERE name=?1", [table], |r| r.get(0)).optional()?)
+    Ok(
+        c.query_row("SELECT defhash FROM tables WHERE name=?1", [table], |r| {
+            r.get(0)
+        })
+        .optional()?,
+    )
 }
 
 pub fn indexed_tables(c: &Connection) -> Result<Vec<String>> {
     let mut st = c.prepare("SELECT name FROM tables")?;
-    let v = st.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?;
+    let v = st
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
     Ok(v)
 }
 
@@ -115,7 +142,9 @@ fn from_sql(ty: ColumnType, v: Sql) -> Value {
         (_, Sql::Null) => Value::Null,
         (ColumnType::Boolean, Sql::Integer(i)) => Value::Bool(i != 0),
         (ColumnType::List, Sql::Text(s)) => serde_json::from_str(&s).unwrap_or(Value::Null),
-        (ColumnType::Number, Sql::Real(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Value::from(f as i64),
+        (ColumnType::Number, Sql::Real(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => {
+            Value::from(f as i64)
+        }
         (_, Sql::Integer(i)) => Value::from(i),
         (_, Sql::Real(f)) => Value::from(f),
         (_, Sql::Text(s)) => Value::String(s),
@@ -150,14 +179,22 @@ pub struct FileFacts {
 pub fn put_row(c: &Connection, t: &Table, row: &IndexedRow, facts: &FileFacts) -> Result<()> {
     let tn = tname(&t.name);
     let mut cols = vec!["id".to_string(), "version".into(), "body".into()];
-    let mut vals: Vec<Sql> = vec![Sql::Text(row.id.clone()), Sql::Integer(row.version), Sql::Text(row.body.clone())];
+    let mut vals: Vec<Sql> = vec![
+        Sql::Text(row.id.clone()),
+        Sql::Integer(row.version),
+        Sql::Text(row.body.clone()),
+    ];
     for (n, col) in &t.def.columns {
         cols.push(cname(n));
         vals.push(to_sql(col.ty, row.values.get(n).unwrap_or(&Value::Null)));
     }
     let ph: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
-    c.prepare_cached(&format!("INSERT OR REPLACE INTO {tn}({}) VALUES({})", cols.join(","), ph.join(",")))?
-        .execute(params_from_iter(vals))?;
+    c.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO {tn}({}) VALUES({})",
+        cols.join(","),
+        ph.join(",")
+    ))?
+    .execute(params_from_iter(vals))?;
     let fid = put_file(c, &t.name, &row.id, facts, None)?;
     let mut text = String::new();
     for n in t.text_columns() {
@@ -172,37 +209,59 @@ pub fn put_row(c: &Connection, t: &Table, row: &IndexedRow, facts: &FileFacts) -
         text.push('\n');
     }
     text.push_str(&row.body);
-    c.prepare_cached("INSERT OR REPLACE INTO fts(rowid, text) VALUES(?1, ?2)")?.execute(params![fid, text])?;
+    c.prepare_cached("INSERT OR REPLACE INTO fts(rowid, text) VALUES(?1, ?2)")?
+        .execute(params![fid, text])?;
     Ok(())
 }
 
-fn put_file(c: &Connection, table: &str, id: &str, f: &FileFacts, error: Option<&str>) -> Result<i64> {
+fn put_file(
+    c: &Connection,
+    table: &str,
+    id: &str,
+    f: &FileFacts,
+    error: Option<&str>,
+) -> Result<i64> {
     Ok(c.prepare_cached(
         "INSERT INTO files(tbl,id,mtime,size,hash,error) VALUES(?1,?2,?3,?4,?5,?6)
          ON CONFLICT(tbl,id) DO UPDATE SET mtime=?3, size=?4, hash=?5, error=?6 RETURNING fid",
     )?
-    .query_row(params![table, id, f.mtime, f.size, f.hash, error], |r| r.get(0))?)
+    .query_row(params![table, id, f.mtime, f.size, f.hash, error], |r| {
+        r.get(0)
+    })?)
 }
 
 /// Records a file that does not validate: it stays out of the typed table and is reported.
-pub fn put_invalid(c: &Connection, table: &str, id: &str, facts: &FileFacts, error: &str) -> Result<()> {
-    c.prepare_cached(&format!("DELETE FROM {} WHERE id=?1", tname(table)))?.execute([id])?;
+pub fn put_invalid(
+    c: &Connection,
+    table: &str,
+    id: &str,
+    facts: &FileFacts,
+    error: &str,
+) -> Result<()> {
+    c.prepare_cached(&format!("DELETE FROM {} WHERE id=?1", tname(table)))?
+        .execute([id])?;
     let fid = put_file(c, table, id, facts, Some(error))?;
-    c.prepare_cached("DELETE FROM fts WHERE rowid=?1")?.execute([fid])?;
+    c.prepare_cached("DELETE FROM fts WHERE rowid=?1")?
+        .execute([fid])?;
     Ok(())
 }
 
 pub fn delete_row(c: &Connection, table: &str, id: &str) -> Result<()> {
-    c.prepare_cached(&format!("DELETE FROM {} WHERE id=?1", tname(table)))?.execute([id])?;
-    c.prepare_cached("DELETE FROM fts WHERE rowid IN (SELECT fid FROM files WHERE tbl=?1 AND id=?2)")?
+    c.prepare_cached(&format!("DELETE FROM {} WHERE id=?1", tname(table)))?
+        .execute([id])?;
+    c.prepare_cached(
+        "DELETE FROM fts WHERE rowid IN (SELECT fid FROM files WHERE tbl=?1 AND id=?2)",
+    )?
+    .execute([table, id])?;
+    c.prepare_cached("DELETE FROM files WHERE tbl=?1 AND id=?2")?
         .execute([table, id])?;
-    c.prepare_cached("DELETE FROM files WHERE tbl=?1 AND id=?2")?.execute([table, id])?;
     Ok(())
 }
 
 /// Only refreshes the stat facts of a file whose content did not change.
 pub fn touch_file(c: &Connection, table: &str, id: &str, mtime: i64, size: i64) -> Result<()> {
-    c.prepare_cached("UPDATE files SET mtime=?3, size=?4 WHERE tbl=?1 AND id=?2")?.execute(params![table, id, mtime, size])?;
+    c.prepare_cached("UPDATE files SET mtime=?3, size=?4 WHERE tbl=?1 AND id=?2")?
+        .execute(params![table, id, mtime, size])?;
     Ok(())
 }
 
@@ -213,18 +272,38 @@ pub struct KnownFile {
     pub error: Option<String>,
 }
 
-pub fn known_files(c: &Connection, table: &str) -> Result<std::collections::HashMap<String, KnownFile>> {
+pub fn known_files(
+    c: &Connection,
+    table: &str,
+) -> Result<std::collections::HashMap<String, KnownFile>> {
     let mut st = c.prepare_cached("SELECT id, mtime, size, hash, error FROM files WHERE tbl=?1")?;
     let rows = st.query_map([table], |r| {
-        Ok((r.get::<_, String>(0)?, KnownFile { mtime: r.get(1)?, size: r.get(2)?, hash: r.get(3)?, error: r.get(4)? }))
+        Ok((
+            r.get::<_, String>(0)?,
+            KnownFile {
+                mtime: r.get(1)?,
+                size: r.get(2)?,
+                hash: r.get(3)?,
+                error: r.get(4)?,
+            },
+        ))
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 pub fn known_file(c: &Connection, table: &str, id: &str) -> Result<Option<KnownFile>> {
-    Ok(c.prepare_cached("SELECT mtime, size, hash, error FROM files WHERE tbl=?1 AND id=?2")?
-        .query_row([table, id], |r| Ok(KnownFile { mtime: r.get(0)?, size: r.get(1)?, hash: r.get(2)?, error: r.get(3)? }))
-        .optional()?)
+    Ok(
+        c.prepare_cached("SELECT mtime, size, hash, error FROM files WHERE tbl=?1 AND id=?2")?
+            .query_row([table, id], |r| {
+                Ok(KnownFile {
+                    mtime: r.get(0)?,
+                    size: r.get(1)?,
+                    hash: r.get(2)?,
+                    error: r.get(3)?,
+                })
+            })
+            .optional()?,
+    )
 }
 
 fn select_cols(t: &Table) -> String {
@@ -253,46 +332,80 @@ fn read_row(t: &Table, r: &rusqlite::Row, with_body: bool) -> rusqlite::Result<I
 }
 
 pub fn get_row(c: &Connection, t: &Table, id: &str) -> Result<Option<IndexedRow>> {
-    Ok(c.prepare_cached(&format!("SELECT {} FROM {} WHERE id=?1", select_cols(t), tname(&t.name)))?
-        .query_row([id], |r| read_row(t, r, true))
-        .optional()?)
+    Ok(c.prepare_cached(&format!(
+        "SELECT {} FROM {} WHERE id=?1",
+        select_cols(t),
+        tname(&t.name)
+    ))?
+    .query_row([id], |r| read_row(t, r, true))
+    .optional()?)
 }
 
 pub fn row_exists(c: &Connection, table: &str, id: &str) -> Result<bool> {
-    Ok(c.prepare_cached(&format!("SELECT 1 FROM {} WHERE id=?1", tname(table)))?
-        .query_row([id], |_| Ok(()))
-        .optional()?
-        .is_some())
+    Ok(
+        c.prepare_cached(&format!("SELECT 1 FROM {} WHERE id=?1", tname(table)))?
+            .query_row([id], |_| Ok(()))
+            .optional()?
+            .is_some(),
+    )
 }
 
 pub fn count(c: &Connection, table: &str) -> Result<i64> {
-    Ok(c.query_row(&format!("SELECT count(*) FROM {}", tname(table)), [], |r| r.get(0))?)
+    Ok(
+        c.query_row(&format!("SELECT count(*) FROM {}", tname(table)), [], |r| {
+            r.get(0)
+        })?,
+    )
 }
 
 /// Another row holding this value in a unique column.
-pub fn unique_holder(c: &Connection, t: &Table, col: &str, v: &Value, except: &str) -> Result<Option<String>> {
+pub fn unique_holder(
+    c: &Connection,
+    t: &Table,
+    col: &str,
+    v: &Value,
+    except: &str,
+) -> Result<Option<String>> {
     let ty = t.column(col).map(|c| c.ty).unwrap_or(ColumnType::Text);
-    Ok(c.prepare_cached(&format!("SELECT id FROM {} WHERE {}=?1 AND id!=?2 LIMIT 1", tname(&t.name), cname(col)))?
-        .query_row(params![to_sql(ty, v), except], |r| r.get(0))
-        .optional()?)
+    Ok(c.prepare_cached(&format!(
+        "SELECT id FROM {} WHERE {}=?1 AND id!=?2 LIMIT 1",
+        tname(&t.name),
+        cname(col)
+    ))?
+    .query_row(params![to_sql(ty, v), except], |r| r.get(0))
+    .optional()?)
 }
 
 /// A row of `table` whose link column `col` points at `id`.
 pub fn linking_row(c: &Connection, table: &str, col: &str, id: &str) -> Result<Option<String>> {
-    Ok(c.prepare_cached(&format!("SELECT id FROM {} WHERE {}=?1 LIMIT 1", tname(table), cname(col)))?
-        .query_row([id], |r| r.get(0))
-        .optional()?)
+    Ok(c.prepare_cached(&format!(
+        "SELECT id FROM {} WHERE {}=?1 LIMIT 1",
+        tname(table),
+        cname(col)
+    ))?
+    .query_row([id], |r| r.get(0))
+    .optional()?)
 }
 
 pub fn invalid_rows(c: &Connection, table: &str) -> Result<Vec<(String, String)>> {
-    let mut st = c.prepare_cached("SELECT id, error FROM files WHERE tbl=?1 AND error IS NOT NULL ORDER BY id")?;
-    let v = st.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut st = c.prepare_cached(
+        "SELECT id, error FROM files WHERE tbl=?1 AND error IS NOT NULL ORDER BY id",
+    )?;
+    let v = st
+        .query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(v)
 }
 
 pub fn all_rows(c: &Connection, t: &Table) -> Result<Vec<IndexedRow>> {
-    let mut st = c.prepare(&format!("SELECT {} FROM {} ORDER BY id", select_cols(t), tname(&t.name)))?;
-    let v = st.query_map([], |r| read_row(t, r, true))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut st = c.prepare(&format!(
+        "SELECT {} FROM {} ORDER BY id",
+        select_cols(t),
+        tname(&t.name)
+    ))?;
+    let v = st
+        .query_map([], |r| read_row(t, r, true))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(v)
 }
 
@@ -321,7 +434,9 @@ pub fn select(c: &Connection, t: &Table, q: &Query) -> Result<(Vec<IndexedRow>, 
         let (col, ty) = if cond.column == "id" {
             ("id".to_string(), ColumnType::Text)
         } else {
-            let cd = t.column(&cond.column).ok_or_else(|| Error::invalid("unknown column"))?;
+            let cd = t
+                .column(&cond.column)
+                .ok_or_else(|| Error::invalid("unknown column"))?;
             (cname(&cond.column), cd.ty)
         };
         let mut bind = |v: Sql| {
@@ -334,13 +449,23 @@ pub fn select(c: &Connection, t: &Table, q: &Query) -> Result<(Vec<IndexedRow>, 
             ("!=", v) => format!("({col} IS NULL OR {col} != {})", bind(filter_sql(ty, v))),
             ("in", Value::Array(items)) => {
                 let ph: Vec<String> = items.iter().map(|v| bind(filter_sql(ty, v))).collect();
-                if ph.is_empty() { "0".to_string() } else { format!("{col} IN ({})", ph.join(",")) }
+                if ph.is_empty() {
+                    "0".to_string()
+                } else {
+                    format!("{col} IN ({})", ph.join(","))
+                }
             }
             ("contains", v) if ty == ColumnType::List => {
-                format!("EXISTS (SELECT 1 FROM json_each({col}) WHERE value = {})", bind(filter_sql(ty, v)))
+                format!(
+                    "EXISTS (SELECT 1 FROM json_each({col}) WHERE value = {})",
+                    bind(filter_sql(ty, v))
+                )
             }
             ("contains", v) => {
-                let s = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+                let s = v
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string());
                 format!("instr(lower({col}), lower({})) > 0", bind(Sql::Text(s)))
             }
             (op, v) => format!("{col} {op} {}", bind(filter_sql(ty, v))),
@@ -348,12 +473,20 @@ pub fn select(c: &Connection, t: &Table, q: &Query) -> Result<(Vec<IndexedRow>, 
         wh.push(clause);
     }
     let tn = tname(&t.name);
-    let where_sql = if wh.is_empty() { String::new() } else { format!(" WHERE {}", wh.join(" AND ")) };
+    let where_sql = if wh.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", wh.join(" AND "))
+    };
     let mut order: Vec<String> = q
         .order
         .iter()
         .map(|(col, desc)| {
-            let col = if col == "id" { "id".to_string() } else { cname(col) };
+            let col = if col == "id" {
+                "id".to_string()
+            } else {
+                cname(col)
+            };
             format!("{col} {}", if *desc { "DESC" } else { "ASC" })
         })
         .collect();
@@ -369,7 +502,9 @@ pub fn select(c: &Connection, t: &Table, q: &Query) -> Result<(Vec<IndexedRow>, 
     );
     let mut st = c.prepare_cached(&sql)?;
     let rows = st
-        .query_map(params_from_iter(args.iter()), |r| read_row(t, r, q.with_body))?
+        .query_map(params_from_iter(args.iter()), |r| {
+            read_row(t, r, q.with_body)
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let total = if (rows.len() as i64) < q.limit && (q.offset == 0 || !rows.is_empty()) {
         q.offset + rows.len() as i64
@@ -381,7 +516,12 @@ pub fn select(c: &Connection, t: &Table, q: &Query) -> Result<(Vec<IndexedRow>, 
 }
 
 /// Ranked full-text search. Returns (table, id, score, snippet).
-pub fn search(c: &Connection, query: &str, tables: &[String], limit: i64) -> Result<Vec<(String, String, f64, String)>> {
+pub fn search(
+    c: &Connection,
+    query: &str,
+    tables: &[String],
+    limit: i64,
+) -> Result<Vec<(String, String, f64, String)>> {
     // Each word becomes a quoted FTS5 string: no query syntax reaches FTS5 from callers.
     let terms: Vec<String> = query
         .split(|ch: char| !ch.is_alphanumeric())
@@ -410,7 +550,9 @@ pub fn search(c: &Connection, query: &str, tables: &[String], limit: i64) -> Res
     sql.push_str(&format!(" ORDER BY bm25(fts) LIMIT {limit}"));
     let mut st = c.prepare_cached(&sql)?;
     let v = st
-        .query_map(params_from_iter(args), |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .query_map(params_from_iter(args), |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(v)
 }

@@ -34,7 +34,14 @@ impl Actor {
         session: Option<String>,
         token: Option<String>,
     ) -> Actor {
-        let mut a = Actor { harness, model, app, session, token, label: String::new() };
+        let mut a = Actor {
+            harness,
+            model,
+            app,
+            session,
+            token,
+            label: String::new(),
+        };
         a.label = a.compute_label();
         a
     }
@@ -100,11 +107,17 @@ pub fn open(path: &Path, writer: bool) -> Result<Connection> {
 }
 
 pub fn get_meta(c: &Connection, key: &str) -> Result<Option<String>> {
-    Ok(c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0)).optional()?)
+    Ok(
+        c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
+            .optional()?,
+    )
 }
 
 pub fn set_meta(c: &Connection, key: &str, value: &str) -> Result<()> {
-    c.execute("INSERT INTO meta(key,value) VALUES(?1,?2) ON CONFLICT(key) DO UPDATE SET value=?2", [key, value])?;
+    c.execute(
+        "INSERT INTO meta(key,value) VALUES(?1,?2) ON CONFLICT(key) DO UPDATE SET value=?2",
+        [key, value],
+    )?;
     Ok(())
 }
 
@@ -115,7 +128,11 @@ pub fn meta_i64(c: &Connection, key: &str) -> Result<i64> {
 pub fn last_seq(c: &Connection) -> Result<i64> {
     // sqlite_sequence keeps the high-water mark even after vacuum deleted every row.
     let seq: Option<i64> = c
-        .query_row("SELECT seq FROM sqlite_sequence WHERE name='migrations'", [], |r| r.get(0))
+        .query_row(
+            "SELECT seq FROM sqlite_sequence WHERE name='migrations'",
+            [],
+            |r| r.get(0),
+        )
         .optional()?;
     Ok(seq.unwrap_or(0))
 }
@@ -125,7 +142,13 @@ pub fn append(c: &Connection, m: &mut Migration) -> Result<()> {
     let mut st = c.prepare_cached(
         "INSERT INTO migrations(ts,op,tbl,row,before,after,actor,call,app,session) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
     )?;
-    let js = |v: &Value| if v.is_null() { None } else { Some(v.to_string()) };
+    let js = |v: &Value| {
+        if v.is_null() {
+            None
+        } else {
+            Some(v.to_string())
+        }
+    };
     st.execute(params![
         m.ts,
         m.op,
@@ -145,7 +168,10 @@ pub fn append(c: &Connection, m: &mut Migration) -> Result<()> {
 pub const COLUMNS: &str = "seq,ts,op,tbl,row,before,after,actor,call";
 
 pub fn from_row(r: &rusqlite::Row) -> rusqlite::Result<Migration> {
-    let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(Value::Null);
+    let parse = |s: Option<String>| {
+        s.and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null)
+    };
     let actor: String = r.get(7)?;
     Ok(Migration {
         seq: r.get(0)?,
@@ -156,12 +182,19 @@ pub fn from_row(r: &rusqlite::Row) -> rusqlite::Result<Migration> {
         before: parse(r.get(5)?),
         after: parse(r.get(6)?),
         actor: serde_json::from_str(&actor).unwrap_or_default(),
-        call: r.get::<_, Option<String>>(8)?.and_then(|s| serde_json::from_str(&s).ok()),
+        call: r
+            .get::<_, Option<String>>(8)?
+            .and_then(|s| serde_json::from_str(&s).ok()),
     })
 }
 
 pub fn get(c: &Connection, seq: i64) -> Result<Option<Migration>> {
-    Ok(c.query_row(&format!("SELECT {COLUMNS} FROM migrations WHERE seq=?1"), [seq], from_row).optional()?)
+    Ok(c.query_row(
+        &format!("SELECT {COLUMNS} FROM migrations WHERE seq=?1"),
+        [seq],
+        from_row,
+    )
+    .optional()?)
 }
 
 /// The filters of `list_migrations`.
@@ -210,11 +243,16 @@ pub fn list(c: &Connection, f: &Filter) -> Result<Vec<Migration>> {
             " AND ?{n} IN (json_extract(actor,'$.harness'), json_extract(actor,'$.model'), json_extract(actor,'$.app'), json_extract(actor,'$.token'), json_extract(actor,'$.label'))"
         ));
     }
-    sql.push_str(if f.newest_first { " ORDER BY seq DESC" } else { " ORDER BY seq" });
+    sql.push_str(if f.newest_first {
+        " ORDER BY seq DESC"
+    } else {
+        " ORDER BY seq"
+    });
     sql.push_str(&format!(" LIMIT {}", f.limit.max(0)));
     let mut st = c.prepare(&sql)?;
     let rows = st.query_map(rusqlite::params_from_iter(args), from_row)?;
-    rows.collect::<rusqlite::Result<Vec<_>>>().map_err(Error::from)
+    rows.collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(Error::from)
 }
 
 /// The newest migration of a row at or before `seq`.

@@ -44,7 +44,11 @@ struct Pool {
 
 impl Pool {
     fn new(path: PathBuf, open: fn(&Path) -> Result<Connection>) -> Pool {
-        Pool { path, open, conns: Mutex::new(vec![]) }
+        Pool {
+            path,
+            open,
+            conns: Mutex::new(vec![]),
+        }
     }
     fn with<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.conns.lock().unwrap().pop();
@@ -100,7 +104,13 @@ impl Engine {
         let (seq, _) = tokio::sync::watch::channel(last);
         let watch_files = settings.watch_files;
         let engine = Arc::new_cyclic(|weak| Engine {
-            writer: writer::spawn(writer::Writer::new(root.clone(), iconn, jconn, tables.clone(), weak.clone())),
+            writer: writer::spawn(writer::Writer::new(
+                root.clone(),
+                iconn,
+                jconn,
+                tables.clone(),
+                weak.clone(),
+            )),
             root: root.clone(),
             meta_dir: meta_dir.clone(),
             tables: RwLock::new(tables),
@@ -111,7 +121,13 @@ impl Engine {
             _watcher: Mutex::new(None),
         });
         // Hand edits made while the engine was stopped.
-        engine.write(Cmd::Scan { table: None, id: None }, Actor::hand_edit())?;
+        engine.write(
+            Cmd::Scan {
+                table: None,
+                id: None,
+            },
+            Actor::hand_edit(),
+        )?;
         if watch_files {
             match watch::Watcher::start(&engine) {
                 Ok(w) => *engine._watcher.lock().unwrap() = Some(w),
@@ -132,7 +148,12 @@ impl Engine {
 
     pub fn table(&self, name: &str) -> Result<Arc<Table>> {
         TableName::parse(name)?;
-        self.tables.read().unwrap().get(name).cloned().ok_or_else(|| no_table(name))
+        self.tables
+            .read()
+            .unwrap()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| no_table(name))
     }
 
     pub fn table_names(&self) -> Vec<String> {
@@ -184,7 +205,9 @@ impl Engine {
     pub fn get_row(&self, a: args::RowRef) -> Result<Value> {
         let t = self.table(&a.table)?;
         names::check_row_id(&a.table, &a.id)?;
-        let row = self.with_index(|c| index::get_row(c, &t, &a.id))?.ok_or_else(|| no_row(&a.table, &a.id))?;
+        let row = self
+            .with_index(|c| index::get_row(c, &t, &a.id))?
+            .ok_or_else(|| no_row(&a.table, &a.id))?;
         Ok(json!({"id": row.id, "version": row.version, "values": row.values, "body": row.body}))
     }
 
@@ -197,7 +220,10 @@ impl Engine {
                 .table(t.name.as_str())
                 .column(col)
                 .rule(what)
-                .hint(format!("columns: id, {}", t.def.columns.keys().cloned().collect::<Vec<_>>().join(", ")))
+                .hint(format!(
+                    "columns: id, {}",
+                    t.def.columns.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))
         };
         let mut conds = vec![];
         for w in a.where_ {
@@ -217,12 +243,18 @@ impl Engine {
                     .hint("e.g. {\"column\": \"status\", \"op\": \"in\", \"value\": [\"todo\", \"doing\"]}"));
             }
             if w.value.is_object() || (w.value.is_array() && w.op != "in") {
-                return Err(Error::invalid(format!("operator {} takes a single value", w.op))
-                    .column(w.column.as_str())
-                    .rule("where")
-                    .hint("compare with a text, number, boolean or null"));
+                return Err(
+                    Error::invalid(format!("operator {} takes a single value", w.op))
+                        .column(w.column.as_str())
+                        .rule("where")
+                        .hint("compare with a text, number, boolean or null"),
+                );
             }
-            conds.push(index::Cond { column: w.column, op: w.op, value: w.value });
+            conds.push(index::Cond {
+                column: w.column,
+                op: w.op,
+                value: w.value,
+            });
         }
         let mut order = vec![];
         for o in a.order_by {
@@ -245,11 +277,16 @@ impl Engine {
         if !(0..=s.max_limit).contains(&limit) {
             return Err(Error::invalid(format!("limit {limit} is out of range"))
                 .rule("limit")
-                .hint(format!("use a limit from 0 to {} and page with offset", s.max_limit)));
+                .hint(format!(
+                    "use a limit from 0 to {} and page with offset",
+                    s.max_limit
+                )));
         }
         let offset = a.offset.unwrap_or(0);
         if offset < 0 {
-            return Err(Error::invalid("offset must not be negative").rule("offset").hint("use 0 or more"));
+            return Err(Error::invalid("offset must not be negative")
+                .rule("offset")
+                .hint("use 0 or more"));
         }
         if let Some(cols) = &a.columns {
             for c in cols {
@@ -258,8 +295,17 @@ impl Engine {
                 }
             }
         }
-        let with_body = a.columns.as_ref().is_some_and(|c| c.iter().any(|c| c == "body"));
-        let q = index::Query { conds, order, limit, offset, with_body };
+        let with_body = a
+            .columns
+            .as_ref()
+            .is_some_and(|c| c.iter().any(|c| c == "body"));
+        let q = index::Query {
+            conds,
+            order,
+            limit,
+            offset,
+            with_body,
+        };
         let (rows, total) = self.with_index(|c| index::select(c, &t, &q))?;
         let rows: Vec<Value> = rows
             .into_iter()
@@ -312,7 +358,12 @@ impl Engine {
         Ok(json!({ "settings": self.settings() }))
     }
 
-    pub(crate) fn publish(&self, tables: Option<Tables>, settings: Option<Settings>, last_seq: i64) {
+    pub(crate) fn publish(
+        &self,
+        tables: Option<Tables>,
+        settings: Option<Settings>,
+        last_seq: i64,
+    ) {
         if let Some(t) = tables {
             *self.tables.write().unwrap() = t;
         }
@@ -359,11 +410,16 @@ fn load_tables(root: &Path) -> Tables {
                 continue;
             }
         };
-        match files::parse_table_def(&text).map_err(Error::invalid).and_then(|d| Table::compile(&name, d)) {
+        match files::parse_table_def(&text)
+            .map_err(Error::invalid)
+            .and_then(|d| Table::compile(&name, d))
+        {
             Ok(t) => {
                 out.insert(name, Arc::new(t));
             }
-            Err(e) => tracing::error!(table = %name, "its definition is invalid and the table is not served: {e}"),
+            Err(e) => {
+                tracing::error!(table = %name, "its definition is invalid and the table is not served: {e}")
+            }
         }
     }
     out

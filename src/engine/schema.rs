@@ -86,7 +86,11 @@ pub struct Table {
 }
 
 fn col_err(table: &str, column: &str, rule: &str, msg: String, hint: String) -> Error {
-    Error::invalid(msg).table(table).column(column).rule(rule).hint(hint)
+    Error::invalid(msg)
+        .table(table)
+        .column(column)
+        .rule(rule)
+        .hint(hint)
 }
 
 impl Table {
@@ -127,7 +131,9 @@ impl Table {
                         names::TableName::parse(t).map_err(|_| {
                             bad(
                                 "table",
-                                format!("link column {cname} points to an invalid table name {t:?}"),
+                                format!(
+                                    "link column {cname} points to an invalid table name {t:?}"
+                                ),
                                 "name the linked table as catalog.schema.table",
                             )
                         })?;
@@ -158,22 +164,36 @@ impl Table {
                     ));
                 }
                 let re = regex::Regex::new(p).map_err(|e| {
-                    bad("pattern", format!("column {cname}: invalid pattern: {e}"), "fix the regular expression")
+                    bad(
+                        "pattern",
+                        format!("column {cname}: invalid pattern: {e}"),
+                        "fix the regular expression",
+                    )
                 })?;
                 patterns.insert(cname.clone(), re);
             }
             if c.unique && c.ty == ColumnType::List {
-                return Err(bad("unique", format!("column {cname}: a list column cannot be unique"), "drop `unique`"));
+                return Err(bad(
+                    "unique",
+                    format!("column {cname}: a list column cannot be unique"),
+                    "drop `unique`",
+                ));
             }
             if c.ty == ColumnType::Boolean && (c.min.is_some() || c.max.is_some()) {
-                return Err(bad("min", format!("column {cname}: a boolean has no bounds"), "drop `min`/`max`"));
+                return Err(bad(
+                    "min",
+                    format!("column {cname}: a boolean has no bounds"),
+                    "drop `min`/`max`",
+                ));
             }
             for (k, b) in [("min", &c.min), ("max", &c.max)] {
                 if let Some(b) = b {
                     let ok = match c.ty {
                         ColumnType::Number => b.is_number(),
                         ColumnType::Date => b.as_str().is_some_and(|s| parse_date(s).is_some()),
-                        ColumnType::Datetime => b.as_str().is_some_and(|s| parse_datetime(s).is_some()),
+                        ColumnType::Datetime => {
+                            b.as_str().is_some_and(|s| parse_datetime(s).is_some())
+                        }
                         _ => b.is_i64() || b.is_u64(),
                     };
                     if !ok {
@@ -186,16 +206,23 @@ impl Table {
                 }
             }
         }
-        let table = Table { name: name.to_string(), def, patterns };
+        let table = Table {
+            name: name.to_string(),
+            def,
+            patterns,
+        };
         // Defaults must themselves be valid values.
         for (cname, c) in &table.def.columns {
             if let Some(d) = &c.default {
                 table.check_value(cname, c, d).map_err(|e| {
-                    Error::invalid(format!("column {cname}: the default is not a valid value: {}", e.message))
-                        .table(name)
-                        .column(cname.as_str())
-                        .rule("default")
-                        .hint("give a default that satisfies the column's own type and constraints")
+                    Error::invalid(format!(
+                        "column {cname}: the default is not a valid value: {}",
+                        e.message
+                    ))
+                    .table(name)
+                    .column(cname.as_str())
+                    .rule("default")
+                    .hint("give a default that satisfies the column's own type and constraints")
                 })?;
             }
         }
@@ -211,8 +238,17 @@ impl Table {
     pub fn check_value(&self, cname: &str, c: &ColumnDef, v: &Value) -> Result<Value> {
         let t = &self.name;
         let type_err = || {
-            Error::constraint(t, cname, "type", format!("column {cname} expects {}, got {}", type_phrase(c), describe(v)))
-                .hint(type_hint(c))
+            Error::constraint(
+                t,
+                cname,
+                "type",
+                format!(
+                    "column {cname} expects {}, got {}",
+                    type_phrase(c),
+                    describe(v)
+                ),
+            )
+            .hint(type_hint(c))
         };
         let out = match c.ty {
             ColumnType::Text | ColumnType::Link => v.as_str().ok_or_else(type_err)?.into(),
@@ -220,15 +256,21 @@ impl Table {
                 let s = v.as_str().ok_or_else(type_err)?;
                 let allowed = c.values.as_deref().unwrap_or_default();
                 if !allowed.iter().any(|a| a == s) {
-                    return Err(Error::constraint(t, cname, "enum", format!("{s:?} is not one of the values of column {cname}"))
-                        .hint(format!("use one of: {}", allowed.join(", "))));
+                    return Err(Error::constraint(
+                        t,
+                        cname,
+                        "enum",
+                        format!("{s:?} is not one of the values of column {cname}"),
+                    )
+                    .hint(format!("use one of: {}", allowed.join(", "))));
                 }
                 v.clone()
             }
             ColumnType::Integer => {
                 if v.is_i64() {
                     v.clone()
-                } else if let Some(f) = v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
+                } else if let Some(f) = v.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                {
                     Value::from(f as i64)
                 } else {
                     return Err(type_err());
@@ -273,8 +315,13 @@ impl Table {
             };
             for s in texts {
                 if !re.is_match(s) {
-                    return Err(Error::constraint(t, cname, "pattern", format!("{s:?} does not match the pattern of column {cname}"))
-                        .hint(format!("give a value matching {}", re.as_str())));
+                    return Err(Error::constraint(
+                        t,
+                        cname,
+                        "pattern",
+                        format!("{s:?} does not match the pattern of column {cname}"),
+                    )
+                    .hint(format!("give a value matching {}", re.as_str())));
                 }
             }
         }
@@ -294,12 +341,18 @@ impl Table {
                 ColumnType::Text | ColumnType::Link | ColumnType::Enum => {
                     let n = v.as_str().map(|s| s.chars().count()).unwrap_or(0) as i64;
                     let b = b.as_i64().unwrap_or(0);
-                    (if is_min { n >= b } else { n <= b }, format!("a text of {n} characters"))
+                    (
+                        if is_min { n >= b } else { n <= b },
+                        format!("a text of {n} characters"),
+                    )
                 }
                 ColumnType::List => {
                     let n = v.as_array().map(Vec::len).unwrap_or(0) as i64;
                     let b = b.as_i64().unwrap_or(0);
-                    (if is_min { n >= b } else { n <= b }, format!("a list of {n} items"))
+                    (
+                        if is_min { n >= b } else { n <= b },
+                        format!("a list of {n} items"),
+                    )
                 }
                 ColumnType::Date | ColumnType::Datetime => {
                     let (x, b) = (v.as_str().unwrap_or(""), b.as_str().unwrap_or(""));
@@ -315,9 +368,21 @@ impl Table {
                 ColumnType::Boolean => (true, String::new()),
             };
             if !ok {
-                let dir = if is_min { "below the minimum" } else { "above the maximum" };
-                return Err(Error::constraint(t, cname, rule, format!("{what} is {dir} {b} of column {cname}"))
-                    .hint(format!("give a value with {rule} {b} ({})", bound_kind(c.ty))));
+                let dir = if is_min {
+                    "below the minimum"
+                } else {
+                    "above the maximum"
+                };
+                return Err(Error::constraint(
+                    t,
+                    cname,
+                    rule,
+                    format!("{what} is {dir} {b} of column {cname}"),
+                )
+                .hint(format!(
+                    "give a value with {rule} {b} ({})",
+                    bound_kind(c.ty)
+                )));
             }
         }
         Ok(())
@@ -329,8 +394,16 @@ impl Table {
         for k in values.keys() {
             if !self.def.columns.contains_key(k) {
                 let known: Vec<&str> = self.def.columns.keys().map(String::as_str).collect();
-                return Err(Error::constraint(&self.name, k, "unknown_column", format!("table {} has no column {k}", self.name))
-                    .hint(format!("known columns: {}; add it with alter_table first", known.join(", "))));
+                return Err(Error::constraint(
+                    &self.name,
+                    k,
+                    "unknown_column",
+                    format!("table {} has no column {k}", self.name),
+                )
+                .hint(format!(
+                    "known columns: {}; add it with alter_table first",
+                    known.join(", ")
+                )));
             }
         }
         let mut out = Map::new();
@@ -338,8 +411,13 @@ impl Table {
             match values.get(cname) {
                 None | Some(Value::Null) => {
                     if c.required {
-                        return Err(Error::constraint(&self.name, cname, "required", format!("column {cname} is required"))
-                            .hint(format!("give a value for {cname} ({})", type_phrase(c))));
+                        return Err(Error::constraint(
+                            &self.name,
+                            cname,
+                            "required",
+                            format!("column {cname} is required"),
+                        )
+                        .hint(format!("give a value for {cname} ({})", type_phrase(c))));
                     }
                 }
                 Some(v) => {
@@ -372,11 +450,15 @@ impl Table {
 }
 
 pub fn parse_date(s: &str) -> Option<chrono::NaiveDate> {
-    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok().filter(|_| s.len() == 10)
+    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        .ok()
+        .filter(|_| s.len() == 10)
 }
 
 pub fn parse_datetime(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
-    chrono::DateTime::parse_from_rfc3339(s).ok().map(|d| d.to_utc())
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|d| d.to_utc())
 }
 
 fn bound_kind(t: ColumnType) -> &'static str {
@@ -398,7 +480,10 @@ fn type_phrase(c: &ColumnDef) -> String {
         ColumnType::Boolean => "true or false".into(),
         ColumnType::Date => "a date (YYYY-MM-DD)".into(),
         ColumnType::Datetime => "a datetime (RFC 3339, e.g. 2026-11-30T09:00:00Z)".into(),
-        ColumnType::Enum => format!("one of {}", c.values.as_deref().unwrap_or_default().join(", ")),
+        ColumnType::Enum => format!(
+            "one of {}",
+            c.values.as_deref().unwrap_or_default().join(", ")
+        ),
         ColumnType::List => "a list of texts".into(),
         ColumnType::Link => format!("the id of a row of {}", c.table.as_deref().unwrap_or("?")),
     }
@@ -412,7 +497,15 @@ fn type_hint(c: &ColumnDef) -> String {
         ColumnType::Boolean => "true".into(),
         ColumnType::Date => "\"2026-11-30\"".into(),
         ColumnType::Datetime => "\"2026-11-30T09:00:00Z\"".into(),
-        ColumnType::Enum => format!("{:?}", c.values.as_deref().unwrap_or_default().first().map(String::as_str).unwrap_or("")),
+        ColumnType::Enum => format!(
+            "{:?}",
+            c.values
+                .as_deref()
+                .unwrap_or_default()
+                .first()
+                .map(String::as_str)
+                .unwrap_or("")
+        ),
         ColumnType::List => "[\"a\", \"b\"]".into(),
         ColumnType::Link => "\"row-id\"".into(),
     };

@@ -20,7 +20,12 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { default_limit: 100, max_limit: 10_000, max_body_bytes: 1 << 20, watch_files: true }
+        Settings {
+            default_limit: 100,
+            max_limit: 10_000,
+            max_body_bytes: 1 << 20,
+            watch_files: true,
+        }
     }
 }
 
@@ -28,7 +33,10 @@ impl Settings {
     /// Applies a partial change, checking every key and value.
     pub fn merged(&self, change: &Map<String, Value>) -> Result<Settings> {
         let mut cur = serde_json::to_value(self).map_err(|e| Error::internal(e.to_string()))?;
-        let known: Vec<String> = cur.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        let known: Vec<String> = cur
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
         for (k, v) in change {
             if !known.contains(k) {
                 return Err(Error::invalid(format!("unknown setting {k:?}"))
@@ -39,7 +47,8 @@ impl Settings {
             cur[k] = v.clone();
         }
         let s: Settings = serde_json::from_value(cur).map_err(|e| {
-            Error::invalid(format!("invalid settings: {e}")).hint("see get_engine_settings for each setting's type")
+            Error::invalid(format!("invalid settings: {e}"))
+                .hint("see get_engine_settings for each setting's type")
         })?;
         for (k, v, lo) in [
             ("default_limit", s.default_limit, 1),

@@ -33,7 +33,9 @@ fn classify(root: &Path, path: &Path) -> Option<(String, Option<String>)> {
                 crate::names::is_row_id(id).then(|| (table, Some(id.to_string())))
             }
         }
-        [c, s, t] if [c, s, t].iter().all(|p| crate::names::is_name(p)) => Some((format!("{c}.{s}.{t}"), None)),
+        [c, s, t] if [c, s, t].iter().all(|p| crate::names::is_name(p)) => {
+            Some((format!("{c}.{s}.{t}"), None))
+        }
         _ => None,
     }
 }
@@ -67,7 +69,13 @@ impl Watcher {
                             && seen.insert(what.clone())
                         {
                             let (table, id) = what;
-                            engine.writer.submit_nowait(Cmd::Scan { table: Some(table), id }, Actor::hand_edit());
+                            engine.writer.submit_nowait(
+                                Cmd::Scan {
+                                    table: Some(table),
+                                    id,
+                                },
+                                Actor::hand_edit(),
+                            );
                         }
                     }
                 }

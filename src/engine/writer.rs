@@ -36,9 +36,15 @@ pub enum Cmd {
     Vacuum(args::Vacuum),
     RebuildIndex,
     /// Compare files with the index and journal any hand edit (all tables, one table, one row).
-    Scan { table: Option<String>, id: Option<String> },
+    Scan {
+        table: Option<String>,
+        id: Option<String>,
+    },
     /// Append a non-row event (e.g. a tool call) to the journal.
-    Event { op: String, call: Value },
+    Event {
+        op: String,
+        call: Value,
+    },
 }
 
 struct Job {
@@ -48,7 +54,7 @@ struct Job {
 }
 
 enum Msg {
-    Job(Job),
+    Job(Box<Job>),
     Stop,
 }
 
@@ -60,15 +66,28 @@ pub struct Handle {
 impl Handle {
     pub fn submit(&self, cmd: Cmd, actor: Actor) -> Result<Value> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.send(Job { cmd, actor, reply: Some(tx) })?;
-        rx.recv().map_err(|_| Error::internal("the writer stopped"))?
+        self.send(Job {
+            cmd,
+            actor,
+            reply: Some(tx),
+        })?;
+        rx.recv()
+            .map_err(|_| Error::internal("the writer stopped"))?
     }
     /// Queues a job whose answer nobody waits for (the file watcher's scans).
     pub fn submit_nowait(&self, cmd: Cmd, actor: Actor) {
-        let _ = self.send(Job { cmd, actor, reply: None });
+        let _ = self.send(Job {
+            cmd,
+            actor,
+            reply: None,
+        });
     }
     fn send(&self, job: Job) -> Result<()> {
-        self.tx.lock().unwrap().send(Msg::Job(job)).map_err(|_| Error::internal("the writer stopped"))
+        self.tx
+            .lock()
+            .unwrap()
+            .send(Msg::Job(Box::new(job)))
+            .map_err(|_| Error::internal("the writer stopped"))
     }
     pub fn stop(&self) {
         let _ = self.tx.lock().unwrap().send(Msg::Stop);
@@ -88,12 +107,12 @@ pub fn spawn(mut w: Writer) -> Handle {
                 let Ok(first) = rx.recv() else { break };
                 let mut jobs = vec![];
                 match first {
-                    Msg::Job(j) => jobs.push(j),
+                    Msg::Job(j) => jobs.push(*j),
                     Msg::Stop => stop = true,
                 }
                 while jobs.len() < 256 && !stop {
                     match rx.try_recv() {
-                        Ok(Msg::Job(j)) => jobs.push(j),
+                        Ok(Msg::Job(j)) => jobs.push(*j),
                         Ok(Msg::Stop) => stop = true,
                         Err(_) => break,
                     }
@@ -103,12 +122,21 @@ pub fn spawn(mut w: Writer) -> Handle {
             w.checkpoint();
         })
         .expect("spawn writer thread");
-    Handle { tx: Mutex::new(tx), thread: Mutex::new(Some(thread)) }
+    Handle {
+        tx: Mutex::new(tx),
+        thread: Mutex::new(Some(thread)),
+    }
 }
 
 enum FileOp {
-    Write { path: PathBuf, bytes: Vec<u8>, row: Option<(String, String)> },
-    Remove { path: PathBuf },
+    Write {
+        path: PathBuf,
+        bytes: Vec<u8>,
+        row: Option<(String, String)>,
+    },
+    Remove {
+        path: PathBuf,
+    },
     MakeDir(PathBuf),
     RemoveTableDir(PathBuf),
 }
@@ -133,7 +161,13 @@ fn state(r: &IndexedRow) -> Value {
 }
 
 impl Writer {
-    pub fn new(root: PathBuf, idx: Connection, jr: Connection, tables: Tables, engine: Weak<Engine>) -> Writer {
+    pub fn new(
+        root: PathBuf,
+        idx: Connection,
+        jr: Connection,
+        tables: Tables,
+        engine: Weak<Engine>,
+    ) -> Writer {
         let settings = std::fs::read(root.join(".datanotes/settings.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
@@ -217,7 +251,8 @@ impl Writer {
             let r = match (&outcome, r) {
                 (Err(e), _) => Err(e.clone()),
                 (Ok(()), Ok(mut v)) => {
-                    if let (Some(obj), Some(m)) = (v.as_object_mut(), range.clone().last().map(|i| &migs[i]))
+                    if let (Some(obj), Some(m)) =
+                        (v.as_object_mut(), range.clone().last().map(|i| &migs[i]))
                         && obj.contains_key("seq")
                     {
                         obj.insert("seq".into(), Value::from(m.seq));
@@ -255,7 +290,9 @@ impl Writer {
         // From here on the journal holds the batch: a failure below is redone at the next start.
         let fops = std::mem::take(&mut self.fops);
         if let Err(e) = self.apply_files(fops) {
-            tracing::error!("writing files failed after the journal commit; they will be redone at the next start: {e}");
+            tracing::error!(
+                "writing files failed after the journal commit; they will be redone at the next start: {e}"
+            );
         }
         let last = self.migs.last().map(|m| m.seq);
         if let Some(last) = last {
@@ -319,7 +356,15 @@ impl Writer {
         self.tables.get(name).cloned().ok_or_else(|| no_table(name))
     }
 
-    fn mig(&mut self, op: &str, table: Option<&str>, row: Option<&str>, before: Value, after: Value, actor: &Actor) {
+    fn mig(
+        &mut self,
+        op: &str,
+        table: Option<&str>,
+        row: Option<&str>,
+        before: Value,
+        after: Value,
+        actor: &Actor,
+    ) {
         self.migs.push(Migration {
             seq: 0,
             ts: String::new(),
@@ -384,8 +429,16 @@ impl Writer {
             if c.unique
                 && let Some(other) = index::unique_holder(&self.idx, t, cname, v, id)?
             {
-                return Err(Error::constraint(&t.name, cname, "unique", format!("{v} is already the {cname} of row {other}"))
-                    .hint(format!("{cname} must be unique in {}: pick another value or update row {other}", t.name)));
+                return Err(Error::constraint(
+                    &t.name,
+                    cname,
+                    "unique",
+                    format!("{v} is already the {cname} of row {other}"),
+                )
+                .hint(format!(
+                    "{cname} must be unique in {}: pick another value or update row {other}",
+                    t.name
+                )));
             }
             if c.ty == ColumnType::Link {
                 let target = c.table.as_deref().unwrap_or_default();
@@ -405,10 +458,26 @@ impl Writer {
     }
 
     /// Writes a validated row: file op, index. Returns its journal state.
-    fn put(&mut self, t: &Table, id: &str, version: i64, values: Map<String, Value>, body: String) -> Result<Value> {
+    fn put(
+        &mut self,
+        t: &Table,
+        id: &str,
+        version: i64,
+        values: Map<String, Value>,
+        body: String,
+    ) -> Result<Value> {
         let bytes = files::render_row(t, &values, &body);
-        let facts = FileFacts { mtime: 0, size: bytes.len() as i64, hash: files::hash(&bytes) };
-        let row = IndexedRow { id: id.into(), version, values, body };
+        let facts = FileFacts {
+            mtime: 0,
+            size: bytes.len() as i64,
+            hash: files::hash(&bytes),
+        };
+        let row = IndexedRow {
+            id: id.into(),
+            version,
+            values,
+            body,
+        };
         index::put_row(&self.idx, t, &row, &facts)?;
         self.fops.push(FileOp::Write {
             path: files::row_path(&self.root, &t.name, id),
@@ -420,12 +489,21 @@ impl Writer {
 
     fn remove(&mut self, t: &Table, id: &str) -> Result<()> {
         index::delete_row(&self.idx, &t.name, id)?;
-        self.fops.push(FileOp::Remove { path: files::row_path(&self.root, &t.name, id) });
+        self.fops.push(FileOp::Remove {
+            path: files::row_path(&self.root, &t.name, id),
+        });
         Ok(())
     }
 
     /// Validates then writes a complete row state (used by insert, update, undo, restore).
-    fn set_row(&mut self, t: &Table, id: &str, values: &Map<String, Value>, body: String, version: i64) -> Result<Value> {
+    fn set_row(
+        &mut self,
+        t: &Table,
+        id: &str,
+        values: &Map<String, Value>,
+        body: String,
+        version: i64,
+    ) -> Result<Value> {
         let values = t.check_row(values)?;
         self.check_body(t, &body)?;
         self.check_refs(t, id, &values)?;
@@ -437,12 +515,16 @@ impl Writer {
         let id = match a.id {
             Some(id) => {
                 names::check_row_id(&t.name, &id)?;
-                if index::row_exists(&self.idx, &t.name, &id)? || index::known_file(&self.idx, &t.name, &id)?.is_some() {
-                    return Err(Error::conflict(format!("row {id} already exists in {}", t.name))
-                        .table(t.name.as_str())
-                        .column("id")
-                        .rule("unique")
-                        .hint("use update_row to change it, or give another id"));
+                if index::row_exists(&self.idx, &t.name, &id)?
+                    || index::known_file(&self.idx, &t.name, &id)?.is_some()
+                {
+                    return Err(
+                        Error::conflict(format!("row {id} already exists in {}", t.name))
+                            .table(t.name.as_str())
+                            .column("id")
+                            .rule("unique")
+                            .hint("use update_row to change it, or give another id"),
+                    );
                 }
                 id
             }
@@ -451,7 +533,14 @@ impl Writer {
         let mut values = a.values;
         t.apply_defaults(&mut values);
         let after = self.set_row(&t, &id, &values, a.body.unwrap_or_default(), 1)?;
-        self.mig("insert", Some(&t.name), Some(&id), Value::Null, after, actor);
+        self.mig(
+            "insert",
+            Some(&t.name),
+            Some(&id),
+            Value::Null,
+            after,
+            actor,
+        );
         Ok(json!({"id": id, "version": 1, "seq": null}))
     }
 
@@ -476,7 +565,8 @@ impl Writer {
         }
         let slug = slug.trim_end_matches('-').to_string();
         let taken = |id: &str| -> Result<bool> {
-            Ok(index::row_exists(&self.idx, &t.name, id)? || index::known_file(&self.idx, &t.name, id)?.is_some())
+            Ok(index::row_exists(&self.idx, &t.name, id)?
+                || index::known_file(&self.idx, &t.name, id)?.is_some())
         };
         if !slug.is_empty() {
             if !taken(&slug)? {
@@ -493,7 +583,11 @@ impl Writer {
             let r: String = (0..10)
                 .map(|_| b"abcdefghijklmnopqrstuvwxyz0123456789"[rand::random_range(0..36)] as char)
                 .collect();
-            let id = if slug.is_empty() { r } else { format!("{slug}-{r}") };
+            let id = if slug.is_empty() {
+                r
+            } else {
+                format!("{slug}-{r}")
+            };
             if !taken(&id)? {
                 return Ok(id);
             }
@@ -523,7 +617,14 @@ impl Writer {
         let body = a.body.unwrap_or_else(|| cur.body.clone());
         let version = cur.version + 1;
         let after = self.set_row(&t, &a.id, &values, body, version)?;
-        self.mig("update", Some(&t.name), Some(&a.id), state(&cur), after, actor);
+        self.mig(
+            "update",
+            Some(&t.name),
+            Some(&a.id),
+            state(&cur),
+            after,
+            actor,
+        );
         Ok(json!({"id": a.id, "version": version, "seq": null}))
     }
 
@@ -545,8 +646,13 @@ impl Writer {
 
     fn delete_checked(&mut self, t: &Table, id: &str) -> Result<()> {
         if let Some((tbl, col, from)) = self.linked_from(&t.name, id)? {
-            return Err(Error::constraint(&t.name, "id", "link", format!("row {id} is linked from {tbl} row {from} (column {col})"))
-                .hint(format!("update or delete {tbl} row {from} first")));
+            return Err(Error::constraint(
+                &t.name,
+                "id",
+                "link",
+                format!("row {id} is linked from {tbl} row {from} (column {col})"),
+            )
+            .hint(format!("update or delete {tbl} row {from} first")));
         }
         self.remove(t, id)
     }
@@ -558,13 +664,27 @@ impl Writer {
             if index::known_file(&self.idx, &t.name, &a.id)?.is_some() {
                 // An invalid (hand-edited) file: deleting it is how the owner may get rid of it.
                 self.remove(&t, &a.id)?;
-                self.mig("delete", Some(&t.name), Some(&a.id), Value::Null, Value::Null, actor);
+                self.mig(
+                    "delete",
+                    Some(&t.name),
+                    Some(&a.id),
+                    Value::Null,
+                    Value::Null,
+                    actor,
+                );
                 return Ok(json!({"seq": null}));
             }
             return Err(no_row(&t.name, &a.id));
         };
         self.delete_checked(&t, &a.id)?;
-        self.mig("delete", Some(&t.name), Some(&a.id), state(&cur), Value::Null, actor);
+        self.mig(
+            "delete",
+            Some(&t.name),
+            Some(&a.id),
+            state(&cur),
+            Value::Null,
+            actor,
+        );
         Ok(json!({"seq": null}))
     }
 
@@ -573,7 +693,11 @@ impl Writer {
     fn define(&mut self, t: &Table) -> Result<()> {
         let dir = files::table_dir(&self.root, &t.name);
         self.fops.push(FileOp::MakeDir(dir.clone()));
-        self.fops.push(FileOp::Write { path: dir.join(files::TABLE_FILE), bytes: files::render_table_def(&t.def), row: None });
+        self.fops.push(FileOp::Write {
+            path: dir.join(files::TABLE_FILE),
+            bytes: files::render_table_def(&t.def),
+            row: None,
+        });
         Ok(())
     }
 
@@ -583,11 +707,13 @@ impl Writer {
                 && target != &t.name
                 && !self.tables.contains_key(target)
             {
-                return Err(Error::invalid(format!("link column {cname} points to {target}, which does not exist"))
-                    .table(t.name.as_str())
-                    .column(cname.as_str())
-                    .rule("table")
-                    .hint("create the linked table first, or fix the name"));
+                return Err(Error::invalid(format!(
+                    "link column {cname} points to {target}, which does not exist"
+                ))
+                .table(t.name.as_str())
+                .column(cname.as_str())
+                .rule("table")
+                .hint("create the linked table first, or fix the name"));
             }
         }
         Ok(())
@@ -600,7 +726,10 @@ impl Writer {
                 .table(name.as_str())
                 .hint("use alter_table to change it, or pick another name"));
         }
-        let def = TableDef { description: a.description.unwrap_or_default(), columns: a.columns };
+        let def = TableDef {
+            description: a.description.unwrap_or_default(),
+            columns: a.columns,
+        };
         let t = Table::compile(name.as_str(), def)?;
         self.check_link_targets(&t)?;
         self.install_table(t, Value::Null, actor, "create_table")?;
@@ -621,11 +750,18 @@ impl Writer {
         let t = self.table(&a.table)?;
         for (name, other) in &self.tables {
             if name != &t.name
-                && let Some((cname, _)) = other.def.columns.iter().find(|(_, c)| c.table.as_deref() == Some(t.name.as_str()))
+                && let Some((cname, _)) = other
+                    .def
+                    .columns
+                    .iter()
+                    .find(|(_, c)| c.table.as_deref() == Some(t.name.as_str()))
             {
-                return Err(Error::conflict(format!("table {name} links to {} (column {cname})", t.name))
-                    .table(t.name.as_str())
-                    .hint(format!("drop column {cname} of {name} first (alter_table)")));
+                return Err(Error::conflict(format!(
+                    "table {name} links to {} (column {cname})",
+                    t.name
+                ))
+                .table(t.name.as_str())
+                .hint(format!("drop column {cname} of {name} first (alter_table)")));
             }
         }
         let rows: Vec<Value> = index::all_rows(&self.idx, &t)?
@@ -635,10 +771,19 @@ impl Writer {
         let mut before = serde_json::to_value(&t.def).unwrap_or_default();
         before["rows"] = Value::Array(rows);
         index::drop_table(&self.idx, &t.name)?;
-        self.fops.push(FileOp::RemoveTableDir(files::table_dir(&self.root, &t.name)));
+        self.fops.push(FileOp::RemoveTableDir(files::table_dir(
+            &self.root, &t.name,
+        )));
         self.tables.remove(&t.name);
         self.tables_dirty = true;
-        self.mig("drop_table", Some(&t.name), None, before, Value::Null, actor);
+        self.mig(
+            "drop_table",
+            Some(&t.name),
+            None,
+            before,
+            Value::Null,
+            actor,
+        );
         Ok(json!({"table": t.name, "seq": null}))
     }
 
@@ -646,23 +791,39 @@ impl Writer {
         let t = self.table(&a.table)?;
         let mut def = t.def.clone();
         let bad = |col: &str, msg: String, hint: &str| {
-            Error::invalid(msg).table(t.name.as_str()).column(col).rule("alter_table").hint(hint.to_string())
+            Error::invalid(msg)
+                .table(t.name.as_str())
+                .column(col)
+                .rule("alter_table")
+                .hint(hint.to_string())
         };
         if let Some(d) = a.description {
             def.description = d;
         }
         for c in &a.drop {
             if def.columns.shift_remove(c).is_none() {
-                return Err(bad(c, format!("no column {c} to drop"), "describe_table lists the columns"));
+                return Err(bad(
+                    c,
+                    format!("no column {c} to drop"),
+                    "describe_table lists the columns",
+                ));
             }
         }
         for (old, new) in &a.rename {
             names::check_column_name(&t.name, new)?;
             if def.columns.contains_key(new) {
-                return Err(bad(new, format!("column {new} already exists"), "pick another new name"));
+                return Err(bad(
+                    new,
+                    format!("column {new} already exists"),
+                    "pick another new name",
+                ));
             }
             let Some(i) = def.columns.get_index_of(old) else {
-                return Err(bad(old, format!("no column {old} to rename"), "describe_table lists the columns"));
+                return Err(bad(
+                    old,
+                    format!("no column {old} to rename"),
+                    "describe_table lists the columns",
+                ));
             };
             let (_, c) = def.columns.shift_remove_index(i).unwrap();
             def.columns.shift_insert(i, new.clone(), c);
@@ -670,12 +831,22 @@ impl Writer {
         for (c, cd) in &a.change {
             match def.columns.get_mut(c) {
                 Some(slot) => *slot = cd.clone(),
-                None => return Err(bad(c, format!("no column {c} to change"), "use `add` for a new column")),
+                None => {
+                    return Err(bad(
+                        c,
+                        format!("no column {c} to change"),
+                        "use `add` for a new column",
+                    ));
+                }
             }
         }
         for (c, cd) in &a.add {
             if def.columns.contains_key(c) {
-                return Err(bad(c, format!("column {c} already exists"), "use `change` to alter it"));
+                return Err(bad(
+                    c,
+                    format!("column {c} already exists"),
+                    "use `change` to alter it",
+                ));
             }
             if cd.required && cd.default.is_none() {
                 return Err(Error::constraint(&t.name, c, "required", format!("new column {c} is required but has no default, so existing rows would break"))
@@ -705,7 +876,9 @@ impl Writer {
             }
             let v = nt.check_row(&v).map_err(|e| {
                 let msg = format!("row {} would break: {}", r.id, e.message);
-                Error { message: msg, ..e }.rule_hint_for_alter()
+                e.with_message(msg).hint(
+                    "fix or update those rows first, give a default, or loosen the constraint",
+                )
             })?;
             if v != r.values || !a.rename.is_empty() {
                 changed.push((r, v));
@@ -720,22 +893,48 @@ impl Writer {
         self.tables_dirty = true;
         let mut after_meta = after.clone();
         after_meta["rows_changed"] = Value::from(changed.len());
-        self.mig("alter_table", Some(&nt.name), None, before, after_meta, actor);
+        self.mig(
+            "alter_table",
+            Some(&nt.name),
+            None,
+            before,
+            after_meta,
+            actor,
+        );
         // Re-index every row under the new definition (unique checks included).
-        let changed_ids: HashMap<&str, Map<String, Value>> = changed.into_iter().map(|(r, v)| (r.id.as_str(), v)).collect();
+        let changed_ids: HashMap<&str, Map<String, Value>> = changed
+            .into_iter()
+            .map(|(r, v)| (r.id.as_str(), v))
+            .collect();
         for r in &rows {
             match changed_ids.get(r.id.as_str()) {
                 Some(v) => {
                     self.check_refs(&nt, &r.id, v)?;
                     let st = self.put(&nt, &r.id, r.version + 1, v.clone(), r.body.clone())?;
-                    self.mig("alter_table", Some(&nt.name), Some(&r.id), state(r), st, actor);
+                    self.mig(
+                        "alter_table",
+                        Some(&nt.name),
+                        Some(&r.id),
+                        state(r),
+                        st,
+                        actor,
+                    );
                 }
                 None => {
                     self.check_refs(&nt, &r.id, &r.values)?;
                     let path = files::row_path(&self.root, &nt.name, &r.id);
                     let bytes = std::fs::read(&path).unwrap_or_default();
                     let (mtime, size) = files::stat(&path).unwrap_or((0, 0));
-                    index::put_row(&self.idx, &nt, r, &FileFacts { mtime, size, hash: files::hash(&bytes) })?;
+                    index::put_row(
+                        &self.idx,
+                        &nt,
+                        r,
+                        &FileFacts {
+                            mtime,
+                            size,
+                            hash: files::hash(&bytes),
+                        },
+                    )?;
                 }
             }
         }
@@ -753,7 +952,11 @@ impl Writer {
         let before = serde_json::to_value(&self.settings).unwrap_or_default();
         let after = serde_json::to_value(&new).unwrap_or_default();
         let bytes = serde_json::to_vec_pretty(&new).unwrap_or_default();
-        self.fops.push(FileOp::Write { path: self.root.join(".datanotes/settings.json"), bytes, row: None });
+        self.fops.push(FileOp::Write {
+            path: self.root.join(".datanotes/settings.json"),
+            bytes,
+            row: None,
+        });
         self.settings = new;
         self.settings_dirty = true;
         self.mig(op, None, None, before, after, actor);
@@ -768,7 +971,8 @@ impl Writer {
 
     fn undo(&mut self, seq: i64, actor: &Actor) -> Result<Value> {
         let m = journal::get(&self.jr, seq)?.ok_or_else(|| {
-            Error::not_found(format!("no migration {seq}")).hint("list_migrations shows the migrations and their seq")
+            Error::not_found(format!("no migration {seq}"))
+                .hint("list_migrations shows the migrations and their seq")
         })?;
         let conflict = |what: String| {
             Error::conflict(format!("cannot undo migration {seq}: {what}"))
@@ -777,7 +981,9 @@ impl Writer {
         };
         let table = m.table.clone().unwrap_or_default();
         match (m.op.as_str(), &m.row) {
-            ("tool_call", _) => Err(Error::invalid("a tool call changed nothing and cannot be undone").rule("undo")),
+            ("tool_call", _) => {
+                Err(Error::invalid("a tool call changed nothing and cannot be undone").rule("undo"))
+            }
             ("settings", _) => {
                 if serde_json::to_value(&self.settings).unwrap_or_default() != m.after {
                     return Err(conflict("the settings changed since".into()));
@@ -797,9 +1003,15 @@ impl Writer {
             ("create_table", None) => {
                 let t = self.table(&table)?;
                 if index::count(&self.idx, &t.name)? > 0 {
-                    return Err(conflict(format!("table {table} has rows now")).hint("delete its rows first, or drop_table it"));
+                    return Err(conflict(format!("table {table} has rows now"))
+                        .hint("delete its rows first, or drop_table it"));
                 }
-                self.drop_table(args::TableArg { table: table.clone() }, actor)?;
+                self.drop_table(
+                    args::TableArg {
+                        table: table.clone(),
+                    },
+                    actor,
+                )?;
                 if let Some(last) = self.migs.last_mut() {
                     last.op = "undo".into();
                 }
@@ -809,8 +1021,10 @@ impl Writer {
                 if self.tables.contains_key(&table) {
                     return Err(conflict(format!("table {table} exists again")));
                 }
-                let def: TableDef = serde_json::from_value(json!({"description": m.before["description"], "columns": m.before["columns"]}))
-                    .map_err(|e| Error::internal(format!("journal entry {seq} is unreadable: {e}")))?;
+                let def: TableDef = serde_json::from_value(
+                    json!({"description": m.before["description"], "columns": m.before["columns"]}),
+                )
+                .map_err(|e| Error::internal(format!("journal entry {seq} is unreadable: {e}")))?;
                 let t = Table::compile(&table, def)?;
                 self.install_table(t, Value::Null, actor, "undo")?;
                 let t = self.table(&table)?;
@@ -836,22 +1050,39 @@ impl Writer {
                 let n = m.after["rows_changed"].as_i64().unwrap_or(0);
                 let row_migs = journal::list(
                     &self.jr,
-                    &journal::Filter { table: Some(table.clone()), after: Some(seq), before: Some(seq + n + 1), limit: n, ..Default::default() },
+                    &journal::Filter {
+                        table: Some(table.clone()),
+                        after: Some(seq),
+                        before: Some(seq + n + 1),
+                        limit: n,
+                        ..Default::default()
+                    },
                 )?;
-                let def: TableDef = serde_json::from_value(m.before.clone())
-                    .map_err(|e| Error::internal(format!("journal entry {seq} is unreadable: {e}")))?;
+                let def: TableDef = serde_json::from_value(m.before.clone()).map_err(|e| {
+                    Error::internal(format!("journal entry {seq} is unreadable: {e}"))
+                })?;
                 let old = Table::compile(&table, def)?;
                 // Rows first leave the new shape, then the old definition comes back.
                 let rows = index::all_rows(&self.idx, &t)?;
-                let back: HashMap<String, Value> =
-                    row_migs.iter().filter(|r| r.op == "alter_table").filter_map(|r| Some((r.row.clone()?, r.before.clone()))).collect();
+                let back: HashMap<String, Value> = row_migs
+                    .iter()
+                    .filter(|r| r.op == "alter_table")
+                    .filter_map(|r| Some((r.row.clone()?, r.before.clone())))
+                    .collect();
                 let before_def = serde_json::to_value(&t.def).unwrap_or_default();
                 index::create_table(&self.idx, &old, &defhash(&old.def))?;
                 self.define(&old)?;
                 let old = Arc::new(old);
                 self.tables.insert(table.clone(), old.clone());
                 self.tables_dirty = true;
-                self.mig("undo", Some(&table), None, before_def, serde_json::to_value(&old.def).unwrap_or_default(), actor);
+                self.mig(
+                    "undo",
+                    Some(&table),
+                    None,
+                    before_def,
+                    serde_json::to_value(&old.def).unwrap_or_default(),
+                    actor,
+                );
                 for r in rows {
                     match back.get(&r.id) {
                         Some(prev) => {
@@ -867,14 +1098,29 @@ impl Writer {
                 }
                 Ok(json!({"undone": seq, "seq": null}))
             }
-            (op, _) => Err(Error::invalid(format!("migration {seq} ({op}) cannot be undone")).rule("undo")),
+            (op, _) => {
+                Err(Error::invalid(format!("migration {seq} ({op}) cannot be undone")).rule("undo"))
+            }
         }
     }
 
     /// Brings a row to a journal state (`{values, body}` or null), journaling it under `op`.
-    fn set_row_state(&mut self, t: &Table, id: &str, cur: Option<IndexedRow>, target: &Value, actor: &Actor, op: &str) -> Result<Value> {
+    fn set_row_state(
+        &mut self,
+        t: &Table,
+        id: &str,
+        cur: Option<IndexedRow>,
+        target: &Value,
+        actor: &Actor,
+        op: &str,
+    ) -> Result<Value> {
         let before = cur.as_ref().map(state).unwrap_or(Value::Null);
-        let version = cur.as_ref().map(|c| c.version).unwrap_or(0) + 1;
+        let version = cur
+            .as_ref()
+            .map(|c| c.version)
+            .unwrap_or(0)
+            .max(target["version"].as_i64().unwrap_or(0))
+            + 1;
         let after = if target.is_null() || target.get("invalid").is_some() {
             if cur.is_some() || index::known_file(&self.idx, &t.name, id)?.is_some() {
                 self.delete_checked(t, id)?;
@@ -893,13 +1139,19 @@ impl Writer {
         let t = self.table(&a.table)?;
         let vac = self.vacuumed_before()?;
         if a.seq < vac {
-            return Err(Error::invalid(format!("history before migration {vac} was vacuumed"))
-                .table(t.name.as_str())
-                .rule("seq")
-                .hint(format!("restore to a seq of {vac} or later")));
+            return Err(
+                Error::invalid(format!("history before migration {vac} was vacuumed"))
+                    .table(t.name.as_str())
+                    .rule("seq")
+                    .hint(format!("restore to a seq of {vac} or later")),
+            );
         }
         if a.seq > journal::last_seq(&self.jr)? {
-            return Err(Error::invalid(format!("there is no migration {} yet", a.seq)).rule("seq").hint("list_migrations shows the seqs"));
+            return Err(
+                Error::invalid(format!("there is no migration {} yet", a.seq))
+                    .rule("seq")
+                    .hint("list_migrations shows the seqs"),
+            );
         }
         let ids: Vec<String> = match &a.id {
             Some(id) => {
@@ -907,9 +1159,14 @@ impl Writer {
                 vec![id.clone()]
             }
             None => {
-                let mut ids: BTreeSet<String> = index::all_rows(&self.idx, &t)?.into_iter().map(|r| r.id).collect();
+                let mut ids: BTreeSet<String> = index::all_rows(&self.idx, &t)?
+                    .into_iter()
+                    .map(|r| r.id)
+                    .collect();
                 let mut st = self.jr.prepare("SELECT DISTINCT row FROM migrations WHERE tbl=?1 AND row IS NOT NULL AND seq<=?2")?;
-                for r in st.query_map(rusqlite::params![t.name, a.seq], |r| r.get::<_, String>(0))? {
+                for r in
+                    st.query_map(rusqlite::params![t.name, a.seq], |r| r.get::<_, String>(0))?
+                {
                     ids.insert(r?);
                 }
                 ids.into_iter().collect()
@@ -920,7 +1177,11 @@ impl Writer {
             let target = journal::row_state_at(&self.jr, &t.name, &id, a.seq)?;
             let target = match target {
                 Some(m) => m.after,
-                None if vac > 0 && journal::row_state_at(&self.jr, &t.name, &id, i64::MAX)?.is_none() => continue,
+                None if vac > 0
+                    && journal::row_state_at(&self.jr, &t.name, &id, i64::MAX)?.is_none() =>
+                {
+                    continue;
+                }
                 None => Value::Null,
             };
             let cur = self.get(&t, &id)?;
@@ -942,7 +1203,12 @@ impl Writer {
             found += self.scan_defs(table.as_deref(), &actor)?;
         }
         let names: Vec<String> = match &table {
-            Some(t) => self.tables.contains_key(t).then(|| t.clone()).into_iter().collect(),
+            Some(t) => self
+                .tables
+                .contains_key(t)
+                .then(|| t.clone())
+                .into_iter()
+                .collect(),
             None => self.tables.keys().cloned().collect(),
         };
         for name in names {
@@ -964,7 +1230,9 @@ impl Writer {
             let mut known = index::known_files(&self.idx, &name)?;
             for f in files::list_rows(&dir) {
                 let k = known.remove(&f.id);
-                if k.as_ref().is_some_and(|k| k.mtime == f.mtime_ns && k.size == f.size) {
+                if k.as_ref()
+                    .is_some_and(|k| k.mtime == f.mtime_ns && k.size == f.size)
+                {
                     continue;
                 }
                 found += self.check_file(&t, &f.id, k, &actor)? as usize;
@@ -977,7 +1245,13 @@ impl Writer {
     }
 
     /// Compares one file with the index; journals a difference as a hand edit.
-    fn check_file(&mut self, t: &Table, id: &str, known: Option<index::KnownFile>, actor: &Actor) -> Result<bool> {
+    fn check_file(
+        &mut self,
+        t: &Table,
+        id: &str,
+        known: Option<index::KnownFile>,
+        actor: &Actor,
+    ) -> Result<bool> {
         let path = files::row_path(&self.root, &t.name, id);
         let bytes = match std::fs::read(&path) {
             Ok(b) => Some(b),
@@ -991,7 +1265,14 @@ impl Writer {
                 return Ok(false);
             }
             index::delete_row(&self.idx, &t.name, id)?;
-            self.mig("hand_edit", Some(&t.name), Some(id), before, Value::Null, actor);
+            self.mig(
+                "hand_edit",
+                Some(&t.name),
+                Some(id),
+                before,
+                Value::Null,
+                actor,
+            );
             return Ok(true);
         };
         let (mtime, size) = files::stat(&path).unwrap_or((0, bytes.len() as i64));
@@ -1003,19 +1284,39 @@ impl Writer {
         let facts = FileFacts { mtime, size, hash };
         let version = cur.as_ref().map(|c| c.version).unwrap_or(0) + 1;
         let checked = validate_file(t, &bytes).and_then(|rf| {
-            self.check_refs(t, id, &rf.values).map_err(|e| e.message)?;
+            self.check_refs(t, id, &rf.values)
+                .map_err(|e| e.message.clone())?;
             Ok(rf)
         });
         match checked {
             Ok(rf) => {
-                let row = IndexedRow { id: id.into(), version, values: rf.values, body: rf.body };
+                let row = IndexedRow {
+                    id: id.into(),
+                    version,
+                    values: rf.values,
+                    body: rf.body,
+                };
                 index::put_row(&self.idx, t, &row, &facts)?;
-                self.mig("hand_edit", Some(&t.name), Some(id), before, state(&row), actor);
+                self.mig(
+                    "hand_edit",
+                    Some(&t.name),
+                    Some(id),
+                    before,
+                    state(&row),
+                    actor,
+                );
             }
             Err(msg) => {
                 tracing::warn!(table = %t.name, row = id, "hand-edited row is invalid: {msg}");
                 index::put_invalid(&self.idx, &t.name, id, &facts, &msg)?;
-                self.mig("hand_edit", Some(&t.name), Some(id), before, json!({"invalid": msg}), actor);
+                self.mig(
+                    "hand_edit",
+                    Some(&t.name),
+                    Some(id),
+                    before,
+                    json!({"invalid": msg}),
+                    actor,
+                );
             }
         }
         Ok(true)
@@ -1028,19 +1329,34 @@ impl Writer {
             .filter(|(n, _)| only.is_none_or(|o| o == n))
             .collect();
         let mut found = 0;
-        let known: Vec<String> = self.tables.keys().filter(|n| only.is_none_or(|o| o == n.as_str())).cloned().collect();
+        let known: Vec<String> = self
+            .tables
+            .keys()
+            .filter(|n| only.is_none_or(|o| o == n.as_str()))
+            .cloned()
+            .collect();
         for name in &known {
             if !on_disk.contains_key(name) {
                 let t = self.tables.remove(name).unwrap();
                 index::drop_table(&self.idx, name)?;
                 self.tables_dirty = true;
-                self.mig("hand_edit", Some(name), None, serde_json::to_value(&t.def).unwrap_or_default(), Value::Null, actor);
+                self.mig(
+                    "hand_edit",
+                    Some(name),
+                    None,
+                    serde_json::to_value(&t.def).unwrap_or_default(),
+                    Value::Null,
+                    actor,
+                );
                 found += 1;
             }
         }
         for (name, dir) in on_disk {
             let text = std::fs::read_to_string(dir.join(files::TABLE_FILE)).unwrap_or_default();
-            let t = match files::parse_table_def(&text).map_err(Error::invalid).and_then(|d| Table::compile(&name, d)) {
+            let t = match files::parse_table_def(&text)
+                .map_err(Error::invalid)
+                .and_then(|d| Table::compile(&name, d))
+            {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::error!(table = %name, "hand-edited definition is invalid, keeping the previous one: {e}");
@@ -1054,7 +1370,14 @@ impl Writer {
             };
             let versions = index_versions(&self.idx, self.tables.get(&name).map(|t| &**t))?;
             reindex_table(&self.idx, &self.root, &t, &versions)?;
-            self.mig("hand_edit", Some(&name), None, before, serde_json::to_value(&t.def).unwrap_or_default(), actor);
+            self.mig(
+                "hand_edit",
+                Some(&name),
+                None,
+                before,
+                serde_json::to_value(&t.def).unwrap_or_default(),
+                actor,
+            );
             self.tables.insert(name, Arc::new(t));
             self.tables_dirty = true;
             found += 1;
@@ -1067,11 +1390,16 @@ impl Writer {
     fn vacuum(&mut self, before_seq: i64) -> Result<Value> {
         let last = journal::last_seq(&self.jr)?;
         if before_seq < 0 || before_seq > last + 1 {
-            return Err(Error::invalid(format!("before_seq {before_seq} is outside the journal (1 to {})", last + 1))
-                .rule("before_seq")
-                .hint("list_migrations shows the seqs"));
+            return Err(Error::invalid(format!(
+                "before_seq {before_seq} is outside the journal (1 to {})",
+                last + 1
+            ))
+            .rule("before_seq")
+            .hint("list_migrations shows the seqs"));
         }
-        let removed = self.jr.execute("DELETE FROM migrations WHERE seq < ?1", [before_seq])?;
+        let removed = self
+            .jr
+            .execute("DELETE FROM migrations WHERE seq < ?1", [before_seq])?;
         let start = before_seq.max(self.vacuumed_before()?);
         journal::set_meta(&self.jr, "vacuumed_before", &start.to_string())?;
         self.jr.execute_batch("VACUUM")?;
@@ -1085,7 +1413,11 @@ impl Writer {
             let versions = journal_versions(&self.jr, &t.name)?;
             rows += reindex_table(&self.idx, &self.root, t, &versions)?;
         }
-        index::set_meta(&self.idx, "applied_seq", &journal::last_seq(&self.jr)?.to_string())?;
+        index::set_meta(
+            &self.idx,
+            "applied_seq",
+            &journal::last_seq(&self.jr)?.to_string(),
+        )?;
         let mut out = self.run_scan()?;
         out["tables"] = Value::from(self.tables.len());
         out["rows"] = Value::from(rows);
@@ -1094,18 +1426,15 @@ impl Writer {
 
     fn run_scan(&mut self) -> Result<Value> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.run_batch(vec![Job { cmd: Cmd::Scan { table: None, id: None }, actor: Actor::hand_edit(), reply: Some(tx) }]);
+        self.run_batch(vec![Job {
+            cmd: Cmd::Scan {
+                table: None,
+                id: None,
+            },
+            actor: Actor::hand_edit(),
+            reply: Some(tx),
+        }]);
         rx.recv().map_err(|_| Error::internal("scan lost"))?
-    }
-}
-
-trait AlterHint {
-    fn rule_hint_for_alter(self) -> Self;
-}
-impl AlterHint for Error {
-    fn rule_hint_for_alter(self) -> Self {
-        let hint = "fix or update those rows first, give a default, or loosen the constraint";
-        self.hint(hint)
     }
 }
 
@@ -1125,11 +1454,14 @@ pub fn defhash(def: &TableDef) -> String {
 fn validate_file(t: &Table, bytes: &[u8]) -> std::result::Result<RowFile, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())?;
     let rf = files::parse_row(text)?;
-    let values = t.check_row(&rf.values).map_err(|e| match e.hint {
+    let values = t.check_row(&rf.values).map_err(|e| match &e.hint {
         Some(h) => format!("{} ({h})", e.message),
-        None => e.message,
+        None => e.message.clone(),
     })?;
-    Ok(RowFile { values, body: rf.body })
+    Ok(RowFile {
+        values,
+        body: rf.body,
+    })
 }
 
 fn wipe_index(c: &Connection) -> Result<()> {
@@ -1142,9 +1474,16 @@ fn wipe_index(c: &Connection) -> Result<()> {
 }
 
 fn index_versions(c: &Connection, t: Option<&Table>) -> Result<HashMap<String, i64>> {
-    let Some(t) = t else { return Ok(HashMap::new()) };
-    let mut st = c.prepare(&format!("SELECT id, version FROM {}", index::tname(&t.name)))?;
-    let v = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    let Some(t) = t else {
+        return Ok(HashMap::new());
+    };
+    let mut st = c.prepare(&format!(
+        "SELECT id, version FROM {}",
+        index::tname(&t.name)
+    ))?;
+    let v = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
     Ok(v)
 }
 
@@ -1153,7 +1492,9 @@ fn journal_versions(j: &Connection, table: &str) -> Result<HashMap<String, i64>>
         "SELECT row, json_extract(after, '$.version') FROM migrations WHERE tbl=?1 AND row IS NOT NULL ORDER BY seq",
     )?;
     let mut out = HashMap::new();
-    for r in st.query_map([table], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?)))? {
+    for r in st.query_map([table], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?))
+    })? {
         let (id, v) = r?;
         if let Some(v) = v {
             out.insert(id, v);
@@ -1163,18 +1504,39 @@ fn journal_versions(j: &Connection, table: &str) -> Result<HashMap<String, i64>>
 }
 
 /// Recreates a table's index from its files, silently (no journal). Returns the row count.
-fn reindex_table(c: &Connection, root: &Path, t: &Table, versions: &HashMap<String, i64>) -> Result<usize> {
+fn reindex_table(
+    c: &Connection,
+    root: &Path,
+    t: &Table,
+    versions: &HashMap<String, i64>,
+) -> Result<usize> {
     index::create_table(c, t, &defhash(&t.def))?;
     let dir = files::table_dir(root, &t.name);
     let mut n = 0;
     for f in files::list_rows(&dir) {
         let path = dir.join(format!("{}.md", f.id));
-        let Ok(bytes) = std::fs::read(&path) else { continue };
-        let facts = FileFacts { mtime: f.mtime_ns, size: f.size, hash: files::hash(&bytes) };
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let facts = FileFacts {
+            mtime: f.mtime_ns,
+            size: f.size,
+            hash: files::hash(&bytes),
+        };
         match validate_file(t, &bytes) {
             Ok(rf) => {
                 let version = versions.get(&f.id).copied().unwrap_or(1);
-                index::put_row(c, t, &IndexedRow { id: f.id, version, values: rf.values, body: rf.body }, &facts)?;
+                index::put_row(
+                    c,
+                    t,
+                    &IndexedRow {
+                        id: f.id,
+                        version,
+                        values: rf.values,
+                        body: rf.body,
+                    },
+                    &facts,
+                )?;
                 n += 1;
             }
             Err(msg) => index::put_invalid(c, &t.name, &f.id, &facts, &msg)?,
@@ -1210,14 +1572,26 @@ pub fn open_index_checked(path: &Path) -> anyhow::Result<Connection> {
 /// before nor the after state was edited by hand and is left for the scan.
 pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<()> {
     let files_seq = journal::meta_i64(j, "files_seq")?;
-    let migs = journal::list(j, &journal::Filter { after: Some(files_seq), limit: i64::MAX, ..Default::default() })?;
+    let migs = journal::list(
+        j,
+        &journal::Filter {
+            after: Some(files_seq),
+            limit: i64::MAX,
+            ..Default::default()
+        },
+    )?;
     let mut touched_dirs = BTreeSet::new();
     for m in migs {
         let Some(table) = m.table.clone() else {
-            if matches!(m.op.as_str(), "settings" | "undo") && !m.after.is_null() && m.row.is_none() {
-                if let Ok(s) = serde_json::from_value::<Settings>(m.after.clone()) {
-                    files::write_atomic(&root.join(".datanotes/settings.json"), &serde_json::to_vec_pretty(&s)?)?;
-                }
+            if matches!(m.op.as_str(), "settings" | "undo")
+                && !m.after.is_null()
+                && m.row.is_none()
+                && let Ok(s) = serde_json::from_value::<Settings>(m.after.clone())
+            {
+                files::write_atomic(
+                    &root.join(".datanotes/settings.json"),
+                    &serde_json::to_vec_pretty(&s)?,
+                )?;
             }
             continue;
         };
@@ -1227,7 +1601,9 @@ pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<
         let dir = files::table_dir(root, &table);
         match &m.row {
             Some(id) => {
-                let Some(t) = tables.get(&table).cloned() else { continue };
+                let Some(t) = tables.get(&table).cloned() else {
+                    continue;
+                };
                 let path = files::row_path(root, &table, id);
                 let cur = std::fs::read(&path).ok();
                 let render = |s: &Value| -> Option<Vec<u8>> {
@@ -1235,7 +1611,11 @@ pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<
                         return None;
                     }
                     let values = s["values"].as_object().cloned().unwrap_or_default();
-                    Some(files::render_row(&t, &values, s["body"].as_str().unwrap_or_default()))
+                    Some(files::render_row(
+                        &t,
+                        &values,
+                        s["body"].as_str().unwrap_or_default(),
+                    ))
                 };
                 let (want, was) = (render(&m.after), render(&m.before));
                 if cur == want || (cur != was && cur.is_some()) {
@@ -1251,7 +1631,9 @@ pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<
                 touched_dirs.insert(dir);
             }
             None => {
-                let def_after = serde_json::from_value::<TableDef>(json!({"description": m.after.get("description"), "columns": m.after.get("columns")}));
+                let def_after = serde_json::from_value::<TableDef>(
+                    json!({"description": m.after.get("description"), "columns": m.after.get("columns")}),
+                );
                 match (m.after.is_null(), def_after) {
                     (true, _) => {
                         if dir.exists() {
@@ -1263,7 +1645,9 @@ pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<
                         if let Ok(t) = Table::compile(&table, def) {
                             files::create_dirs(root, &dir)?;
                             let bytes = files::render_table_def(&t.def);
-                            if std::fs::read(dir.join(files::TABLE_FILE)).ok().as_deref() != Some(&bytes[..]) {
+                            if std::fs::read(dir.join(files::TABLE_FILE)).ok().as_deref()
+                                != Some(&bytes[..])
+                            {
                                 files::write_atomic(&dir.join(files::TABLE_FILE), &bytes)?;
                                 touched_dirs.insert(dir.clone());
                             }
@@ -1286,7 +1670,12 @@ pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<
 
 /// Brings the index in line with the files after a start: tables whose definition changed are
 /// re-indexed, rows touched by migrations the index has not seen are re-read, silently.
-pub fn reconcile_index(root: &Path, c: &Connection, j: &Connection, tables: &Tables) -> anyhow::Result<()> {
+pub fn reconcile_index(
+    root: &Path,
+    c: &Connection,
+    j: &Connection,
+    tables: &Tables,
+) -> anyhow::Result<()> {
     c.execute_batch("BEGIN")?;
     let r = (|| -> Result<()> {
         let mut fresh = BTreeSet::new();
@@ -1301,8 +1690,17 @@ pub fn reconcile_index(root: &Path, c: &Connection, j: &Connection, tables: &Tab
                 fresh.insert(name.clone());
             }
         }
-        let applied: i64 = index::get_meta(c, "applied_seq")?.and_then(|s| s.parse().ok()).unwrap_or(0);
-        let migs = journal::list(j, &journal::Filter { after: Some(applied), limit: i64::MAX, ..Default::default() })?;
+        let applied: i64 = index::get_meta(c, "applied_seq")?
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let migs = journal::list(
+            j,
+            &journal::Filter {
+                after: Some(applied),
+                limit: i64::MAX,
+                ..Default::default()
+            },
+        )?;
         let mut latest: HashMap<(String, String), i64> = HashMap::new();
         for m in migs {
             if let (Some(t), Some(r)) = (m.table, m.row) {
@@ -1310,16 +1708,32 @@ pub fn reconcile_index(root: &Path, c: &Connection, j: &Connection, tables: &Tab
             }
         }
         for ((table, id), version) in latest {
-            let Some(t) = tables.get(&table).filter(|_| !fresh.contains(&table)) else { continue };
+            let Some(t) = tables.get(&table).filter(|_| !fresh.contains(&table)) else {
+                continue;
+            };
             let path = files::row_path(root, &table, &id);
             let Ok(bytes) = std::fs::read(&path) else {
                 index::delete_row(c, &table, &id)?;
                 continue;
             };
             let (mtime, size) = files::stat(&path).unwrap_or((0, 0));
-            let facts = FileFacts { mtime, size, hash: files::hash(&bytes) };
+            let facts = FileFacts {
+                mtime,
+                size,
+                hash: files::hash(&bytes),
+            };
             match validate_file(t, &bytes) {
-                Ok(rf) => index::put_row(c, t, &IndexedRow { id, version: version.max(1), values: rf.values, body: rf.body }, &facts)?,
+                Ok(rf) => index::put_row(
+                    c,
+                    t,
+                    &IndexedRow {
+                        id,
+                        version: version.max(1),
+                        values: rf.values,
+                        body: rf.body,
+                    },
+                    &facts,
+                )?,
                 Err(msg) => index::put_invalid(c, &table, &id, &facts, &msg)?,
             }
         }

@@ -36,7 +36,10 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn owner(harness: &str) -> Ctx {
-        Ctx { caller: Caller::Owner, actor: Actor::new(Some(harness.into()), None, None, None, Some("owner".into())) }
+        Ctx {
+            caller: Caller::Owner,
+            actor: Actor::new(Some(harness.into()), None, None, None, Some("owner".into())),
+        }
     }
 }
 
@@ -66,16 +69,26 @@ fn schema<T: JsonSchema>() -> schemars::Schema {
 
 /// Parses an operation's arguments strictly; a mistake names the field and how to fix it.
 pub fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T> {
-    let args = if args.is_null() { Value::Object(Default::default()) } else { args };
+    let args = if args.is_null() {
+        Value::Object(Default::default())
+    } else {
+        args
+    };
     if !args.is_object() {
-        return Err(Error::invalid(format!("the arguments of {op} must be a JSON object"))
-            .rule("arguments")
-            .hint(format!("send an object such as {{}}; the input schema of {op} lists the fields")));
+        return Err(
+            Error::invalid(format!("the arguments of {op} must be a JSON object"))
+                .rule("arguments")
+                .hint(format!(
+                    "send an object such as {{}}; the input schema of {op} lists the fields"
+                )),
+        );
     }
     serde_json::from_value(args).map_err(|e| {
         Error::invalid(format!("invalid arguments for {op}: {e}"))
             .rule("arguments")
-            .hint(format!("check the field names and types against the input schema of {op}"))
+            .hint(format!(
+                "check the field names and types against the input schema of {op}"
+            ))
     })
 }
 
