@@ -90,8 +90,17 @@ pub fn valid_pattern(p: &str) -> bool {
     }
 }
 
-/// The one permission check: may `caller` run an operation of class `access` (on `table`)?
-pub fn authorize(caller: &Caller, access: Access, table: Option<&str>) -> Result<()> {
+/// What an operation acts on, for the permission check.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    None,
+    Table(&'a str),
+    /// An app's registry entry (self-service routes).
+    App(&'a str),
+}
+
+/// The one permission check: may `caller` run something of class `access` on `target`?
+pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> {
     let app = match caller {
         Caller::Owner => return Ok(()),
         Caller::App(a) => a,
@@ -108,7 +117,10 @@ pub fn authorize(caller: &Caller, access: Access, table: Option<&str>) -> Result
     match access {
         Access::Read => Ok(()),
         Access::RowWrite | Access::SchemaChange => {
-            let t = table.unwrap_or("");
+            let t = match target {
+                Target::Table(t) => t,
+                _ => "",
+            };
             if access == Access::SchemaChange && !app.ddl {
                 return Err(Error::forbidden(format!(
                     "app {name} may not change table schemas: it has no ddl right"
@@ -139,6 +151,15 @@ pub fn authorize(caller: &Caller, access: Access, table: Option<&str>) -> Result
                 .hint("the owner can grant it with apps/update {\"maintain\": true}"))
             }
         }
+        Access::SelfService => match target {
+            Target::App(t) if t == name => Ok(()),
+            // Same answer whether the other app exists or not.
+            _ => Err(
+                Error::forbidden(format!("app {name} may only see and change its own entry"))
+                    .rule("self")
+                    .hint(format!("use \"name\": \"{name}\", or the owner token")),
+            ),
+        },
         Access::Owner => Err(Error::forbidden("only the owner may do this")
             .rule("owner")
             .hint("use the owner token")),

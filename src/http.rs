@@ -1,8 +1,13 @@
-//! The HTTP door: `POST /datanotes/<op>/` for every catalog operation, behind bearer tokens.
+//! The HTTP door: `POST /datanotes/<op>/` for every catalog operation, the apps registry, the
+//! change feed and webhooks, behind bearer tokens. Every route names its access class, and
+//! `auth::authorize` decides.
 
-use crate::auth::{self, Caller};
+use crate::apps::{self, AppFields, Registry};
+use crate::auth::{self, Caller, Target};
 use crate::engine::{Actor, Engine};
 use crate::error::Error;
+use crate::feed::{self, Filter, webhooks::Webhooks};
+use crate::ops::Access;
 use crate::ops::{self, Ctx};
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
@@ -19,14 +24,24 @@ pub const MAX_BODY: usize = 8 << 20;
 /// What every handler shares.
 pub struct Server {
     pub engine: Arc<Engine>,
+    pub apps: Arc<Registry>,
+    pub webhooks: Arc<Webhooks>,
     owner_hash: String,
 }
 
 pub type Shared = Arc<Server>;
 
 impl Server {
-    pub fn new(engine: Arc<Engine>, owner_hash: String) -> Shared {
-        Arc::new(Server { engine, owner_hash })
+    /// Builds the server state (inside the tokio runtime: webhook deliveries start here).
+    pub fn new(engine: Arc<Engine>, owner_hash: String) -> anyhow::Result<Shared> {
+        let apps = Registry::open(&engine.meta_dir)?;
+        let webhooks = Webhooks::start(engine.clone())?;
+        Ok(Arc::new(Server {
+            engine,
+            apps,
+            webhooks,
+            owner_hash,
+        }))
     }
 
     /// Who holds this token, if anyone.
@@ -34,7 +49,7 @@ impl Server {
         if token.starts_with(auth::OWNER_PREFIX) && auth::matches(token, &self.owner_hash) {
             return Some(Caller::Owner);
         }
-        None
+        self.apps.identify(token)
     }
 
     /// The caller of a request: its bearer token, then its actor header.
@@ -160,13 +175,224 @@ async fn not_found() -> Response {
     )
 }
 
+type Answer = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Error>> + Send>>;
+
+/// A route beside the operations: its path under /datanotes/, its access class, its handler.
+struct Route {
+    path: &'static str,
+    access: Access,
+    run: fn(Shared, Ctx, Value) -> Answer,
+}
+
+fn blocking(f: impl FnOnce() -> Result<Value, Error> + Send + 'static) -> Answer {
+    Box::pin(async move {
+        let v = tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|_| Error::internal("the handler panicked"))??;
+        Ok(Json(v).into_response())
+    })
+}
+
+fn fields(v: Value) -> Result<AppFields, Error> {
+    ops::parse("this route", v)
+}
+
+fn name_of(v: &Value) -> Result<String, Error> {
+    v.get("name")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Error::invalid("missing `name`")
+                .column("name")
+                .rule("required")
+                .hint("add \"name\": \"<app name>\"")
+        })
+}
+
+static ROUTES: &[Route] = &[
+    Route {
+        path: "apps/create",
+        access: Access::Owner,
+        run: |s, _, v| {
+            blocking(move || {
+                let (rec, token) = s.apps.create(fields(v)?)?;
+                Ok(json!({"app": rec.entry(), "token": token}))
+            })
+        },
+    },
+    Route {
+        path: "apps",
+        access: Access::Owner,
+        run: |s, _, v| {
+            blocking(move || {
+                ops::parse::<crate::engine::args::Empty>("apps", v)?;
+                Ok(
+                    json!({"apps": s.apps.list().iter().map(apps::AppRecord::entry).collect::<Vec<_>>()}),
+                )
+            })
+        },
+    },
+    Route {
+        path: "apps/get",
+        access: Access::SelfService,
+        run: |s, _, v| {
+            blocking(move || {
+                let name = name_of(&v)?;
+                let rec = s.apps.get(&name).ok_or_else(|| apps::no_app(&name))?;
+                Ok(json!({"app": rec.entry()}))
+            })
+        },
+    },
+    Route {
+        path: "apps/update",
+        access: Access::SelfService,
+        run: |s, c, v| {
+            blocking(move || {
+                let name = name_of(&v)?;
+                let rec = s
+                    .apps
+                    .update(&name, fields(v)?, matches!(c.caller, Caller::Owner))?;
+                Ok(json!({"app": rec.entry()}))
+            })
+        },
+    },
+    Route {
+        path: "apps/refresh",
+        access: Access::SelfService,
+        run: |s, _, v| {
+            blocking(move || {
+                let name = name_of(&v)?;
+                let rec = s.apps.get(&name).ok_or_else(|| apps::no_app(&name))?;
+                Ok(json!({"app": rec.entry(), "added": [], "removed": [], "skipped": []}))
+            })
+        },
+    },
+    Route {
+        path: "apps/rotate-token",
+        access: Access::Owner,
+        run: |s, _, v| blocking(move || Ok(json!({"token": s.apps.rotate_token(&name_of(&v)?)?}))),
+    },
+    Route {
+        path: "apps/delete",
+        access: Access::Owner,
+        run: |s, _, v| {
+            blocking(move || {
+                let rec = s.apps.delete(&name_of(&v)?)?;
+                Ok(json!({"deleted": rec.name}))
+            })
+        },
+    },
+    Route {
+        path: "webhooks/create",
+        access: Access::Owner,
+        run: |s, _, v| blocking(move || s.webhooks.create(ops::parse("webhooks/create", v)?)),
+    },
+    Route {
+        path: "webhooks",
+        access: Access::Read,
+        run: |s, _, v| {
+            blocking(move || {
+                ops::parse::<crate::engine::args::Empty>("webhooks", v)?;
+                Ok(s.webhooks.list())
+            })
+        },
+    },
+    Route {
+        path: "webhooks/delete",
+        access: Access::Owner,
+        run: |s, _, v| blocking(move || s.webhooks.delete(ops::parse("webhooks/delete", v)?)),
+    },
+    Route {
+        path: "changes",
+        access: Access::Read,
+        run: |s, _, v| {
+            Box::pin(async move {
+                let a: feed::ChangesArgs = ops::parse("changes", v)?;
+                let limit = a.limit.unwrap_or(100);
+                if !(1..=feed::MAX_LIMIT).contains(&limit) {
+                    return Err(Error::invalid(format!("limit {limit} is out of range"))
+                        .column("limit")
+                        .rule("max")
+                        .hint(format!("use a limit from 1 to {}", feed::MAX_LIMIT)));
+                }
+                let filter = Filter::new(a.ops, a.tables)?;
+                let page =
+                    feed::read_wait(s.engine.clone(), a.since, limit as usize, filter, a.wait_ms)
+                        .await?;
+                Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()).into_response())
+            })
+        },
+    },
+    Route {
+        path: "tool-calls/record",
+        access: Access::Read,
+        run: |s, c, v| {
+            blocking(move || {
+                let call = feed::tool_call_event(v)?;
+                s.engine.write(
+                    crate::engine::Cmd::Event {
+                        op: "tool_call".into(),
+                        call,
+                    },
+                    c.actor,
+                )
+            })
+        },
+    },
+];
+
+/// Runs a route: token, access check (the one function), body, handler.
+async fn run_route(s: Shared, path: &str, req: Request) -> Response {
+    let Some(route) = ROUTES.iter().find(|r| r.path == path.trim_end_matches('/')) else {
+        return not_found().await;
+    };
+    let ctx = match s.ctx(req.headers()) {
+        Ok(c) => c,
+        Err(e) => return error_response(&e),
+    };
+    let args = match json_body(req).await {
+        Ok(v) => v,
+        Err(e) => return error_response(&e),
+    };
+    let target = match args.get("name").and_then(Value::as_str) {
+        Some(n) if route.access == Access::SelfService => Target::App(n),
+        _ => Target::None,
+    };
+    if let Err(e) = auth::authorize(&ctx.caller, route.access, target) {
+        return error_response(&e);
+    }
+    match (route.run)(s, ctx, args).await {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn route2(
+    State(s): State<Shared>,
+    Path((a, b)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    run_route(s, &format!("{a}/{b}"), req).await
+}
+
+/// `/datanotes/<x>/`: an operation, or a route such as `apps/` or `changes/`.
+async fn route1(State(s): State<Shared>, Path(op): Path<String>, req: Request) -> Response {
+    if ROUTES.iter().any(|r| r.path == op) {
+        return run_route(s, &op, req).await;
+    }
+    run_op(State(s), Path(op), req).await
+}
+
 pub fn router(s: Shared) -> Router {
     Router::new()
         .route("/datanotes/health", get(health))
         .route("/datanotes/operations/", get(operations))
         .route("/datanotes/operations", get(operations))
-        .route("/datanotes/{op}/", post(run_op))
-        .route("/datanotes/{op}", post(run_op))
+        .route("/datanotes/changes/stream", get(crate::feed::sse::stream))
+        .route("/datanotes/{op}/", post(route1))
+        .route("/datanotes/{op}", post(route1))
+        .route("/datanotes/{a}/{b}/", post(route2))
+        .route("/datanotes/{a}/{b}", post(route2))
         .fallback(not_found)
         .with_state(s)
 }

@@ -2,10 +2,12 @@
 //!
 //! See ARCHITECTURE.md for the map.
 
+pub mod apps;
 pub mod auth;
 pub mod demo;
 pub mod engine;
 pub mod error;
+pub mod feed;
 pub mod http;
 pub mod names;
 pub mod ops;

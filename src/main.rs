@@ -89,8 +89,9 @@ fn main() -> anyhow::Result<()> {
                     "datanotes serving {} on http://{addr}",
                     engine.root.display()
                 );
-                let server = datanotes::http::Server::new(engine.clone(), hash);
-                datanotes::http::serve(server, listener).await
+                let server = datanotes::http::Server::new(engine.clone(), hash)?;
+                datanotes::http::serve(server, listener).await?;
+                Ok::<_, anyhow::Error>(())
             })?;
             engine.shutdown();
         }

@@ -75,6 +75,8 @@ pub struct Engine {
     writer: writer::Handle,
     /// The newest seq, published after each commit (the change feed waits on it).
     pub seq: tokio::sync::watch::Sender<i64>,
+    /// Recent changes, serialized, for the change feed.
+    pub recent: crate::feed::Recent,
     _watcher: Mutex<Option<watch::Watcher>>,
 }
 
@@ -118,6 +120,7 @@ impl Engine {
             index: Pool::new(ipath, index::open),
             journal: Pool::new(jpath, open_journal_reader),
             seq,
+            recent: crate::feed::Recent::new(20_000),
             _watcher: Mutex::new(None),
         });
         // Hand edits made while the engine was stopped.
@@ -363,7 +366,9 @@ impl Engine {
         tables: Option<Tables>,
         settings: Option<Settings>,
         last_seq: i64,
+        migs: &[Migration],
     ) {
+        self.recent.push(migs);
         if let Some(t) = tables {
             *self.tables.write().unwrap() = t;
         }

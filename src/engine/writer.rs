@@ -305,7 +305,12 @@ impl Writer {
         if let Some(engine) = self.engine.upgrade() {
             let tables = std::mem::take(&mut self.tables_dirty).then(|| self.tables.clone());
             let settings = std::mem::take(&mut self.settings_dirty).then(|| self.settings.clone());
-            engine.publish(tables, settings, last.unwrap_or_else(|| engine.last_seq()));
+            engine.publish(
+                tables,
+                settings,
+                last.unwrap_or_else(|| engine.last_seq()),
+                &self.migs,
+            );
         }
         Ok(())
     }
@@ -1403,6 +1408,9 @@ impl Writer {
         let start = before_seq.max(self.vacuumed_before()?);
         journal::set_meta(&self.jr, "vacuumed_before", &start.to_string())?;
         self.jr.execute_batch("VACUUM")?;
+        if let Some(engine) = self.engine.upgrade() {
+            engine.recent.forget_before(start);
+        }
         Ok(json!({"removed": removed, "feed_starts_at": start}))
     }
 

@@ -23,6 +23,8 @@ pub enum Access {
     SchemaChange,
     /// Apps: `maintain`.
     Maintain,
+    /// Apps: only on their own registry entry.
+    SelfService,
     /// The owner alone.
     Owner,
 }
@@ -267,6 +269,10 @@ pub fn call(engine: &Engine, ctx: &Ctx, name: &str, args: Value) -> Result<Value
             .rule("arguments")
             .hint(format!("add \"table\": \"catalog.schema.table\"; the input schema of {name} lists the fields")));
     }
-    auth::authorize(&ctx.caller, op.access, table)?;
+    auth::authorize(
+        &ctx.caller,
+        op.access,
+        table.map_or(auth::Target::None, auth::Target::Table),
+    )?;
     (op.run)(engine, ctx, args)
 }

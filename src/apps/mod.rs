@@ -1,0 +1,350 @@
+//! The apps registry: who the apps are, their tokens' hashes and their rights.
+//!
+//! One entry format for every kind of app (a plain API client, a remote MCP server, a WASM
+//! component). Stored in `.datanotes/apps.json` (atomic, 0600). App tokens are kept as SHA-256
+//! only; `mcp_token` is kept because the engine must send it to the app, and is never returned.
+
+use crate::auth::{self, AppScope, Caller};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+/// An app as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AppRecord {
+    pub name: String,
+    #[serde(default)]
+    pub write: Vec<String>,
+    #[serde(default)]
+    pub ddl: bool,
+    #[serde(default)]
+    pub maintain: bool,
+    #[serde(default)]
+    pub mcp_url: Option<String>,
+    #[serde(default)]
+    pub mcp_token: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub instructions: String,
+    pub created: String,
+    pub token_sha256: String,
+}
+
+impl AppRecord {
+    pub fn kind(&self) -> &'static str {
+        if self.mcp_url.is_some() {
+            "remote"
+        } else {
+            "client"
+        }
+    }
+    pub fn scope(&self) -> AppScope {
+        AppScope {
+            name: self.name.clone(),
+            write: self.write.clone(),
+            ddl: self.ddl,
+            maintain: self.maintain,
+        }
+    }
+    /// The entry as answered: never a token.
+    pub fn entry(&self) -> Value {
+        json!({
+            "name": self.name,
+            "kind": self.kind(),
+            "write": self.write,
+            "ddl": self.ddl,
+            "maintain": self.maintain,
+            "mcp_url": self.mcp_url,
+            "hasMcpToken": self.mcp_token.is_some(),
+            "description": self.description,
+            "instructions": self.instructions,
+            "created": self.created,
+            "tools": [],
+            "skippedTools": [],
+            "reachable": Value::Null,
+            "lastError": Value::Null,
+            "lastSeen": Value::Null,
+        })
+    }
+}
+
+/// The fields `apps/create/` and `apps/update/` take.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppFields {
+    pub name: Option<String>,
+    pub write: Option<Vec<String>>,
+    pub ddl: Option<bool>,
+    pub maintain: Option<bool>,
+    #[serde(default, deserialize_with = "some")]
+    pub mcp_url: Option<Option<String>>,
+    #[serde(default, deserialize_with = "some")]
+    pub mcp_token: Option<Option<String>>,
+    pub description: Option<String>,
+    pub instructions: Option<String>,
+}
+
+/// Tells a field set to null (`Some(None)`) from an absent one (`None`).
+fn some<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> std::result::Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+impl AppFields {
+    /// The first field only the owner may change, if any.
+    fn touches_rights(&self) -> Option<&'static str> {
+        if self.write.is_some() {
+            Some("write")
+        } else if self.ddl.is_some() {
+            Some("ddl")
+        } else if self.maintain.is_some() {
+            Some("maintain")
+        } else {
+            None
+        }
+    }
+}
+
+pub fn valid_name(n: &str) -> bool {
+    let b = n.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+}
+
+/// An http(s) URL with a host.
+fn is_http_url(u: &str) -> bool {
+    let rest = u
+        .strip_prefix("http://")
+        .or_else(|| u.strip_prefix("https://"));
+    match rest {
+        Some(r) => {
+            let host = r.split(['/', '?', '#']).next().unwrap_or("");
+            !host.is_empty() && !u.contains(char::is_whitespace)
+        }
+        None => false,
+    }
+}
+
+fn check(f: &AppFields) -> Result<()> {
+    if let Some(n) = &f.name
+        && !valid_name(n)
+    {
+        return Err(Error::invalid(format!("invalid app name {n:?}"))
+            .column("name")
+            .rule("pattern")
+            .hint("an app name matches [a-z][a-z0-9_-]{0,63}"));
+    }
+    for p in f.write.iter().flatten() {
+        if !auth::valid_pattern(p) {
+            return Err(Error::invalid(format!("invalid write pattern {p:?}"))
+                .column("write")
+                .rule("pattern")
+                .hint(
+                    "each write pattern is catalog.schema.table, catalog.schema.*, catalog.* or *",
+                ));
+        }
+    }
+    if let Some(Some(u)) = &f.mcp_url
+        && !is_http_url(u)
+    {
+        return Err(Error::invalid(format!("invalid mcp_url {u:?}"))
+            .column("mcp_url")
+            .rule("url")
+            .hint("give an http(s) URL, e.g. http://127.0.0.1:5235/mcp"));
+    }
+    for (k, v) in [
+        ("description", &f.description),
+        ("instructions", &f.instructions),
+    ] {
+        if v.as_ref().is_some_and(|s| s.len() > 16_384) {
+            return Err(Error::invalid(format!("{k} is longer than 16384 bytes"))
+                .column(k)
+                .rule("max")
+                .hint("shorten it"));
+        }
+    }
+    Ok(())
+}
+
+/// The registry. Registration order is kept: it orders the apps' tools for agents.
+pub struct Registry {
+    path: PathBuf,
+    apps: RwLock<Vec<AppRecord>>,
+}
+
+impl Registry {
+    pub fn open(meta_dir: &std::path::Path) -> anyhow::Result<Arc<Registry>> {
+        let path = meta_dir.join("apps.json");
+        let apps: Vec<AppRecord> = match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => vec![],
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Arc::new(Registry {
+            path,
+            apps: RwLock::new(apps),
+        }))
+    }
+
+    fn save(&self, apps: &[AppRecord]) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(apps).map_err(|e| Error::internal(e.to_string()))?;
+        auth::write_private(&self.path, &bytes)?;
+        Ok(())
+    }
+
+    /// Changes the registry under its lock; the file is written before the change is visible.
+    fn modify<T>(&self, f: impl FnOnce(&mut Vec<AppRecord>) -> Result<T>) -> Result<T> {
+        let mut apps = self.apps.write().unwrap();
+        let mut next = apps.clone();
+        let out = f(&mut next)?;
+        self.save(&next)?;
+        *apps = next;
+        Ok(out)
+    }
+
+    pub fn list(&self) -> Vec<AppRecord> {
+        self.apps.read().unwrap().clone()
+    }
+
+    pub fn get(&self, name: &str) -> Option<AppRecord> {
+        self.apps
+            .read()
+            .unwrap()
+            .iter()
+            .find(|a| a.name == name)
+            .cloned()
+    }
+
+    /// The app holding this token, checked by hash in constant time against every app.
+    pub fn identify(&self, token: &str) -> Option<Caller> {
+        if !token.starts_with(auth::APP_PREFIX) {
+            return None;
+        }
+        let apps = self.apps.read().unwrap();
+        let mut found = None;
+        for a in apps.iter() {
+            if auth::matches(token, &a.token_sha256) {
+                found = Some(a.scope());
+            }
+        }
+        found.map(|s| Caller::App(Arc::new(s)))
+    }
+
+    pub fn create(&self, f: AppFields) -> Result<(AppRecord, String)> {
+        check(&f)?;
+        let name = f.name.clone().ok_or_else(|| {
+            Error::invalid("an app needs a name")
+                .column("name")
+                .rule("required")
+                .hint("add \"name\": \"planning\"")
+        })?;
+        let token = auth::new_token(auth::APP_PREFIX);
+        let rec = AppRecord {
+            name: name.clone(),
+            write: f.write.unwrap_or_default(),
+            ddl: f.ddl.unwrap_or(false),
+            maintain: f.maintain.unwrap_or(false),
+            mcp_url: f.mcp_url.flatten(),
+            mcp_token: f.mcp_token.flatten(),
+            description: f.description.unwrap_or_default(),
+            instructions: f.instructions.unwrap_or_default(),
+            created: crate::engine::journal::now(),
+            token_sha256: auth::token_hash(&token),
+        };
+        self.modify(|apps| {
+            if apps.iter().any(|a| a.name == name) {
+                return Err(Error::conflict(format!("app {name} already exists"))
+                    .column("name")
+                    .rule("unique")
+                    .hint("pick another name, or use apps/update"));
+            }
+            apps.push(rec.clone());
+            Ok(())
+        })?;
+        Ok((rec, token))
+    }
+
+    /// Updates an entry. `by_owner` false: the app itself, which may change only its own
+    /// `mcp_url`, `mcp_token`, `description` and `instructions`.
+    pub fn update(&self, name: &str, f: AppFields, by_owner: bool) -> Result<AppRecord> {
+        check(&f)?;
+        if let Some(n) = &f.name
+            && n != name
+        {
+            return Err(Error::invalid("an app cannot be renamed")
+                .column("name")
+                .rule("immutable")
+                .hint("delete it and create a new one"));
+        }
+        if !by_owner && let Some(field) = f.touches_rights() {
+            return Err(Error::forbidden(format!("app {name} may not change its own {field}"))
+                .column(field)
+                .rule("owner")
+                .hint("an app may change only its mcp_url, mcp_token, description and instructions; the owner changes rights"));
+        }
+        self.modify(|apps| {
+            let a = apps
+                .iter_mut()
+                .find(|a| a.name == name)
+                .ok_or_else(|| no_app(name))?;
+            if let Some(v) = f.write {
+                a.write = v;
+            }
+            if let Some(v) = f.ddl {
+                a.ddl = v;
+            }
+            if let Some(v) = f.maintain {
+                a.maintain = v;
+            }
+            if let Some(v) = f.mcp_url {
+                a.mcp_url = v;
+            }
+            if let Some(v) = f.mcp_token {
+                a.mcp_token = v;
+            }
+            if let Some(v) = f.description {
+                a.description = v;
+            }
+            if let Some(v) = f.instructions {
+                a.instructions = v;
+            }
+            Ok(a.clone())
+        })
+    }
+
+    pub fn rotate_token(&self, name: &str) -> Result<String> {
+        let token = auth::new_token(auth::APP_PREFIX);
+        self.modify(|apps| {
+            let a = apps
+                .iter_mut()
+                .find(|a| a.name == name)
+                .ok_or_else(|| no_app(name))?;
+            a.token_sha256 = auth::token_hash(&token);
+            Ok(())
+        })?;
+        Ok(token)
+    }
+
+    pub fn delete(&self, name: &str) -> Result<AppRecord> {
+        self.modify(|apps| {
+            let i = apps
+                .iter()
+                .position(|a| a.name == name)
+                .ok_or_else(|| no_app(name))?;
+            Ok(apps.remove(i))
+        })
+    }
+}
+
+pub fn no_app(name: &str) -> Error {
+    Error::not_found(format!("no app {name}"))
+        .column("name")
+        .hint("apps/ lists the apps")
+}

@@ -1,0 +1,355 @@
+//! The change feed: the journal read as one ordered log, by cursor (`/changes/`), as a stream
+//! (SSE) and by webhooks. The cursor is the journal's `seq`.
+//!
+//! Recent changes are kept serialized in a bounded ring filled by the writer after each commit;
+//! a reader whose cursor is older than the ring is served from the journal. Readers never hold
+//! anything the writer waits for, so a slow consumer cannot slow writers or other consumers.
+
+pub mod sse;
+pub mod webhooks;
+
+use crate::auth;
+use crate::engine::{Engine, Migration, journal};
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::collections::VecDeque;
+use std::sync::{Arc, RwLock};
+
+/// Every op a change can have.
+pub const OPS: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "create_table",
+    "alter_table",
+    "drop_table",
+    "undo",
+    "restore",
+    "settings",
+    "hand_edit",
+    "tool_call",
+];
+
+/// One change, serialized once.
+#[derive(Debug)]
+pub struct Change {
+    pub seq: i64,
+    pub op: String,
+    pub table: Option<String>,
+    pub json: String,
+}
+
+impl Change {
+    pub fn from_migration(m: &Migration) -> Change {
+        Change {
+            seq: m.seq,
+            op: m.op.clone(),
+            table: m.table.clone(),
+            json: serde_json::to_string(m).unwrap_or_default(),
+        }
+    }
+}
+
+/// The ring of recent changes.
+pub struct Recent {
+    ring: RwLock<VecDeque<Arc<Change>>>,
+    cap: usize,
+}
+
+impl Recent {
+    pub fn new(cap: usize) -> Recent {
+        Recent {
+            ring: RwLock::new(VecDeque::new()),
+            cap,
+        }
+    }
+    pub fn push(&self, migs: &[Migration]) {
+        let mut r = self.ring.write().unwrap();
+        for m in migs {
+            r.push_back(Arc::new(Change::from_migration(m)));
+        }
+        while r.len() > self.cap {
+            r.pop_front();
+        }
+    }
+    /// Changes after `cursor` if the ring covers it, with the ring's newest seq.
+    fn after(&self, cursor: i64, max: usize) -> Option<(Vec<Arc<Change>>, i64)> {
+        let r = self.ring.read().unwrap();
+        let first = r.front()?.seq;
+        let last = r.back()?.seq;
+        if cursor + 1 < first {
+            return None;
+        }
+        let start = r.partition_point(|c| c.seq <= cursor);
+        Some((r.range(start..).take(max).cloned().collect(), last))
+    }
+    /// Drops changes below a seq (after vacuum).
+    pub fn forget_before(&self, seq: i64) {
+        let mut r = self.ring.write().unwrap();
+        while r.front().is_some_and(|c| c.seq < seq) {
+            r.pop_front();
+        }
+    }
+}
+
+/// Which changes a consumer wants.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub ops: Option<Vec<String>>,
+    pub tables: Option<Vec<String>>,
+}
+
+impl Filter {
+    pub fn new(ops: Option<Vec<String>>, tables: Option<Vec<String>>) -> Result<Filter> {
+        for op in ops.iter().flatten() {
+            if !OPS.contains(&op.as_str()) {
+                return Err(Error::invalid(format!("unknown op {op:?} in the filter"))
+                    .column("ops")
+                    .rule("enum")
+                    .hint(format!("ops are: {}", OPS.join(", "))));
+            }
+        }
+        for p in tables.iter().flatten() {
+            if !auth::valid_pattern(p) {
+                return Err(Error::invalid(format!("invalid table pattern {p:?}"))
+                    .column("tables")
+                    .rule("pattern")
+                    .hint("use catalog.schema.table, catalog.schema.*, catalog.* or *"));
+            }
+        }
+        Ok(Filter { ops, tables })
+    }
+
+    /// Tool-call events reach only consumers that name `tool_call` in `ops`.
+    pub fn matches(&self, op: &str, table: Option<&str>) -> bool {
+        let op_ok = match &self.ops {
+            Some(ops) => ops.iter().any(|o| o == op),
+            None => op != "tool_call",
+        };
+        let table_ok = match &self.tables {
+            None => true,
+            Some(ps) => table.is_some_and(|t| ps.iter().any(|p| auth::pattern_matches(p, t))),
+        };
+        op_ok && table_ok
+    }
+}
+
+/// The arguments of `POST /datanotes/changes/`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangesArgs {
+    #[serde(default)]
+    pub since: i64,
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub ops: Option<Vec<String>>,
+    #[serde(default)]
+    pub tables: Option<Vec<String>>,
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+pub const MAX_LIMIT: i64 = 1000;
+pub const MAX_WAIT_MS: u64 = 60_000;
+
+/// A page of the feed.
+pub struct Page {
+    pub changes: Vec<Arc<Change>>,
+    pub next: i64,
+}
+
+impl Page {
+    pub fn to_json(&self) -> String {
+        let mut s = String::with_capacity(
+            64 + self.changes.iter().map(|c| c.json.len() + 1).sum::<usize>(),
+        );
+        s.push_str("{\"changes\":[");
+        for (i, c) in self.changes.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&c.json);
+        }
+        s.push_str("],\"next\":");
+        s.push_str(&self.next.to_string());
+        s.push('}');
+        s
+    }
+}
+
+/// Where the feed starts now (after vacuum), as an error for a cursor older than that.
+pub fn check_cursor(engine: &Engine, since: i64) -> Result<()> {
+    let start = engine.with_journal(|c| journal::meta_i64(c, "vacuumed_before"))?;
+    if start > 0 && since + 1 < start {
+        return Err(Error::new(410, "cursor_expired", format!("cursor {since} is older than the feed, which now starts at seq {start}"))
+            .column("since")
+            .rule("vacuum")
+            .hint(format!("history before {start} was vacuumed: resync your state (select_rows), then read with since = {}", start - 1)));
+    }
+    Ok(())
+}
+
+/// Reads up to `limit` matching changes after `since` (blocking).
+pub fn read(engine: &Engine, since: i64, limit: usize, filter: &Filter) -> Result<Page> {
+    check_cursor(engine, since)?;
+    let mut out = vec![];
+    let mut cursor = since;
+    loop {
+        let (chunk, high) = match engine.recent.after(cursor, 1000) {
+            Some(x) => x,
+            None => read_journal(engine, cursor, 1000)?,
+        };
+        if chunk.is_empty() {
+            cursor = cursor.max(high);
+            break;
+        }
+        for c in chunk {
+            cursor = c.seq;
+            if filter.matches(&c.op, c.table.as_deref()) {
+                out.push(c);
+                if out.len() >= limit {
+                    return Ok(Page {
+                        changes: out,
+                        next: cursor,
+                    });
+                }
+            }
+        }
+    }
+    Ok(Page {
+        changes: out,
+        next: cursor,
+    })
+}
+
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+fn read_journal(engine: &Engine, cursor: i64, max: i64) -> Result<(Vec<Arc<Change>>, i64)> {
+    engine.with_journal(|c| {
+        c.execute_batch("BEGIN")?;
+        let r = (|| -> Result<(Vec<Arc<Change>>, i64)> {
+            let high = journal::last_seq(c)?;
+            let mut st = c.prepare_cached(
+                "SELECT seq,ts,op,tbl,row,before,after,actor,call FROM migrations WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            let rows = st.query_map(rusqlite::params![cursor, max], |r| {
+                let seq: i64 = r.get(0)?;
+                let ts: String = r.get(1)?;
+                let op: String = r.get(2)?;
+                let tbl: Option<String> = r.get(3)?;
+                let row: Option<String> = r.get(4)?;
+                let before: Option<String> = r.get(5)?;
+                let after: Option<String> = r.get(6)?;
+                let actor: String = r.get(7)?;
+                let call: Option<String> = r.get(8)?;
+                let opt = |s: &Option<String>| s.as_deref().map(quote).unwrap_or_else(|| "null".into());
+                let mut json = format!(
+                    "{{\"seq\":{seq},\"ts\":{},\"op\":{},\"table\":{},\"row\":{},\"before\":{},\"after\":{},\"actor\":{actor}",
+                    quote(&ts),
+                    quote(&op),
+                    opt(&tbl),
+                    opt(&row),
+                    before.as_deref().unwrap_or("null"),
+                    after.as_deref().unwrap_or("null"),
+                );
+                if let Some(call) = call {
+                    json.push_str(",\"call\":");
+                    json.push_str(&call);
+                }
+                json.push('}');
+                Ok(Arc::new(Change { seq, op, table: tbl, json }))
+            })?;
+            let v = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok((v, high))
+        })();
+        let _ = c.execute_batch("COMMIT");
+        r
+    })
+}
+
+/// Reads a page, waiting up to `wait_ms` for a first matching change.
+pub async fn read_wait(
+    engine: Arc<Engine>,
+    since: i64,
+    limit: usize,
+    filter: Filter,
+    wait_ms: u64,
+) -> Result<Page> {
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms.min(MAX_WAIT_MS));
+    let mut rx = engine.seq.subscribe();
+    let mut since = since;
+    loop {
+        rx.borrow_and_update();
+        let (e, f) = (engine.clone(), filter.clone());
+        let page = tokio::task::spawn_blocking(move || read(&e, since, limit, &f))
+            .await
+            .map_err(|_| Error::internal("feed read panicked"))??;
+        if !page.changes.is_empty() || tokio::time::Instant::now() >= deadline {
+            return Ok(page);
+        }
+        since = page.next;
+        if tokio::time::timeout_at(deadline, rx.changed())
+            .await
+            .is_err()
+        {
+            return Ok(Page {
+                changes: vec![],
+                next: since,
+            });
+        }
+    }
+}
+
+/// What an MCP server reports after serving a `tools/call`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolCallRecord {
+    tool: String,
+    args: serde_json::Value,
+    ok: bool,
+    value: serde_json::Value,
+    #[serde(rename = "servedBy")]
+    served_by: String,
+    #[serde(rename = "durationMs")]
+    duration_ms: f64,
+    summary: String,
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(rename = "resultChars")]
+    result_chars: u64,
+    #[serde(rename = "resultTokens")]
+    result_tokens: u64,
+}
+
+fn cut(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// Checks a tool-call report and shapes the `call` of its `tool_call` change: `args` as JSON
+/// text cut at 300 characters, `value` cut at 1,000.
+pub fn tool_call_event(v: serde_json::Value) -> Result<serde_json::Value> {
+    let r: ToolCallRecord = crate::ops::parse("tool-calls/record", v)?;
+    let value = match &r.value {
+        serde_json::Value::String(s) => cut(s, 1000),
+        other => cut(&other.to_string(), 1000),
+    };
+    Ok(serde_json::json!({
+        "tool": r.tool,
+        "args": cut(&r.args.to_string(), 300),
+        "ok": r.ok,
+        "value": value,
+        "servedBy": r.served_by,
+        "durationMs": r.duration_ms,
+        "summary": cut(&r.summary, 300),
+        "session": r.session,
+        "resultChars": r.result_chars,
+        "resultTokens": r.result_tokens,
+    }))
+}

@@ -1,0 +1,103 @@
+//! `GET /datanotes/changes/stream`: the feed as Server-Sent Events. Each event's `id:` is its
+//! seq; a client reconnecting with `Last-Event-ID` resumes right after it. Each consumer pulls
+//! from the ring (or the journal when it is behind), so it holds nothing a writer waits for.
+
+use super::{Filter, check_cursor, read};
+use crate::auth;
+use crate::http::{Shared, error_response};
+use crate::ops::Access;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn list(q: &HashMap<String, String>, k: &str) -> Option<Vec<String>> {
+    q.get(k).map(|v| {
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
+    })
+}
+
+pub async fn stream(
+    State(s): State<Shared>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let ctx = match s.ctx(&headers) {
+        Ok(c) => c,
+        Err(e) => return error_response(&e),
+    };
+    if let Err(e) = auth::authorize(&ctx.caller, Access::Read, auth::Target::None) {
+        return error_response(&e);
+    }
+    let filter = match Filter::new(list(&q, "ops"), list(&q, "tables")) {
+        Ok(f) => f,
+        Err(e) => return error_response(&e),
+    };
+    let last_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    let since = match last_id.or(q.get("since").map(String::as_str)) {
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) => n,
+            Err(_) => {
+                return error_response(
+                    &crate::error::Error::invalid(format!("invalid cursor {v:?}"))
+                        .column("since")
+                        .hint("a cursor is a seq number"),
+                );
+            }
+        },
+        None => s.engine.last_seq(),
+    };
+    if let Err(e) = check_cursor(&s.engine, since) {
+        return error_response(&e);
+    }
+    let engine = s.engine.clone();
+    let rx = engine.seq.subscribe();
+    let state = (
+        engine,
+        since,
+        rx,
+        VecDeque::<Arc<super::Change>>::new(),
+        filter,
+    );
+    let events = futures_util::stream::unfold(
+        state,
+        |(engine, mut cursor, mut rx, mut buf, filter)| async move {
+            loop {
+                if let Some(c) = buf.pop_front() {
+                    let ev = Event::default().id(c.seq.to_string()).data(c.json.as_str());
+                    return Some((Ok::<_, Infallible>(ev), (engine, cursor, rx, buf, filter)));
+                }
+                rx.borrow_and_update();
+                let (e, f) = (engine.clone(), filter.clone());
+                let page = tokio::task::spawn_blocking(move || read(&e, cursor, 500, &f))
+                    .await
+                    .ok()?
+                    .ok()?;
+                cursor = page.next;
+                if page.changes.is_empty() {
+                    rx.changed().await.ok()?;
+                } else {
+                    buf.extend(page.changes);
+                }
+            }
+        },
+    );
+    Sse::new(events)
+        .keep_alive(
+            KeepAlive::new()
+                .interval(Duration::from_secs(15))
+                .text("heartbeat"),
+        )
+        .into_response()
+}
