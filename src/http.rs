@@ -2,6 +2,7 @@
 //! change feed and webhooks, behind bearer tokens. Every route names its access class, and
 //! `auth::authorize` decides.
 
+use crate::apps::aggregator::Aggregator;
 use crate::apps::{self, AppFields, Registry};
 use crate::auth::{self, Caller, Target};
 use crate::engine::{Actor, Engine};
@@ -25,6 +26,7 @@ pub const MAX_BODY: usize = 8 << 20;
 pub struct Server {
     pub engine: Arc<Engine>,
     pub apps: Arc<Registry>,
+    pub agg: Arc<Aggregator>,
     pub webhooks: Arc<Webhooks>,
     owner_hash: String,
 }
@@ -36,12 +38,26 @@ impl Server {
     pub fn new(engine: Arc<Engine>, owner_hash: String) -> anyhow::Result<Shared> {
         let apps = Registry::open(&engine.meta_dir)?;
         let webhooks = Webhooks::start(engine.clone())?;
+        let agg = Aggregator::new(engine.clone(), apps.clone());
+        agg.start();
         Ok(Arc::new(Server {
             engine,
             apps,
+            agg,
             webhooks,
             owner_hash,
         }))
+    }
+
+    /// After a registry change: new backends are listed in the background (a listing never
+    /// waits on an app).
+    fn resync(self: &Arc<Self>) {
+        for name in self.agg.sync() {
+            let agg = self.agg.clone();
+            tokio::spawn(async move {
+                let _ = agg.refresh(&name).await;
+            });
+        }
     }
 
     /// Who holds this token, if anyone.
@@ -209,14 +225,26 @@ fn name_of(v: &Value) -> Result<String, Error> {
         })
 }
 
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallArgs {
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
 static ROUTES: &[Route] = &[
     Route {
         path: "apps/create",
         access: Access::Owner,
         run: |s, _, v| {
-            blocking(move || {
+            Box::pin(async move {
                 let (rec, token) = s.apps.create(fields(v)?)?;
-                Ok(json!({"app": rec.entry(), "token": token}))
+                // A new remote app is listed before the answer (bounded by the app timeouts).
+                if s.agg.sync().contains(&rec.name) {
+                    let _ = s.agg.refresh(&rec.name).await;
+                }
+                Ok(Json(json!({"app": s.agg.entry(&rec), "token": token})).into_response())
             })
         },
     },
@@ -239,7 +267,7 @@ static ROUTES: &[Route] = &[
             blocking(move || {
                 let name = name_of(&v)?;
                 let rec = s.apps.get(&name).ok_or_else(|| apps::no_app(&name))?;
-                Ok(json!({"app": rec.entry()}))
+                Ok(json!({"app": s.agg.entry(&rec)}))
             })
         },
     },
@@ -260,10 +288,14 @@ static ROUTES: &[Route] = &[
         path: "apps/refresh",
         access: Access::SelfService,
         run: |s, _, v| {
-            blocking(move || {
+            Box::pin(async move {
                 let name = name_of(&v)?;
+                s.apps.get(&name).ok_or_else(|| apps::no_app(&name))?;
+                s.agg.sync();
+                let mut diff = s.agg.refresh(&name).await?;
                 let rec = s.apps.get(&name).ok_or_else(|| apps::no_app(&name))?;
-                Ok(json!({"app": rec.entry(), "added": [], "removed": [], "skipped": []}))
+                diff["app"] = s.agg.entry(&rec);
+                Ok(Json(diff).into_response())
             })
         },
     },
@@ -278,7 +310,29 @@ static ROUTES: &[Route] = &[
         run: |s, _, v| {
             blocking(move || {
                 let rec = s.apps.delete(&name_of(&v)?)?;
+                s.resync();
                 Ok(json!({"deleted": rec.name}))
+            })
+        },
+    },
+    Route {
+        path: "apps/tools",
+        access: Access::Read,
+        run: |s, _, v| {
+            blocking(move || {
+                ops::parse::<crate::engine::args::Empty>("apps/tools", v)?;
+                Ok(s.agg.tools_json())
+            })
+        },
+    },
+    Route {
+        path: "apps/call",
+        access: Access::Read,
+        run: |s, c, v| {
+            Box::pin(async move {
+                let a: CallArgs = ops::parse("apps/call", v)?;
+                let out = s.agg.call(&a.tool, a.arguments, c).await;
+                Ok(Json(out.to_json()).into_response())
             })
         },
     },
@@ -394,7 +448,8 @@ pub fn router(s: Shared) -> Router {
         .route("/datanotes/{a}/{b}/", post(route2))
         .route("/datanotes/{a}/{b}", post(route2))
         .fallback(not_found)
-        .with_state(s)
+        .with_state(s.clone())
+        .merge(crate::mcp::router(s))
 }
 
 /// Serves until ctrl-c / SIGTERM.

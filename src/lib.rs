@@ -9,5 +9,6 @@ pub mod engine;
 pub mod error;
 pub mod feed;
 pub mod http;
+pub mod mcp;
 pub mod names;
 pub mod ops;

@@ -34,6 +34,21 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:5234")]
         listen: SocketAddr,
     },
+    /// Serve MCP over stdio for desktop clients, proxying to a running server.
+    Mcp {
+        /// The running server.
+        #[arg(long, default_value = "http://127.0.0.1:5234", env = "DATANOTES_URL")]
+        url: String,
+        /// A token (owner or app); or use --database to read the owner token.
+        #[arg(long, env = "DATANOTES_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Read the owner token from this database folder.
+        #[arg(long)]
+        database: Option<PathBuf>,
+        /// The actor to record (`harness / model`); by default the MCP client's name and version.
+        #[arg(long)]
+        actor: Option<String>,
+    },
 }
 
 fn init_logs() {
@@ -94,6 +109,23 @@ fn main() -> anyhow::Result<()> {
                 Ok::<_, anyhow::Error>(())
             })?;
             engine.shutdown();
+        }
+        Command::Mcp {
+            url,
+            token,
+            database,
+            actor,
+        } => {
+            let token = match (token, database) {
+                (Some(t), _) => t,
+                (None, Some(db)) => datanotes::auth::read_owner_token(&db)?,
+                (None, None) => anyhow::bail!("give --token (or DATANOTES_TOKEN) or --database"),
+            };
+            let url = format!("{}/mcp", url.trim_end_matches('/').trim_end_matches("/mcp"));
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(datanotes::mcp::stdio::run(url, token, actor))?;
         }
     }
     Ok(())

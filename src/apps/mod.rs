@@ -4,6 +4,9 @@
 //! component). Stored in `.datanotes/apps.json` (atomic, 0600). App tokens are kept as SHA-256
 //! only; `mcp_token` is kept because the engine must send it to the app, and is never returned.
 
+pub mod aggregator;
+pub mod backend;
+
 use crate::auth::{self, AppScope, Caller};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};

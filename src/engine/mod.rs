@@ -77,6 +77,8 @@ pub struct Engine {
     pub seq: tokio::sync::watch::Sender<i64>,
     /// Recent changes, serialized, for the change feed.
     pub recent: crate::feed::Recent,
+    /// The app tools that declare each table (set by the aggregator), for describe_table.
+    table_tools: RwLock<std::collections::HashMap<String, Vec<Value>>>,
     _watcher: Mutex<Option<watch::Watcher>>,
 }
 
@@ -121,6 +123,7 @@ impl Engine {
             journal: Pool::new(jpath, open_journal_reader),
             seq,
             recent: crate::feed::Recent::new(20_000),
+            table_tools: RwLock::new(Default::default()),
             _watcher: Mutex::new(None),
         });
         // Hand edits made while the engine was stopped.
@@ -143,6 +146,11 @@ impl Engine {
     /// Runs a write through the single writer and waits until it is durable.
     pub fn write(&self, cmd: Cmd, actor: Actor) -> Result<Value> {
         self.writer.submit(cmd, actor)
+    }
+
+    /// Which app tools declare which tables (the aggregator keeps this current).
+    pub fn set_table_tools(&self, m: std::collections::HashMap<String, Vec<Value>>) {
+        *self.table_tools.write().unwrap() = m;
     }
 
     pub fn settings(&self) -> Settings {
@@ -200,7 +208,7 @@ impl Engine {
                 "columns": t.def.columns,
                 "rows": index::count(c, &t.name)?,
                 "invalid": invalid,
-                "tools": [],
+                "tools": self.table_tools.read().unwrap().get(&t.name).cloned().unwrap_or_default(),
             }))
         })
     }

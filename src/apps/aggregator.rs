@@ -1,0 +1,480 @@
+//! The tool aggregator: one namespace for agents. Engine operations come first (catalog order),
+//! then each app's tools (apps in registration order, each app's own order). A tool whose name
+//! is taken (by an operation or an earlier app) or does not fit MCP clients is skipped and shown
+//! in the app's `skippedTools`. Listing never waits on an app: it serves the last known tools.
+//! Written once, above [`AppBackend`], for every kind of app.
+
+use super::backend::{AppBackend, BackendError, CallContext, Listing, RemoteApp, Timeouts};
+use super::{AppRecord, Registry};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::ops::{self, Ctx};
+use rmcp::model::Tool;
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// What a call answers: `{ok, value, servedBy}`.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub ok: bool,
+    /// For an app tool: its MCP `CallToolResult` (intact). For an operation: its JSON answer or
+    /// error. For an unreachable app: a sentence saying so.
+    pub value: Value,
+    pub served_by: String,
+    /// The result is an MCP `CallToolResult` (app tools).
+    pub is_mcp_result: bool,
+}
+
+impl CallOutcome {
+    pub fn to_json(&self) -> Value {
+        json!({"ok": self.ok, "value": self.value, "servedBy": self.served_by})
+    }
+}
+
+struct Slot {
+    name: String,
+    backend: Arc<dyn AppBackend>,
+    /// What the backend was built from: a change means a new backend.
+    fingerprint: String,
+    listing: Option<Listing>,
+    reachable: Option<bool>,
+    last_error: Option<String>,
+    last_seen: Option<String>,
+}
+
+/// The resolved namespace: app tools that made it, and those that did not.
+#[derive(Default)]
+struct Namespace {
+    /// (app, tool) in listing order.
+    tools: Vec<(String, Tool)>,
+    by_name: HashMap<String, usize>,
+    skipped: HashMap<String, Vec<Value>>,
+    instructions: String,
+}
+
+pub struct Aggregator {
+    engine: Arc<Engine>,
+    registry: Arc<Registry>,
+    timeouts: Timeouts,
+    slots: RwLock<Vec<Slot>>,
+    ns: RwLock<Arc<Namespace>>,
+    op_tools: Vec<Tool>,
+}
+
+pub fn valid_tool_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The tables a tool declares in `_meta["datanotes/tables"]`.
+pub fn declared_tables(t: &Tool) -> Vec<String> {
+    t.meta
+        .as_ref()
+        .and_then(|m| m.get("datanotes/tables"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The engine's operations as MCP tools.
+fn operation_tools() -> Vec<Tool> {
+    ops::describe_all()
+        .iter()
+        .filter_map(|o| {
+            let mut t = json!({"name": o["name"], "description": o["description"], "inputSchema": o["inputSchema"]});
+            if o["inputSchema"].get("type").is_none() {
+                t["inputSchema"]["type"] = json!("object");
+            }
+            serde_json::from_value(t).ok()
+        })
+        .collect()
+}
+
+impl Aggregator {
+    pub fn new(engine: Arc<Engine>, registry: Arc<Registry>) -> Arc<Aggregator> {
+        let agg = Arc::new(Aggregator {
+            engine,
+            registry,
+            timeouts: Timeouts::from_env(),
+            slots: RwLock::new(vec![]),
+            ns: RwLock::new(Arc::new(Namespace::default())),
+            op_tools: operation_tools(),
+        });
+        agg.sync();
+        agg
+    }
+
+    /// Starts the background refreshes: every app now, then unreachable apps every
+    /// `probe` and every app every 5 minutes (`DATANOTES_APP_PROBE_MS`, `DATANOTES_APP_REFRESH_MS`).
+    pub fn start(self: &Arc<Self>) {
+        let ms = |k: &str, d: u64| {
+            Duration::from_millis(
+                std::env::var(k)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(d),
+            )
+        };
+        let probe = ms("DATANOTES_APP_PROBE_MS", 10_000);
+        let full = ms("DATANOTES_APP_REFRESH_MS", 300_000);
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut last_full = tokio::time::Instant::now();
+            let mut first = true;
+            loop {
+                let Some(agg) = me.upgrade() else { return };
+                let all = first || last_full.elapsed() >= full;
+                if all {
+                    last_full = tokio::time::Instant::now();
+                }
+                first = false;
+                let names: Vec<String> = agg
+                    .slots
+                    .read()
+                    .unwrap()
+                    .iter()
+                    .filter(|s| all || s.reachable != Some(true))
+                    .map(|s| s.name.clone())
+                    .collect();
+                let tasks: Vec<_> = names
+                    .into_iter()
+                    .map(|n| agg.clone().refresh_owned(n))
+                    .collect();
+                futures_util::future::join_all(tasks).await;
+                drop(agg);
+                tokio::time::sleep(probe).await;
+            }
+        });
+    }
+
+    async fn refresh_owned(self: Arc<Self>, name: String) {
+        let _ = self.refresh(&name).await;
+    }
+
+    fn backend_for(&self, rec: &AppRecord) -> Option<(String, Arc<dyn AppBackend>)> {
+        let url = rec.mcp_url.clone()?;
+        let fp = format!(
+            "remote {url} {}",
+            rec.mcp_token
+                .as_deref()
+                .map(crate::auth::token_hash)
+                .unwrap_or_default()
+        );
+        Some((
+            fp,
+            Arc::new(RemoteApp::new(url, rec.mcp_token.clone(), self.timeouts)),
+        ))
+    }
+
+    /// Brings the slots in line with the registry (after create, update, delete). Returns the
+    /// apps whose backend is new and should be refreshed.
+    pub fn sync(&self) -> Vec<String> {
+        let recs = self.registry.list();
+        let mut fresh = vec![];
+        {
+            let mut slots = self.slots.write().unwrap();
+            let mut old: HashMap<String, Slot> =
+                slots.drain(..).map(|s| (s.name.clone(), s)).collect();
+            for rec in &recs {
+                let Some((fp, backend)) = self.backend_for(rec) else {
+                    continue;
+                };
+                match old.remove(&rec.name) {
+                    Some(s) if s.fingerprint == fp => slots.push(s),
+                    prev => {
+                        fresh.push(rec.name.clone());
+                        // Keep the last known tools until the new backend answers.
+                        let listing = prev.and_then(|p| p.listing);
+                        slots.push(Slot {
+                            name: rec.name.clone(),
+                            backend,
+                            fingerprint: fp,
+                            listing,
+                            reachable: None,
+                            last_error: None,
+                            last_seen: None,
+                        });
+                    }
+                }
+            }
+        }
+        self.resolve();
+        fresh
+    }
+
+    /// Recomputes the namespace from the last known listings.
+    fn resolve(&self) {
+        let slots = self.slots.read().unwrap();
+        let mut taken: HashMap<String, String> = ops::CATALOG
+            .iter()
+            .map(|o| (o.name.to_string(), "engine".to_string()))
+            .collect();
+        let mut ns = Namespace::default();
+        let mut instructions = vec![];
+        for s in slots.iter() {
+            let Some(l) = &s.listing else { continue };
+            if let Some(i) = l.instructions.as_ref().filter(|i| !i.trim().is_empty()) {
+                instructions.push(format!("## App {}\n{}", s.name, i.trim()));
+            }
+            let mut seen = HashSet::new();
+            for t in &l.tools {
+                let name = t.name.to_string();
+                let skip = if !valid_tool_name(&name) {
+                    Some(
+                        json!({"name": name, "takenBy": null, "reason": "the name must match ^[a-zA-Z0-9_-]{1,64}$"}),
+                    )
+                } else if let Some(by) = taken.get(&name) {
+                    Some(json!({"name": name, "takenBy": by}))
+                } else if !seen.insert(name.clone()) {
+                    Some(
+                        json!({"name": name, "takenBy": s.name, "reason": "listed twice by the app"}),
+                    )
+                } else {
+                    None
+                };
+                match skip {
+                    Some(v) => ns.skipped.entry(s.name.clone()).or_default().push(v),
+                    None => {
+                        taken.insert(name.clone(), s.name.clone());
+                        ns.by_name.insert(name, ns.tools.len());
+                        ns.tools.push((s.name.clone(), t.clone()));
+                    }
+                }
+            }
+        }
+        ns.instructions = instructions.join("\n\n");
+        // describe_table shows the tools that declare each table.
+        let mut per_table: HashMap<String, Vec<Value>> = HashMap::new();
+        for (app, t) in &ns.tools {
+            for table in declared_tables(t) {
+                per_table
+                    .entry(table)
+                    .or_default()
+                    .push(json!({"name": t.name, "app": app, "description": t.description}));
+            }
+        }
+        self.engine.set_table_tools(per_table);
+        *self.ns.write().unwrap() = Arc::new(ns);
+    }
+
+    /// Re-reads one app's tools. Answers what changed: tools added, removed, skipped.
+    pub async fn refresh(&self, name: &str) -> Result<Value> {
+        let backend = {
+            let slots = self.slots.read().unwrap();
+            slots
+                .iter()
+                .find(|s| s.name == name)
+                .map(|s| (s.backend.clone(), s.fingerprint.clone()))
+        };
+        let Some((backend, fp)) = backend else {
+            return Ok(json!({"added": [], "removed": [], "skipped": []}));
+        };
+        let before: HashSet<String> = self.app_tool_names(name).into_iter().collect();
+        let r = backend.list().await;
+        {
+            let mut slots = self.slots.write().unwrap();
+            let Some(s) = slots
+                .iter_mut()
+                .find(|s| s.name == name && s.fingerprint == fp)
+            else {
+                return Ok(json!({"added": [], "removed": [], "skipped": []}));
+            };
+            record(s, r.as_ref().err());
+            if let Ok(l) = r {
+                s.listing = Some(l);
+            }
+        }
+        self.resolve();
+        let after: HashSet<String> = self.app_tool_names(name).into_iter().collect();
+        let ns = self.ns.read().unwrap().clone();
+        Ok(json!({
+            "added": after.difference(&before).collect::<Vec<_>>(),
+            "removed": before.difference(&after).collect::<Vec<_>>(),
+            "skipped": ns.skipped.get(name).cloned().unwrap_or_default(),
+        }))
+    }
+
+    fn app_tool_names(&self, app: &str) -> Vec<String> {
+        let ns = self.ns.read().unwrap().clone();
+        ns.tools
+            .iter()
+            .filter(|(a, _)| a == app)
+            .map(|(_, t)| t.name.to_string())
+            .collect()
+    }
+
+    /// The registry entry, with the aggregator's view of the app.
+    pub fn entry(&self, rec: &AppRecord) -> Value {
+        let mut e = rec.entry();
+        let ns = self.ns.read().unwrap().clone();
+        e["tools"] = json!(self.app_tool_names(&rec.name));
+        e["skippedTools"] = json!(ns.skipped.get(&rec.name).cloned().unwrap_or_default());
+        if let Some(s) = self
+            .slots
+            .read()
+            .unwrap()
+            .iter()
+            .find(|s| s.name == rec.name)
+        {
+            e["reachable"] = json!(s.reachable);
+            e["lastError"] = json!(s.last_error);
+            e["lastSeen"] = json!(s.last_seen);
+        }
+        e
+    }
+
+    /// Every tool: the engine's operations first, then the apps'.
+    pub fn tools(&self) -> Vec<Tool> {
+        let ns = self.ns.read().unwrap().clone();
+        let mut v = self.op_tools.clone();
+        v.extend(ns.tools.iter().map(|(_, t)| t.clone()));
+        v
+    }
+
+    /// Every tool with the app that serves it (`engine` for operations).
+    pub fn tools_json(&self) -> Value {
+        let ns = self.ns.read().unwrap().clone();
+        let mut out: Vec<Value> = self
+            .op_tools
+            .iter()
+            .map(|t| {
+                let mut v = serde_json::to_value(t).unwrap_or_default();
+                v["app"] = json!("engine");
+                v
+            })
+            .collect();
+        for (app, t) in &ns.tools {
+            let mut v = serde_json::to_value(t).unwrap_or_default();
+            v["app"] = json!(app);
+            out.push(v);
+        }
+        json!({"tools": out, "instructions": self.instructions()})
+    }
+
+    /// The instructions for agents: the engine's, then each app's.
+    pub fn instructions(&self) -> String {
+        let ns = self.ns.read().unwrap().clone();
+        let mut s = String::from(
+            "datanotes: Markdown notes as typed tables named catalog.schema.table. Start with list_tables and \
+             describe_table; read with select_rows, get_row and search_notes; write with insert_row, update_row \
+             and delete_row. Every write is validated (errors say which value broke which rule and how to fix \
+             it), journaled and can be undone (list_migrations, undo_migration).",
+        );
+        if !ns.instructions.is_empty() {
+            s.push_str("\n\n");
+            s.push_str(&ns.instructions);
+        }
+        s
+    }
+
+    /// Calls a tool of the namespace for a caller.
+    pub async fn call(&self, tool: &str, args: Value, ctx: Ctx) -> CallOutcome {
+        if ops::find(tool).is_some() {
+            let engine = self.engine.clone();
+            let name = tool.to_string();
+            let r = tokio::task::spawn_blocking(move || ops::call(&engine, &ctx, &name, args))
+                .await
+                .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
+            return match r {
+                Ok(v) => CallOutcome {
+                    ok: true,
+                    value: v,
+                    served_by: "engine".into(),
+                    is_mcp_result: false,
+                },
+                Err(e) => CallOutcome {
+                    ok: false,
+                    value: e.to_json(),
+                    served_by: "engine".into(),
+                    is_mcp_result: false,
+                },
+            };
+        }
+        let ns = self.ns.read().unwrap().clone();
+        let Some(&i) = ns.by_name.get(tool) else {
+            let e = Error::not_found(format!("no tool {tool:?}"))
+                .hint("tools/list (or apps/tools/) lists the tools");
+            return CallOutcome {
+                ok: false,
+                value: e.to_json(),
+                served_by: "engine".into(),
+                is_mcp_result: false,
+            };
+        };
+        let app = ns.tools[i].0.clone();
+        let slot = {
+            let slots = self.slots.read().unwrap();
+            slots
+                .iter()
+                .find(|s| s.name == app)
+                .map(|s| (s.backend.clone(), s.fingerprint.clone()))
+        };
+        let Some((backend, fp)) = slot else {
+            return unreachable(&app, "it has no backend");
+        };
+        let cc = CallContext {
+            actor: match (&ctx.actor.harness, &ctx.actor.model) {
+                (Some(h), Some(m)) => Some(format!("{h} / {m}")),
+                (Some(h), None) => Some(h.clone()),
+                _ => None,
+            },
+            session: ctx.actor.session.clone(),
+        };
+        let r = backend.call(tool, args, &cc).await;
+        {
+            let mut slots = self.slots.write().unwrap();
+            if let Some(s) = slots
+                .iter_mut()
+                .find(|s| s.name == app && s.fingerprint == fp)
+            {
+                record(s, r.as_ref().err());
+            }
+        }
+        match r {
+            Ok(v) => {
+                let ok = !v.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                CallOutcome {
+                    ok,
+                    value: v,
+                    served_by: app,
+                    is_mcp_result: true,
+                }
+            }
+            Err(e) => unreachable(&app, &e.0),
+        }
+    }
+}
+
+fn unreachable(app: &str, why: &str) -> CallOutcome {
+    CallOutcome {
+        ok: false,
+        value: Value::String(format!("app {app} is not reachable: {why}")),
+        served_by: app.to_string(),
+        is_mcp_result: false,
+    }
+}
+
+fn record(s: &mut Slot, err: Option<&BackendError>) {
+    match err {
+        None => {
+            s.reachable = Some(true);
+            s.last_seen = Some(crate::engine::journal::now());
+        }
+        Some(e) => {
+            if s.reachable != Some(false) {
+                tracing::warn!(app = %s.name, "app not reachable: {e}");
+            }
+            s.reachable = Some(false);
+            s.last_error = Some(e.0.clone());
+        }
+    }
+}
