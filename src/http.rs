@@ -38,7 +38,8 @@ impl Server {
     pub fn new(engine: Arc<Engine>, owner_hash: String) -> anyhow::Result<Shared> {
         let apps = Registry::open(&engine.meta_dir)?;
         let webhooks = Webhooks::start(engine.clone())?;
-        let agg = Aggregator::new(engine.clone(), apps.clone());
+        let wasm = crate::apps::wasm::WasmRuntime::new(engine.clone())?;
+        let agg = Aggregator::new(engine.clone(), apps.clone(), wasm);
         agg.start();
         Ok(Arc::new(Server {
             engine,
@@ -209,6 +210,58 @@ fn blocking(f: impl FnOnce() -> Result<Value, Error> + Send + 'static) -> Answer
     })
 }
 
+/// Installs the component a create or update names (compiling it: seconds for Python or JS).
+async fn install_component(
+    s: &Shared,
+    f: &AppFields,
+) -> Result<Option<crate::apps::wasm::WasmInfo>, Error> {
+    use crate::apps::wasm::component_bytes;
+    if f.wasm_path.is_none() && f.wasm_base64.is_none() {
+        if f.limits.is_some() {
+            return Err(Error::invalid("limits apply to WASM apps")
+                .column("limits")
+                .hint("give wasm_path or wasm_base64 too"));
+        }
+        return Ok(None);
+    }
+    if f.mcp_url.as_ref().is_some_and(Option::is_some) {
+        return Err(Error::invalid(
+            "an app is either remote (mcp_url) or WASM (a component), not both",
+        )
+        .column("mcp_url")
+        .hint("drop mcp_url, or the component"));
+    }
+    let name = f.name.clone().unwrap_or_default();
+    let prev = s.apps.get(&name);
+    let base = prev
+        .as_ref()
+        .and_then(|p| p.wasm.as_ref())
+        .map(|w| w.limits.clone())
+        .unwrap_or_default();
+    let limits = match &f.limits {
+        Some(l) => base.merged(l)?,
+        None => base,
+    };
+    let bytes = component_bytes(f.wasm_path.as_deref(), f.wasm_base64.as_deref())?;
+    let mut scope = prev.map(|p| p.scope()).unwrap_or_default();
+    scope.name = name;
+    scope.write = f.write.clone().unwrap_or(scope.write);
+    let rt = s.agg.wasm.clone();
+    let (info, _) = tokio::task::spawn_blocking(move || rt.install(&bytes, scope, limits))
+        .await
+        .map_err(|_| Error::internal("installing panicked"))??;
+    Ok(Some(info))
+}
+
+/// Removes a replaced or deleted app's component file when no app uses it any more.
+fn forget_component(s: &Shared, old: Option<&crate::apps::AppRecord>) {
+    if let Some(w) = old.and_then(|o| o.wasm.as_ref())
+        && !s.apps.uses_component(&w.sha256)
+    {
+        let _ = std::fs::remove_file(s.agg.wasm.apps_dir.join(format!("{}.wasm", w.sha256)));
+    }
+}
+
 fn fields(v: Value) -> Result<AppFields, Error> {
     ops::parse("this route", v)
 }
@@ -239,7 +292,9 @@ static ROUTES: &[Route] = &[
         access: Access::Owner,
         run: |s, _, v| {
             Box::pin(async move {
-                let (rec, token) = s.apps.create(fields(v)?)?;
+                let f = fields(v)?;
+                let wasm = install_component(&s, &f).await?;
+                let (rec, token) = s.apps.create(f, wasm)?;
                 // A new remote app is listed before the answer (bounded by the app timeouts).
                 if s.agg.sync().contains(&rec.name) {
                     let _ = s.agg.refresh(&rec.name).await;
@@ -255,7 +310,7 @@ static ROUTES: &[Route] = &[
             blocking(move || {
                 ops::parse::<crate::engine::args::Empty>("apps", v)?;
                 Ok(
-                    json!({"apps": s.apps.list().iter().map(apps::AppRecord::entry).collect::<Vec<_>>()}),
+                    json!({"apps": s.apps.list().iter().map(|a| s.agg.entry(a)).collect::<Vec<_>>()}),
                 )
             })
         },
@@ -275,12 +330,23 @@ static ROUTES: &[Route] = &[
         path: "apps/update",
         access: Access::SelfService,
         run: |s, c, v| {
-            blocking(move || {
+            Box::pin(async move {
                 let name = name_of(&v)?;
-                let rec = s
-                    .apps
-                    .update(&name, fields(v)?, matches!(c.caller, Caller::Owner))?;
-                Ok(json!({"app": rec.entry()}))
+                let f = fields(v)?;
+                let by_owner = matches!(c.caller, Caller::Owner);
+                let wasm = if by_owner {
+                    install_component(&s, &f).await?
+                } else {
+                    None
+                };
+                let old = s.apps.get(&name);
+                let rec = s.apps.update(&name, f, by_owner, wasm)?;
+                forget_component(&s, old.as_ref());
+                // The new backend takes over; calls in flight finish on the old one.
+                if s.agg.sync().contains(&rec.name) {
+                    let _ = s.agg.refresh(&rec.name).await;
+                }
+                Ok(Json(json!({"app": s.agg.entry(&rec)})).into_response())
             })
         },
     },
@@ -310,6 +376,7 @@ static ROUTES: &[Route] = &[
         run: |s, _, v| {
             blocking(move || {
                 let rec = s.apps.delete(&name_of(&v)?)?;
+                forget_component(&s, Some(&rec));
                 s.resync();
                 Ok(json!({"deleted": rec.name}))
             })

@@ -5,6 +5,7 @@
 //! Written once, above [`AppBackend`], for every kind of app.
 
 use super::backend::{AppBackend, BackendError, CallContext, Listing, RemoteApp, Timeouts};
+use super::wasm::{WasmApp, WasmRuntime};
 use super::{AppRecord, Registry};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -61,6 +62,7 @@ pub struct Aggregator {
     slots: RwLock<Vec<Slot>>,
     ns: RwLock<Arc<Namespace>>,
     op_tools: Vec<Tool>,
+    pub wasm: Arc<WasmRuntime>,
 }
 
 pub fn valid_tool_name(n: &str) -> bool {
@@ -100,8 +102,13 @@ fn operation_tools() -> Vec<Tool> {
 }
 
 impl Aggregator {
-    pub fn new(engine: Arc<Engine>, registry: Arc<Registry>) -> Arc<Aggregator> {
+    pub fn new(
+        engine: Arc<Engine>,
+        registry: Arc<Registry>,
+        wasm: Arc<WasmRuntime>,
+    ) -> Arc<Aggregator> {
         let agg = Arc::new(Aggregator {
+            wasm,
             engine,
             registry,
             timeouts: Timeouts::from_env(),
@@ -161,6 +168,23 @@ impl Aggregator {
     }
 
     fn backend_for(&self, rec: &AppRecord) -> Option<(String, Arc<dyn AppBackend>)> {
+        if let Some(w) = &rec.wasm {
+            let fp = format!(
+                "wasm {} {}",
+                w.sha256,
+                serde_json::to_string(&w.limits).unwrap_or_default()
+            );
+            let scope = rec.scope();
+            return Some((
+                fp,
+                Arc::new(WasmApp::new(
+                    self.wasm.clone(),
+                    scope,
+                    &w.sha256,
+                    w.limits.clone(),
+                )),
+            ));
+        }
         let url = rec.mcp_url.clone()?;
         let fp = format!(
             "remote {url} {}",

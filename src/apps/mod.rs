@@ -6,6 +6,7 @@
 
 pub mod aggregator;
 pub mod backend;
+pub mod wasm;
 
 use crate::auth::{self, AppScope, Caller};
 use crate::error::{Error, Result};
@@ -34,11 +35,16 @@ pub struct AppRecord {
     pub instructions: String,
     pub created: String,
     pub token_sha256: String,
+    /// Set for a WASM app: its installed component and limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wasm: Option<wasm::WasmInfo>,
 }
 
 impl AppRecord {
     pub fn kind(&self) -> &'static str {
-        if self.mcp_url.is_some() {
+        if self.wasm.is_some() {
+            "wasm"
+        } else if self.mcp_url.is_some() {
             "remote"
         } else {
             "client"
@@ -70,6 +76,7 @@ impl AppRecord {
             "reachable": Value::Null,
             "lastError": Value::Null,
             "lastSeen": Value::Null,
+            "wasm": self.wasm,
         })
     }
 }
@@ -88,6 +95,12 @@ pub struct AppFields {
     pub mcp_token: Option<Option<String>>,
     pub description: Option<String>,
     pub instructions: Option<String>,
+    /// A WASM component: a file on the server's machine...
+    pub wasm_path: Option<String>,
+    /// ...or its bytes in base64.
+    pub wasm_base64: Option<String>,
+    /// WASM limits (memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances).
+    pub limits: Option<Value>,
 }
 
 /// Tells a field set to null (`Some(None)`) from an absent one (`None`).
@@ -106,6 +119,10 @@ impl AppFields {
             Some("ddl")
         } else if self.maintain.is_some() {
             Some("maintain")
+        } else if self.wasm_path.is_some() || self.wasm_base64.is_some() {
+            Some("component")
+        } else if self.limits.is_some() {
+            Some("limits")
         } else {
             None
         }
@@ -240,7 +257,11 @@ impl Registry {
         found.map(|s| Caller::App(Arc::new(s)))
     }
 
-    pub fn create(&self, f: AppFields) -> Result<(AppRecord, String)> {
+    pub fn create(
+        &self,
+        f: AppFields,
+        wasm: Option<wasm::WasmInfo>,
+    ) -> Result<(AppRecord, String)> {
         check(&f)?;
         let name = f.name.clone().ok_or_else(|| {
             Error::invalid("an app needs a name")
@@ -260,6 +281,7 @@ impl Registry {
             instructions: f.instructions.unwrap_or_default(),
             created: crate::engine::journal::now(),
             token_sha256: auth::token_hash(&token),
+            wasm,
         };
         self.modify(|apps| {
             if apps.iter().any(|a| a.name == name) {
@@ -276,7 +298,13 @@ impl Registry {
 
     /// Updates an entry. `by_owner` false: the app itself, which may change only its own
     /// `mcp_url`, `mcp_token`, `description` and `instructions`.
-    pub fn update(&self, name: &str, f: AppFields, by_owner: bool) -> Result<AppRecord> {
+    pub fn update(
+        &self,
+        name: &str,
+        f: AppFields,
+        by_owner: bool,
+        wasm: Option<wasm::WasmInfo>,
+    ) -> Result<AppRecord> {
         check(&f)?;
         if let Some(n) = &f.name
             && n != name
@@ -318,6 +346,9 @@ impl Registry {
             if let Some(v) = f.instructions {
                 a.instructions = v;
             }
+            if let Some(w) = wasm {
+                a.wasm = Some(w);
+            }
             Ok(a.clone())
         })
     }
@@ -343,6 +374,15 @@ impl Registry {
                 .ok_or_else(|| no_app(name))?;
             Ok(apps.remove(i))
         })
+    }
+
+    /// Is this component still used by an app?
+    pub fn uses_component(&self, sha: &str) -> bool {
+        self.apps
+            .read()
+            .unwrap()
+            .iter()
+            .any(|a| a.wasm.as_ref().is_some_and(|w| w.sha256 == sha))
     }
 }
 

@@ -1,0 +1,597 @@
+//! WASM apps: components targeting `wit/datanotes-app.wit`, run in-process under wasmtime.
+//!
+//! The second implementation of [`AppBackend`]: the aggregator above treats it exactly like a
+//! remote app. A component's engine calls go through `ops::call` with the app's own scope, so the
+//! one permission check applies to them as to its token over HTTP.
+//!
+//! - Sandbox: WASI p2 is linked with nothing granted (no preopened folder, no environment, no
+//!   network, no inherited stdio); guest stdout/stderr go to the log.
+//! - Limits per app: memory, a CPU deadline (epoch interruption), a wall-clock timeout, a cap on
+//!   result size and on concurrent instances.
+//! - Fast: compiled once at install into a cache keyed by the component's SHA-256 and the engine
+//!   configuration; instances are kept warm and reused, and thrown away after a trap or limit.
+
+use super::backend::{AppBackend, BackendError, CallContext, Listing};
+use crate::auth::{AppScope, Caller};
+use crate::engine::{Actor, Engine};
+use crate::error::{Error, Result};
+use crate::ops::{self, Ctx};
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+mod bindings {
+    wasmtime::component::bindgen!({ path: "wit", world: "app" });
+}
+
+use bindings::datanotes::app::types::{EngineError, Level};
+use bindings::exports::datanotes::app::tools::CallContext as WitContext;
+
+/// The world every WASM app targets.
+pub const WORLD: &str = "datanotes:app/app@0.1.0";
+
+/// Epoch ticks: the CPU deadline is counted in these.
+const TICK: Duration = Duration::from_millis(10);
+
+/// The owner-set limits of a WASM app.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Linear memory, in MiB.
+    pub memory_mb: u64,
+    /// CPU time one call may run guest code, in ms (epoch interruption).
+    pub cpu_ms: u64,
+    /// Wall-clock time one call may take, in ms.
+    pub timeout_ms: u64,
+    /// The largest result a call may answer, in bytes.
+    pub max_result_bytes: u64,
+    /// Instances that may run at once (concurrent calls beyond wait).
+    pub max_instances: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_mb: 128,
+            cpu_ms: 10_000,
+            timeout_ms: 180_000,
+            max_result_bytes: 1 << 20,
+            max_instances: 4,
+        }
+    }
+}
+
+impl Limits {
+    pub fn merged(&self, change: &Value) -> Result<Limits> {
+        let mut cur = serde_json::to_value(self).unwrap_or_default();
+        let Some(obj) = change.as_object() else {
+            return Err(Error::invalid("limits must be an object")
+                .column("limits")
+                .hint("e.g. {\"memory_mb\": 64}"));
+        };
+        for (k, v) in obj {
+            cur[k] = v.clone();
+        }
+        let l: Limits = serde_json::from_value(cur).map_err(|e| {
+            Error::invalid(format!("invalid limits: {e}"))
+                .column("limits")
+                .hint("limits are memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances (positive integers)")
+        })?;
+        if l.memory_mb == 0 || l.cpu_ms == 0 || l.timeout_ms == 0 || l.max_instances == 0 {
+            return Err(Error::invalid("limits must be positive")
+                .column("limits")
+                .rule("min")
+                .hint("use values of 1 or more"));
+        }
+        Ok(l)
+    }
+}
+
+/// What the registry keeps of a WASM app.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WasmInfo {
+    pub sha256: String,
+    pub size: u64,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// A store's data: WASI with nothing granted, the app's scope, the current call's actor.
+pub struct Host {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    engine: Arc<Engine>,
+    scope: Arc<AppScope>,
+    actor: Actor,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+impl WasiView for Host {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl bindings::datanotes::app::types::Host for Host {}
+
+impl bindings::datanotes::app::engine::Host for Host {
+    fn call(&mut self, op: String, args: String) -> std::result::Result<String, EngineError> {
+        let ctx = Ctx {
+            caller: Caller::App(self.scope.clone()),
+            actor: self.actor.clone(),
+        };
+        let r = serde_json::from_str::<Value>(&args)
+            .map_err(|e| {
+                Error::invalid(format!("the arguments are not JSON: {e}"))
+                    .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
+            })
+            .and_then(|a| ops::call(&self.engine, &ctx, &op, a));
+        r.map(|v| v.to_string()).map_err(|e| EngineError {
+            status: e.status,
+            code: e.code.to_string(),
+            message: e.message.clone(),
+            json: e.to_json()["error"].to_string(),
+        })
+    }
+}
+
+impl bindings::datanotes::app::log::Host for Host {
+    fn log(&mut self, level: Level, message: String) {
+        let app = &self.scope.name;
+        match level {
+            Level::Trace => tracing::trace!(app = %app, "{message}"),
+            Level::Debug => tracing::debug!(app = %app, "{message}"),
+            Level::Info => tracing::info!(app = %app, "{message}"),
+            Level::Warn => tracing::warn!(app = %app, "{message}"),
+            Level::Error => tracing::error!(app = %app, "{message}"),
+        }
+    }
+}
+
+/// The shared wasmtime engine, linker and compile cache.
+pub struct WasmRuntime {
+    engine: wasmtime::Engine,
+    linker: Linker<Host>,
+    /// Where installed components live (`.datanotes/apps/<sha256>.wasm`).
+    pub apps_dir: PathBuf,
+    cache_dir: PathBuf,
+    db: Arc<Engine>,
+}
+
+impl WasmRuntime {
+    pub fn new(db: Arc<Engine>) -> anyhow::Result<Arc<WasmRuntime>> {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true).epoch_interruption(true);
+        let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+        let engine = wasmtime::Engine::new(&config).map_err(wt)?;
+        let mut linker = Linker::<Host>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(wt)?;
+        bindings::App::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h).map_err(wt)?;
+        let apps_dir = db.meta_dir.join("apps");
+        let cache_dir = std::env::var_os("DATANOTES_CACHE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| db.meta_dir.join("cache"));
+        std::fs::create_dir_all(&apps_dir)?;
+        std::fs::create_dir_all(&cache_dir)?;
+        // The epoch ticker: CPU deadlines are counted in its ticks.
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("datanotes-epoch".into())
+            .spawn(move || {
+                while let Some(e) = weak.upgrade() {
+                    e.increment_epoch();
+                    drop(e);
+                    std::thread::sleep(TICK);
+                }
+            })?;
+        Ok(Arc::new(WasmRuntime {
+            engine,
+            linker,
+            apps_dir,
+            cache_dir,
+            db,
+        }))
+    }
+
+    fn cache_path(&self, sha: &str) -> PathBuf {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut h);
+        env!("CARGO_PKG_VERSION").hash(&mut h);
+        self.cache_dir
+            .join(format!("{sha}-{:016x}.cwasm", h.finish()))
+    }
+
+    /// The component for an installed file: from the compile cache, or compiled (and cached).
+    pub fn load(&self, sha: &str) -> std::result::Result<Component, String> {
+        let cached = self.cache_path(sha);
+        if cached.exists() {
+            // SAFETY: the cache holds only artifacts this engine configuration produced (the file
+            // name carries the configuration's hash), written atomically by `load` below.
+            match unsafe { Component::deserialize_file(&self.engine, &cached) } {
+                Ok(c) => return Ok(c),
+                Err(e) => tracing::warn!("compile cache entry unusable, recompiling: {e}"),
+            }
+        }
+        let path = self.apps_dir.join(format!("{sha}.wasm"));
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let artifact = self
+            .engine
+            .precompile_component(&bytes)
+            .map_err(|e| format!("not a valid component: {e:#}"))?;
+        if let Err(e) = crate::engine::files::write_atomic(&cached, &artifact) {
+            tracing::warn!("cannot write the compile cache: {e}");
+        }
+        // SAFETY: `artifact` was produced just above by this engine.
+        unsafe { Component::deserialize(&self.engine, &artifact) }
+            .map_err(|e| format!("cannot load the compiled component: {e:#}"))
+    }
+
+    /// Stores a component file (content-addressed) and checks it: compiles, matches the world,
+    /// instantiates, lists its tools. Answers its info and its tool names.
+    pub fn install(
+        self: &Arc<Self>,
+        bytes: &[u8],
+        scope: AppScope,
+        limits: Limits,
+    ) -> Result<(WasmInfo, Listing)> {
+        use sha2::Digest;
+        if bytes.len() > 256 << 20 {
+            return Err(Error::invalid("the component is larger than 256 MiB")
+                .column("wasm")
+                .rule("max")
+                .hint("build it smaller"));
+        }
+        let sha = hex::encode(sha2::Sha256::digest(bytes));
+        let path = self.apps_dir.join(format!("{sha}.wasm"));
+        let existed = path.exists();
+        if !existed {
+            crate::engine::files::write_atomic(&path, bytes)?;
+        }
+        let app = WasmApp::new(self.clone(), scope, &sha, limits.clone());
+        let listing = app.list_blocking();
+        match listing {
+            Ok(l) => Ok((
+                WasmInfo {
+                    sha256: sha,
+                    size: bytes.len() as u64,
+                    limits,
+                },
+                l,
+            )),
+            Err(e) => {
+                if !existed {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Err(
+                    Error::invalid(format!("the component cannot be installed: {}", e.0))
+                        .column("wasm")
+                        .rule("world")
+                        .hint(format!(
+                            "build a component for the world {WORLD} (see wit/datanotes-app.wit)"
+                        )),
+                )
+            }
+        }
+    }
+}
+
+struct Instance {
+    store: Store<Host>,
+    app: bindings::App,
+}
+
+/// A WASM app: an [`AppBackend`] over warm instances of one component.
+#[derive(Clone)]
+pub struct WasmApp(Arc<Inner>);
+
+struct Inner {
+    rt: Arc<WasmRuntime>,
+    scope: Arc<AppScope>,
+    limits: Limits,
+    pre: std::result::Result<bindings::AppPre<Host>, String>,
+    warm: Mutex<Vec<Instance>>,
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl WasmApp {
+    pub fn new(rt: Arc<WasmRuntime>, scope: AppScope, sha: &str, limits: Limits) -> WasmApp {
+        let pre = rt.load(sha).and_then(|c| {
+            let ipre = rt
+                .linker
+                .instantiate_pre(&c)
+                .map_err(|e| format!("the component does not match the world {WORLD}: {e:#}"))?;
+            bindings::AppPre::new(ipre)
+                .map_err(|e| format!("the component does not match the world {WORLD}: {e:#}"))
+        });
+        if let Err(e) = &pre {
+            tracing::error!(app = %scope.name, "{e}");
+        }
+        let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_instances as usize));
+        WasmApp(Arc::new(Inner {
+            rt,
+            scope: Arc::new(scope),
+            limits,
+            pre,
+            warm: Mutex::new(vec![]),
+            slots,
+        }))
+    }
+
+    fn list_blocking(&self) -> std::result::Result<Listing, BackendError> {
+        self.0.list_blocking()
+    }
+}
+
+impl Inner {
+    fn instantiate(&self) -> std::result::Result<Instance, String> {
+        let pre = self.pre.as_ref().map_err(Clone::clone)?;
+        let (stdout, stderr) = (
+            MemoryOutputPipe::new(64 << 10),
+            MemoryOutputPipe::new(64 << 10),
+        );
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_ip_name_lookup(false)
+            .build();
+        let limits = StoreLimitsBuilder::new()
+            .memory_size((self.limits.memory_mb as usize) << 20)
+            .trap_on_grow_failure(true)
+            .instances(32)
+            .build();
+        let host = Host {
+            wasi,
+            table: ResourceTable::new(),
+            limits,
+            engine: self.rt.db.clone(),
+            scope: self.scope.clone(),
+            actor: Actor::default(),
+            stdout,
+            stderr,
+        };
+        let mut store = Store::new(&self.rt.engine, host);
+        store.limiter(|h| &mut h.limits);
+        store.set_epoch_deadline(self.ticks());
+        let app = pre
+            .instantiate(&mut store)
+            .map_err(|e| format!("cannot instantiate: {e:#}"))?;
+        Ok(Instance { store, app })
+    }
+
+    fn ticks(&self) -> u64 {
+        (self.limits.cpu_ms.min(self.limits.timeout_ms) / TICK.as_millis() as u64).max(1)
+    }
+
+    /// Runs `f` on a warm instance (or a fresh one). A trap or limit throws the instance away.
+    fn with_instance<T>(
+        &self,
+        actor: Actor,
+        f: impl FnOnce(&mut Instance) -> wasmtime::Result<T>,
+    ) -> std::result::Result<T, String> {
+        let inst = self.warm.lock().unwrap().pop();
+        let mut inst = match inst {
+            Some(i) => i,
+            None => self.instantiate()?,
+        };
+        inst.store.data_mut().actor = actor;
+        inst.store.set_epoch_deadline(self.ticks());
+        let r = f(&mut inst);
+        let h = inst.store.data();
+        for (name, pipe) in [("stdout", &h.stdout), ("stderr", &h.stderr)] {
+            let c = pipe.contents();
+            if !c.is_empty() {
+                tracing::info!(app = %self.scope.name, stream = name, "{}", String::from_utf8_lossy(&c).trim_end());
+            }
+        }
+        let clean = h.stdout.contents().is_empty() && h.stderr.contents().is_empty();
+        match r {
+            Ok(v) => {
+                // A store whose pipes hold output is replaced, so output is logged once.
+                if clean {
+                    self.warm.lock().unwrap().push(inst);
+                }
+                Ok(v)
+            }
+            Err(e) => Err(describe_trap(&e, &self.limits)),
+        }
+    }
+
+    fn list_blocking(&self) -> std::result::Result<Listing, BackendError> {
+        let (tools, instructions) = self
+            .with_instance(Actor::default(), |i| {
+                let t = i.app.datanotes_app_tools();
+                let tools = t.call_list_tools(&mut i.store)?;
+                let ins = t.call_instructions(&mut i.store)?;
+                Ok((tools, ins))
+            })
+            .map_err(BackendError)?;
+        let mut out = vec![];
+        for t in tools {
+            let schema: Value = serde_json::from_str(&t.input_schema).map_err(|e| {
+                BackendError(format!(
+                    "tool {}: its input schema is not JSON: {e}",
+                    t.name
+                ))
+            })?;
+            let mut tool =
+                json!({"name": t.name, "description": t.description, "inputSchema": schema});
+            if !t.tables.is_empty() {
+                tool["_meta"] = json!({"datanotes/tables": t.tables});
+            }
+            out.push(
+                serde_json::from_value(tool)
+                    .map_err(|e| BackendError(format!("tool {}: {e}", t.name)))?,
+            );
+        }
+        Ok(Listing {
+            tools: out,
+            instructions: Some(instructions).filter(|s| !s.is_empty()),
+        })
+    }
+
+    fn call_blocking(
+        &self,
+        tool: &str,
+        args: &str,
+        cc: &CallContext,
+    ) -> std::result::Result<Value, String> {
+        let (harness, model) = match cc.actor.as_deref().map(|a| a.split_once('/')) {
+            Some(Some((h, m))) => (Some(h.trim().to_string()), Some(m.trim().to_string())),
+            Some(None) => (cc.actor.clone(), None),
+            None => (None, None),
+        };
+        let actor = Actor::new(
+            harness.clone(),
+            model.clone(),
+            Some(self.scope.name.clone()),
+            cc.session.clone(),
+            Some(format!("app:{}", self.scope.name)),
+        );
+        let wctx = WitContext {
+            harness,
+            model,
+            session: cc.session.clone(),
+        };
+        let r = self.with_instance(actor, |i| {
+            i.app
+                .datanotes_app_tools()
+                .call_call_tool(&mut i.store, tool, args, &wctx)
+        })?;
+        let max = self.limits.max_result_bytes as usize;
+        let text = match r {
+            Ok(t) | Err(t) if t.len() > max => {
+                return Err(format!(
+                    "the result of {tool} is {} bytes, over the limit of {max}",
+                    t.len()
+                ));
+            }
+            Ok(t) => t,
+            Err(msg) => {
+                return Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}));
+            }
+        };
+        Ok(match serde_json::from_str::<Value>(&text) {
+            Ok(v) if v.get("content").is_some_and(Value::is_array) => v,
+            Ok(Value::String(s)) => json!({"content": [{"type": "text", "text": s}]}),
+            Ok(v) => {
+                json!({"content": [{"type": "text", "text": v.to_string()}], "structuredContent": v})
+            }
+            Err(_) => json!({"content": [{"type": "text", "text": text}]}),
+        })
+    }
+}
+
+fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
+    if let Some(t) = e.downcast_ref::<wasmtime::Trap>() {
+        return match t {
+            wasmtime::Trap::Interrupt => format!(
+                "the call ran out of its CPU time ({} ms)",
+                limits.cpu_ms.min(limits.timeout_ms)
+            ),
+            wasmtime::Trap::StackOverflow => "the call overflowed its stack".into(),
+            other => format!("the app trapped: {other}"),
+        };
+    }
+    let s = format!("{e:#}");
+    if s.contains("memory") && s.contains("limit") || s.contains("forcing trap when growing memory")
+    {
+        return format!("the call hit the memory limit ({} MiB)", limits.memory_mb);
+    }
+    format!("the app failed: {s}")
+}
+
+impl AppBackend for WasmApp {
+    fn list(&self) -> BoxFuture<'_, std::result::Result<Listing, BackendError>> {
+        Box::pin(async move {
+            let _permit = self
+                .0
+                .slots
+                .acquire()
+                .await
+                .map_err(|_| BackendError("closed".into()))?;
+            let me = self.0.clone();
+            tokio::task::spawn_blocking(move || me.list_blocking())
+                .await
+                .map_err(|_| BackendError("the listing panicked".into()))?
+        })
+    }
+
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, std::result::Result<Value, BackendError>> {
+        Box::pin(async move {
+            let _permit = self
+                .0
+                .slots
+                .acquire()
+                .await
+                .map_err(|_| BackendError("closed".into()))?;
+            if let Err(e) = &self.0.pre {
+                return Err(BackendError(e.clone()));
+            }
+            let (me, tool_s, text, cc) = (
+                self.0.clone(),
+                tool.to_string(),
+                args.to_string(),
+                ctx.clone(),
+            );
+            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
+            let task = tokio::task::spawn_blocking(move || me.call_blocking(&tool_s, &text, &cc));
+            let error = |msg: String| {
+                Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
+            };
+            match tokio::time::timeout(timeout, task).await {
+                Err(_) => error(format!(
+                    "timed out calling {tool} ({} ms)",
+                    timeout.as_millis()
+                )),
+                Ok(Err(_)) => error(format!("calling {tool} panicked")),
+                // A trap or a limit fails this call only: the app stays usable.
+                Ok(Ok(Err(msg))) => error(msg),
+                Ok(Ok(Ok(v))) => Ok(v),
+            }
+        })
+    }
+}
+
+/// Reads a component given as a path on the server's machine or as base64.
+pub fn component_bytes(path: Option<&str>, b64: Option<&str>) -> Result<Vec<u8>> {
+    use base64::Engine as _;
+    match (path, b64) {
+        (Some(p), None) => std::fs::read(Path::new(p)).map_err(|e| {
+            Error::invalid(format!("cannot read wasm_path {p:?}: {e}"))
+                .column("wasm_path")
+                .hint("give the absolute path of a .wasm file on the server's machine")
+        }),
+        (None, Some(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b.trim())
+            .map_err(|e| {
+                Error::invalid(format!("wasm_base64 is not base64: {e}"))
+                    .column("wasm_base64")
+                    .hint("send the component's bytes in standard base64")
+            }),
+        (Some(_), Some(_)) => Err(Error::invalid("give wasm_path or wasm_base64, not both")
+            .column("wasm_path")
+            .hint("drop one of them")),
+        (None, None) => Err(Error::invalid("no component given")
+            .column("wasm_path")
+            .hint("give wasm_path or wasm_base64")),
+    }
+}
