@@ -994,7 +994,23 @@ fn alter_table_add_drop_rename_change() {
         json!({"table": TASKS, "add": {"prio": {"type": "integer", "required": true, "default": 2}}, "description": "Renamed"}),
     );
     assert_eq!(r["table"], TASKS);
-    assert_eq!(r["seq"].as_i64().unwrap(), s.seq());
+    // The answered seq is the alteration's own migration; each rewritten row follows it.
+    let seq = r["seq"].as_i64().unwrap();
+    assert_eq!(s.seq(), seq + 2);
+    let ms = s.migrations(json!({"limit": 3}));
+    assert_eq!(ms[2]["seq"], seq);
+    assert_eq!(ms[2]["op"], "alter_table");
+    assert_eq!(ms[2]["row"], Value::Null);
+    assert_eq!(ms[2]["after"]["rows_changed"], 2);
+    assert_eq!(ms[2]["before"]["description"], "Things to do");
+    let mut rows: Vec<&str> = ms[..2].iter().map(|m| m["row"].as_str().unwrap()).collect();
+    rows.sort();
+    assert_eq!(rows, ["a", "b"]);
+    assert!(
+        ms[..2]
+            .iter()
+            .all(|m| m["op"] == "alter_table" && m["after"]["values"]["prio"] == 2)
+    );
     let row = s.ok("get_row", json!({"table": TASKS, "id": "a"}));
     assert_eq!(row["values"]["prio"], 2);
     assert_eq!(

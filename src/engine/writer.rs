@@ -251,8 +251,10 @@ impl Writer {
             let r = match (&outcome, r) {
                 (Err(e), _) => Err(e.clone()),
                 (Ok(()), Ok(mut v)) => {
+                    // The operation's own migration: the first of its job (an alter_table's
+                    // table migration, before the rows it rewrote), the one undo takes back.
                     if let (Some(obj), Some(m)) =
-                        (v.as_object_mut(), range.clone().last().map(|i| &migs[i]))
+                        (v.as_object_mut(), range.clone().next().map(|i| &migs[i]))
                         && obj.contains_key("seq")
                     {
                         obj.insert("seq".into(), Value::from(m.seq));
