@@ -1165,10 +1165,11 @@ impl Writer {
                     .into_iter()
                     .map(|r| r.id)
                     .collect();
-                let mut st = self.jr.prepare("SELECT DISTINCT row FROM migrations WHERE tbl=?1 AND row IS NOT NULL AND seq<=?2")?;
-                for r in
-                    st.query_map(rusqlite::params![t.name, a.seq], |r| r.get::<_, String>(0))?
-                {
+                // Every row the journal knows, also those whose history before seq was vacuumed.
+                let mut st = self.jr.prepare(
+                    "SELECT DISTINCT row FROM migrations WHERE tbl=?1 AND row IS NOT NULL",
+                )?;
+                for r in st.query_map([&t.name], |r| r.get::<_, String>(0))? {
                     ids.insert(r?);
                 }
                 ids.into_iter().collect()
@@ -1179,12 +1180,13 @@ impl Writer {
             let target = journal::row_state_at(&self.jr, &t.name, &id, a.seq)?;
             let target = match target {
                 Some(m) => m.after,
-                None if vac > 0
-                    && journal::row_state_at(&self.jr, &t.name, &id, i64::MAX)?.is_none() =>
-                {
-                    continue;
-                }
-                None => Value::Null,
+                // No migration of the row at or before seq (never, or vacuumed): its state then
+                // is the before state of its next migration (null for its insert); with none,
+                // it has not changed since.
+                None => match journal::row_first_after(&self.jr, &t.name, &id, a.seq)? {
+                    Some(m) => m.before,
+                    None => continue,
+                },
             };
             let cur = self.get(&t, &id)?;
             if same_state(cur.as_ref().map(state).as_ref(), &target) {
