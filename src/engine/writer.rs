@@ -1411,6 +1411,15 @@ impl Writer {
     }
 
     fn rebuild_index(&mut self) -> Result<Value> {
+        // Hand edits are found by comparing the files with the index: journal them against the
+        // index as it is, before rebuilding it from the files (which would take them silently).
+        let found = match self.run_scan() {
+            Ok(v) => v["hand_edits"].as_i64().unwrap_or(0),
+            Err(e) => {
+                tracing::warn!("scan before the rebuild failed, rebuilding anyway: {e}");
+                0
+            }
+        };
         wipe_index(&self.idx)?;
         let mut rows = 0;
         for t in self.tables.values() {
@@ -1423,6 +1432,7 @@ impl Writer {
             &journal::last_seq(&self.jr)?.to_string(),
         )?;
         let mut out = self.run_scan()?;
+        out["hand_edits"] = Value::from(found + out["hand_edits"].as_i64().unwrap_or(0));
         out["tables"] = Value::from(self.tables.len());
         out["rows"] = Value::from(rows);
         Ok(out)
