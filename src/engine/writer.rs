@@ -1372,8 +1372,13 @@ impl Writer {
                 Some(cur) => serde_json::to_value(&cur.def).unwrap_or_default(),
                 None => Value::Null,
             };
-            let versions = index_versions(&self.idx, self.tables.get(&name).map(|t| &**t))?;
-            reindex_table(&self.idx, &self.root, &t, &versions)?;
+            if before.is_null() {
+                // A new table: its rows are left to the row scan that follows, which journals them.
+                index::create_table(&self.idx, &t, &defhash(&t.def))?;
+            } else {
+                let versions = index_versions(&self.idx, self.tables.get(&name).map(|t| &**t))?;
+                reindex_table(&self.idx, &self.root, &t, &versions)?;
+            }
             self.mig(
                 "hand_edit",
                 Some(&name),
