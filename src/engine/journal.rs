@@ -279,3 +279,14 @@ pub fn row_first_after(
     )
     .optional()?)
 }
+
+/// Whether any migration concerns this table.
+pub fn knows_table(c: &Connection, table: &str) -> Result<bool> {
+    Ok(c.query_row(
+        "SELECT 1 FROM migrations WHERE tbl=?1 LIMIT 1",
+        [table],
+        |_| Ok(()),
+    )
+    .optional()?
+    .is_some())
+}
