@@ -1002,7 +1002,8 @@ impl Writer {
                 let v = self.set_row_state(&t, id, cur, &m.before, actor, "undo")?;
                 Ok(json!({"undone": seq, "row": v, "seq": null}))
             }
-            ("create_table", None) => {
+            // A table that appeared by hand is undone like one created.
+            ("create_table", None) | ("hand_edit", None) if m.before.is_null() => {
                 let t = self.table(&table)?;
                 if index::count(&self.idx, &t.name)? > 0 {
                     return Err(conflict(format!("table {table} has rows now"))
