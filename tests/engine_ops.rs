@@ -1229,17 +1229,7 @@ fn rebuild_index_op_and_index_deleted_while_stopped() {
     // Delete the index while stopped: the restart rebuilds it from the files.
     let mut s = s;
     s.stop();
-    let mut n = 0;
-    for e in std::fs::read_dir(s.dir.join(".datanotes"))
-        .unwrap()
-        .flatten()
-    {
-        if e.file_name().to_string_lossy().starts_with("index.db") {
-            std::fs::remove_file(e.path()).unwrap();
-            n += 1;
-        }
-    }
-    assert!(n >= 1);
+    assert!(remove_index(&s.dir) >= 1);
     let s = s.restart();
     assert!(s.dir.join(".datanotes/index.db").exists());
     assert_eq!(

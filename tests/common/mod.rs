@@ -408,3 +408,15 @@ pub fn write_by_hand(path: &Path, text: &str) {
     }
     std::fs::write(path, text).unwrap();
 }
+
+/// Deletes the index files (`.datanotes/index.db*`) of a stopped server's folder; answers how many.
+pub fn remove_index(dir: &Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir.join(".datanotes")).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("index.db") {
+            std::fs::remove_file(e.path()).unwrap();
+            n += 1;
+        }
+    }
+    n
+}
