@@ -1426,10 +1426,14 @@ impl Writer {
                 0
             }
         };
+        let mut versions = HashMap::new();
+        for name in self.tables.keys() {
+            versions.insert(name.clone(), known_versions(&self.idx, &self.jr, name)?);
+        }
         wipe_index(&self.idx)?;
         let mut rows = 0;
         for t in self.tables.values() {
-            let versions = journal_versions(&self.jr, &t.name)?;
+            let versions = versions.remove(&t.name).unwrap_or_default();
             rows += reindex_table(&self.idx, &self.root, t, &versions)?;
         }
         index::set_meta(
@@ -1518,6 +1522,21 @@ fn journal_versions(j: &Connection, table: &str) -> Result<HashMap<String, i64>>
         let (id, v) = r?;
         if let Some(v) = v {
             out.insert(id, v);
+        }
+    }
+    Ok(out)
+}
+
+/// The newest version of each row that the journal or the index (when it has the table) knows:
+/// after a vacuum the journal may have forgotten a row's versions, and versions never go back.
+fn known_versions(c: &Connection, j: &Connection, table: &str) -> Result<HashMap<String, i64>> {
+    let mut out = journal_versions(j, table)?;
+    if index::defhash(c, table)?.is_some() {
+        let mut st = c.prepare(&format!("SELECT id, version FROM {}", index::tname(table)))?;
+        for r in st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+            let (id, v) = r?;
+            let e = out.entry(id).or_insert(v);
+            *e = (*e).max(v);
         }
     }
     Ok(out)
@@ -1706,7 +1725,7 @@ pub fn reconcile_index(
         }
         for (name, t) in tables {
             if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def).as_str()) {
-                reindex_table(c, root, t, &journal_versions(j, name)?)?;
+                reindex_table(c, root, t, &known_versions(c, j, name)?)?;
                 fresh.insert(name.clone());
             }
         }
