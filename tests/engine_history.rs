@@ -399,7 +399,7 @@ fn undo_alter_table_brings_dropped_values_back() {
     );
     assert_eq!(table_files(&s, TASKS), files, "files byte for byte");
     assert_eq!(
-        super_ids(&s, "estimate", 3),
+        ids_where_eq(&s, "estimate", 3),
         ["a"],
         "the index knows the values again"
     );
@@ -451,7 +451,7 @@ fn undo_alter_table_brings_dropped_values_back() {
     );
 }
 
-fn super_ids(s: &Server, col: &str, v: i64) -> Vec<String> {
+fn ids_where_eq(s: &Server, col: &str, v: i64) -> Vec<String> {
     s.ids(json!({"table": TASKS, "where": [{"column": col, "op": "=", "value": v}]}))
 }
 
