@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use std::path::Path;
 
 /// Bump when the index layout changes: an index of another version is rebuilt.
-pub const LAYOUT: &str = "1";
+pub const LAYOUT: &str = "2";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -114,9 +114,18 @@ pub fn indexed_tables(c: &Connection) -> Result<Vec<String>> {
     Ok(v)
 }
 
+/// A datetime as the index keeps it: UTC with a fixed number of decimals, so that text order is
+/// time order (with a varying precision, `10:00:00Z` would sort after `10:00:00.5Z`).
+fn datetime_key(s: &str) -> Option<String> {
+    super::schema::parse_datetime(s).map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+}
+
 fn to_sql(ty: ColumnType, v: &Value) -> Sql {
     match (ty, v) {
         (_, Value::Null) => Sql::Null,
+        (ColumnType::Datetime, Value::String(s)) => {
+            Sql::Text(datetime_key(s).unwrap_or_else(|| s.clone()))
+        }
         (ColumnType::Boolean, Value::Bool(b)) => Sql::Integer(*b as i64),
         (ColumnType::Integer, v) => v.as_i64().map(Sql::Integer).unwrap_or(Sql::Null),
         (ColumnType::Number, v) => v.as_f64().map(Sql::Real).unwrap_or(Sql::Null),
@@ -130,9 +139,6 @@ fn to_sql(ty: ColumnType, v: &Value) -> Sql {
 fn filter_sql(ty: ColumnType, v: &Value) -> Sql {
     match (ty, v) {
         (ColumnType::List, Value::String(s)) => Sql::Text(s.clone()),
-        (ColumnType::Datetime, Value::String(s)) => super::schema::parse_datetime(s)
-            .map(|d| Sql::Text(d.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)))
-            .unwrap_or_else(|| Sql::Text(s.clone())),
         _ => to_sql(ty, v),
     }
 }
@@ -142,6 +148,11 @@ fn from_sql(ty: ColumnType, v: Sql) -> Value {
         (_, Sql::Null) => Value::Null,
         (ColumnType::Boolean, Sql::Integer(i)) => Value::Bool(i != 0),
         (ColumnType::List, Sql::Text(s)) => serde_json::from_str(&s).unwrap_or(Value::Null),
+        (ColumnType::Datetime, Sql::Text(s)) => Value::String(
+            super::schema::parse_datetime(&s)
+                .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+                .unwrap_or(s),
+        ),
         (ColumnType::Number, Sql::Real(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => {
             Value::from(f as i64)
         }

@@ -264,3 +264,29 @@ pub fn row_state_at(c: &Connection, table: &str, row: &str, seq: i64) -> Result<
     )
     .optional()?)
 }
+
+/// The oldest migration of a row after `seq`: its `before` is the row's state at `seq`.
+pub fn row_first_after(
+    c: &Connection,
+    table: &str,
+    row: &str,
+    seq: i64,
+) -> Result<Option<Migration>> {
+    Ok(c.query_row(
+        &format!("SELECT {COLUMNS} FROM migrations WHERE tbl=?1 AND row=?2 AND seq>?3 ORDER BY seq LIMIT 1"),
+        params![table, row, seq],
+        from_row,
+    )
+    .optional()?)
+}
+
+/// Whether any migration concerns this table.
+pub fn knows_table(c: &Connection, table: &str) -> Result<bool> {
+    Ok(c.query_row(
+        "SELECT 1 FROM migrations WHERE tbl=?1 LIMIT 1",
+        [table],
+        |_| Ok(()),
+    )
+    .optional()?
+    .is_some())
+}

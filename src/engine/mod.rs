@@ -103,6 +103,13 @@ impl Engine {
         writer::redo(&root, &jconn, &mut tables)?;
         let ipath = meta_dir.join("index.db");
         let iconn = writer::open_index_checked(&ipath)?;
+        // A table that neither the index nor the journal knows was made by hand while the engine
+        // was stopped: the first scan finds it like one made while serving, and journals it and
+        // its rows (indexing it here would take them silently).
+        tables.retain(|name, _| {
+            index::defhash(&iconn, name).is_ok_and(|h| h.is_some())
+                || journal::knows_table(&jconn, name).unwrap_or(true)
+        });
         writer::reconcile_index(&root, &iconn, &jconn, &tables)?;
         let last = journal::last_seq(&jconn)?;
         let (seq, _) = tokio::sync::watch::channel(last);

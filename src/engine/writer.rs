@@ -251,8 +251,10 @@ impl Writer {
             let r = match (&outcome, r) {
                 (Err(e), _) => Err(e.clone()),
                 (Ok(()), Ok(mut v)) => {
+                    // The operation's own migration: the first of its job (an alter_table's
+                    // table migration, before the rows it rewrote), the one undo takes back.
                     if let (Some(obj), Some(m)) =
-                        (v.as_object_mut(), range.clone().last().map(|i| &migs[i]))
+                        (v.as_object_mut(), range.clone().next().map(|i| &migs[i]))
                         && obj.contains_key("seq")
                     {
                         obj.insert("seq".into(), Value::from(m.seq));
@@ -1005,7 +1007,8 @@ impl Writer {
                 let v = self.set_row_state(&t, id, cur, &m.before, actor, "undo")?;
                 Ok(json!({"undone": seq, "row": v, "seq": null}))
             }
-            ("create_table", None) => {
+            // A table that appeared by hand is undone like one created.
+            ("create_table", None) | ("hand_edit", None) if m.before.is_null() => {
                 let t = self.table(&table)?;
                 if index::count(&self.idx, &t.name)? > 0 {
                     return Err(conflict(format!("table {table} has rows now"))
@@ -1168,10 +1171,11 @@ impl Writer {
                     .into_iter()
                     .map(|r| r.id)
                     .collect();
-                let mut st = self.jr.prepare("SELECT DISTINCT row FROM migrations WHERE tbl=?1 AND row IS NOT NULL AND seq<=?2")?;
-                for r in
-                    st.query_map(rusqlite::params![t.name, a.seq], |r| r.get::<_, String>(0))?
-                {
+                // Every row the journal knows, also those whose history before seq was vacuumed.
+                let mut st = self.jr.prepare(
+                    "SELECT DISTINCT row FROM migrations WHERE tbl=?1 AND row IS NOT NULL",
+                )?;
+                for r in st.query_map([&t.name], |r| r.get::<_, String>(0))? {
                     ids.insert(r?);
                 }
                 ids.into_iter().collect()
@@ -1182,12 +1186,13 @@ impl Writer {
             let target = journal::row_state_at(&self.jr, &t.name, &id, a.seq)?;
             let target = match target {
                 Some(m) => m.after,
-                None if vac > 0
-                    && journal::row_state_at(&self.jr, &t.name, &id, i64::MAX)?.is_none() =>
-                {
-                    continue;
-                }
-                None => Value::Null,
+                // No migration of the row at or before seq (never, or vacuumed): its state then
+                // is the before state of its next migration (null for its insert); with none,
+                // it has not changed since.
+                None => match journal::row_first_after(&self.jr, &t.name, &id, a.seq)? {
+                    Some(m) => m.before,
+                    None => continue,
+                },
             };
             let cur = self.get(&t, &id)?;
             if same_state(cur.as_ref().map(state).as_ref(), &target) {
@@ -1373,8 +1378,13 @@ impl Writer {
                 Some(cur) => serde_json::to_value(&cur.def).unwrap_or_default(),
                 None => Value::Null,
             };
-            let versions = index_versions(&self.idx, self.tables.get(&name).map(|t| &**t))?;
-            reindex_table(&self.idx, &self.root, &t, &versions)?;
+            if before.is_null() {
+                // A new table: its rows are left to the row scan that follows, which journals them.
+                index::create_table(&self.idx, &t, &defhash(&t.def))?;
+            } else {
+                let versions = index_versions(&self.idx, self.tables.get(&name).map(|t| &**t))?;
+                reindex_table(&self.idx, &self.root, &t, &versions)?;
+            }
             self.mig(
                 "hand_edit",
                 Some(&name),
@@ -1415,10 +1425,23 @@ impl Writer {
     }
 
     fn rebuild_index(&mut self) -> Result<Value> {
+        // Hand edits are found by comparing the files with the index: journal them against the
+        // index as it is, before rebuilding it from the files (which would take them silently).
+        let found = match self.run_scan() {
+            Ok(v) => v["hand_edits"].as_i64().unwrap_or(0),
+            Err(e) => {
+                tracing::warn!("scan before the rebuild failed, rebuilding anyway: {e}");
+                0
+            }
+        };
+        let mut versions = HashMap::new();
+        for name in self.tables.keys() {
+            versions.insert(name.clone(), known_versions(&self.idx, &self.jr, name)?);
+        }
         wipe_index(&self.idx)?;
         let mut rows = 0;
         for t in self.tables.values() {
-            let versions = journal_versions(&self.jr, &t.name)?;
+            let versions = versions.remove(&t.name).unwrap_or_default();
             rows += reindex_table(&self.idx, &self.root, t, &versions)?;
         }
         index::set_meta(
@@ -1427,6 +1450,7 @@ impl Writer {
             &journal::last_seq(&self.jr)?.to_string(),
         )?;
         let mut out = self.run_scan()?;
+        out["hand_edits"] = Value::from(found + out["hand_edits"].as_i64().unwrap_or(0));
         out["tables"] = Value::from(self.tables.len());
         out["rows"] = Value::from(rows);
         Ok(out)
@@ -1506,6 +1530,21 @@ fn journal_versions(j: &Connection, table: &str) -> Result<HashMap<String, i64>>
         let (id, v) = r?;
         if let Some(v) = v {
             out.insert(id, v);
+        }
+    }
+    Ok(out)
+}
+
+/// The newest version of each row that the journal or the index (when it has the table) knows:
+/// after a vacuum the journal may have forgotten a row's versions, and versions never go back.
+fn known_versions(c: &Connection, j: &Connection, table: &str) -> Result<HashMap<String, i64>> {
+    let mut out = journal_versions(j, table)?;
+    if index::defhash(c, table)?.is_some() {
+        let mut st = c.prepare(&format!("SELECT id, version FROM {}", index::tname(table)))?;
+        for r in st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+            let (id, v) = r?;
+            let e = out.entry(id).or_insert(v);
+            *e = (*e).max(v);
         }
     }
     Ok(out)
@@ -1694,7 +1733,7 @@ pub fn reconcile_index(
         }
         for (name, t) in tables {
             if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def).as_str()) {
-                reindex_table(c, root, t, &journal_versions(j, name)?)?;
+                reindex_table(c, root, t, &known_versions(c, j, name)?)?;
                 fresh.insert(name.clone());
             }
         }

@@ -93,7 +93,10 @@ impl Server {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let resp = req.send().expect("request");
+        let resp = match req.send() {
+            Ok(r) => r,
+            Err(e) => panic!("request {path}: {e:?}; server: {}", self.state()),
+        };
         let status = resp.status().as_u16();
         let text = resp.text().unwrap_or_default();
         let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
@@ -139,6 +142,25 @@ impl Server {
             .expect("request");
         let status = resp.status().as_u16();
         (status, resp.json().unwrap_or(Value::Null))
+    }
+
+    /// The server process's state, for failure messages ("running", "exited", ...).
+    pub fn state(&self) -> String {
+        match &self.child {
+            None => "stopped by the test".into(),
+            Some(c) => match std::fs::read_to_string(format!("/proc/{}/stat", c.id())) {
+                Ok(st) => match st
+                    .rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next())
+                {
+                    Some("Z") => "exited (zombie: it died or was killed)".into(),
+                    Some(x) => format!("process state {x}"),
+                    None => st,
+                },
+                Err(e) => format!("no process: {e}"),
+            },
+        }
     }
 
     /// SIGKILL, no goodbye.
@@ -228,4 +250,173 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!("timed out waiting for: {what}");
+}
+
+// ---- helpers shared by the engine tests ----
+
+impl Server {
+    /// Runs an operation with the owner token and extra headers (e.g. the actor header).
+    pub fn call_with(&self, op: &str, headers: &[(&str, &str)], args: Value) -> (u16, Value) {
+        self.post_raw(
+            &format!("/datanotes/{op}/"),
+            Some(&self.token.clone()),
+            headers,
+            serde_json::to_vec(&args).unwrap(),
+        )
+    }
+
+    /// The newest seq, as the health endpoint reports it.
+    pub fn seq(&self) -> i64 {
+        let (st, v) = self.get("/datanotes/health");
+        assert_eq!(st, 200, "health: {v}");
+        v["seq"].as_i64().expect("health seq")
+    }
+
+    /// The journal, newest first, filtered by `args`.
+    pub fn migrations(&self, args: Value) -> Vec<Value> {
+        self.ok("list_migrations", args)["migrations"]
+            .as_array()
+            .expect("migrations")
+            .clone()
+    }
+
+    /// The ids answered by a select, in order.
+    pub fn ids(&self, args: Value) -> Vec<String> {
+        self.ok("select_rows", args)["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Answers whether a row is served (get_row 200) or not (404); anything else fails.
+    pub fn has_row(&self, table: &str, id: &str) -> bool {
+        let (st, v) = self.call("get_row", serde_json::json!({"table": table, "id": id}));
+        assert!(st == 200 || st == 404, "get_row {table} {id}: {st} {v}");
+        st == 200
+    }
+
+    /// The path of a row file.
+    pub fn row_path(&self, table: &str, id: &str) -> PathBuf {
+        let mut p = self.dir.clone();
+        for part in table.split('.') {
+            p.push(part);
+        }
+        p.join(format!("{id}.md"))
+    }
+
+    /// Asserts a call is refused with `status` and the JSON error shape, and that neither the
+    /// files nor the journal changed. Answers the error object.
+    pub fn refused_nochange(&self, op: &str, args: Value, status: u16) -> Value {
+        let files = snapshot(&self.dir);
+        let seq = self.seq();
+        let e = self.refused(op, args.clone(), status);
+        assert_error_shape(&e);
+        assert!(
+            snapshot(&self.dir) == files,
+            "{op} {args} was refused but changed the files"
+        );
+        assert_eq!(self.seq(), seq, "{op} {args} was refused but journaled");
+        e
+    }
+
+    /// Like `refused_nochange`, and the error names `column` (when given) and `rule`.
+    pub fn refused_unchanged(
+        &self,
+        op: &str,
+        args: Value,
+        status: u16,
+        column: Option<&str>,
+        rule: &str,
+    ) -> Value {
+        let e = self.refused_nochange(op, args.clone(), status);
+        if let Some(c) = column {
+            assert_eq!(e["column"], c, "{op} {args}: wrong column in {e}");
+        }
+        assert_eq!(e["rule"], rule, "{op} {args}: wrong rule in {e}");
+        e
+    }
+}
+
+/// An error object has a code, a message and, when present, string table/column/rule/hint.
+pub fn assert_error_shape(e: &Value) {
+    assert!(e["code"].is_string(), "error without code: {e}");
+    assert!(e["message"].is_string(), "error without message: {e}");
+    for k in ["table", "column", "rule", "hint"] {
+        assert!(
+            e.get(k).is_none_or(Value::is_string),
+            "error field {k} is not a string: {e}"
+        );
+    }
+    let allowed = ["code", "message", "table", "column", "rule", "hint"];
+    for k in e.as_object().expect("error object").keys() {
+        assert!(
+            allowed.contains(&k.as_str()),
+            "unexpected error field {k}: {e}"
+        );
+    }
+}
+
+/// The table most tests use, with one column of every type, and the table it links to.
+pub const TASKS: &str = "work.crm.tasks";
+pub const PEOPLE: &str = "work.crm.people";
+
+pub fn create_tasks(s: &Server) {
+    s.ok(
+        "create_table",
+        serde_json::json!({
+            "table": PEOPLE,
+            "description": "People",
+            "columns": {
+                "name": {"type": "text", "required": true},
+                "email": {"type": "text", "unique": true, "pattern": "^[^@ ]+@[^@ ]+$"}
+            }
+        }),
+    );
+    s.ok(
+        "create_table",
+        serde_json::json!({
+            "table": TASKS,
+            "description": "Things to do",
+            "columns": {
+                "title": {"type": "text", "required": true, "max": 80},
+                "status": {"type": "enum", "values": ["todo", "doing", "done"], "default": "todo"},
+                "estimate": {"type": "integer", "min": 0, "max": 100},
+                "score": {"type": "number", "min": -1.5, "max": 99.5},
+                "done": {"type": "boolean"},
+                "due": {"type": "date", "min": "2000-01-01", "max": "2099-12-31"},
+                "at": {"type": "datetime"},
+                "tags": {"type": "list", "max": 3, "pattern": "^[a-z]+$"},
+                "owner": {"type": "link", "table": PEOPLE},
+                "code": {"type": "text", "unique": true, "pattern": "^[A-Z]{2}-[0-9]+$"}
+            }
+        }),
+    );
+    for (id, name) in [("ada", "Ada Lovelace"), ("alan", "Alan Turing")] {
+        s.ok(
+            "insert_row",
+            serde_json::json!({"table": PEOPLE, "id": id, "values": {"name": name}}),
+        );
+    }
+}
+
+/// Writes a file the way a person would (not atomically, no fsync).
+pub fn write_by_hand(path: &Path, text: &str) {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Deletes the index files (`.datanotes/index.db*`) of a stopped server's folder; answers how many.
+pub fn remove_index(dir: &Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir.join(".datanotes")).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("index.db") {
+            std::fs::remove_file(e.path()).unwrap();
+            n += 1;
+        }
+    }
+    n
 }

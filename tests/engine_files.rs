@@ -1,0 +1,778 @@
+//! The files are the truth: hand edits while serving (the watcher) and while stopped, invalid
+//! rows, the index rebuilt from the files, crash recovery, and the file format's round trip.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+
+fn get(s: &Server, id: &str) -> Option<Value> {
+    let (st, v) = s.call("get_row", json!({"table": TASKS, "id": id}));
+    match st {
+        200 => Some(v),
+        404 => None,
+        _ => panic!("get_row {id}: {st} {v}"),
+    }
+}
+
+fn invalid(s: &Server) -> Vec<Value> {
+    s.ok("describe_table", json!({"table": TASKS}))["invalid"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn hand_edits(s: &Server) -> Vec<Value> {
+    s.migrations(json!({"actor": "hand edit"}))
+}
+
+fn assert_hand_edit_actor(m: &Value) {
+    assert_eq!(m["op"], "hand_edit", "{m}");
+    assert_eq!(m["actor"]["label"], "hand edit", "{m}");
+    assert_eq!(m["actor"]["harness"], "hand edit", "{m}");
+}
+
+#[test]
+fn a_row_written_by_hand_is_picked_up_and_journaled() {
+    let s = Server::start();
+    create_tasks(&s);
+    let seq = s.seq();
+    write_by_hand(
+        &s.row_path(TASKS, "by-hand"),
+        "---\ntitle: Written in vim\nestimate: 4\ntags: [home, garden]\ndue: 2026-05-01\n---\nSome *markdown*.\n",
+    );
+    eventually("the new row is served", || get(&s, "by-hand").is_some());
+    let row = get(&s, "by-hand").unwrap();
+    assert_eq!(row["version"], 1);
+    assert_eq!(
+        row["values"],
+        json!({"title": "Written in vim", "estimate": 4, "tags": ["home", "garden"], "due": "2026-05-01"}),
+        "defaults are for inserts; the file is taken as it is"
+    );
+    assert_eq!(row["body"], "Some *markdown*.\n");
+    assert_eq!(s.seq(), seq + 1);
+    let m = &s.migrations(json!({"limit": 1}))[0];
+    assert_hand_edit_actor(m);
+    assert_eq!(m["table"], TASKS);
+    assert_eq!(m["row"], "by-hand");
+    assert_eq!(m["before"], Value::Null);
+    assert_eq!(m["after"]["values"]["title"], "Written in vim");
+    assert_eq!(m["after"]["version"], 1);
+    // The index follows: selects and search see it.
+    assert_eq!(
+        s.ids(json!({"table": TASKS, "where": [{"column": "tags", "op": "contains", "value": "garden"}]})),
+        ["by-hand"]
+    );
+    assert_eq!(
+        s.ok("search_notes", json!({"query": "vim"}))["hits"][0]["id"],
+        "by-hand"
+    );
+    // And the API works on it like on any row.
+    let r = s.ok(
+        "update_row",
+        json!({"table": TASKS, "id": "by-hand", "values": {"estimate": 5}, "expect_version": 1}),
+    );
+    assert_eq!(r["version"], 2);
+}
+
+#[test]
+fn a_row_changed_by_hand_is_picked_up_and_journaled() {
+    let s = Server::start();
+    create_tasks(&s);
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "a", "values": {"title": "A", "estimate": 1}, "body": "one"}),
+    );
+    let path = s.row_path(TASKS, "a");
+    let text = std::fs::read_to_string(&path).unwrap();
+    write_by_hand(
+        &path,
+        &text
+            .replace("estimate: 1", "estimate: 42")
+            .replace("one", "one, and more"),
+    );
+    eventually("the change is served", || {
+        get(&s, "a").is_some_and(|r| r["values"]["estimate"] == 42)
+    });
+    let row = get(&s, "a").unwrap();
+    assert_eq!(row["version"], 2);
+    assert_eq!(row["body"], "one, and more");
+    let m = &s.migrations(json!({"limit": 1}))[0];
+    assert_hand_edit_actor(m);
+    assert_eq!(m["row"], "a");
+    assert_eq!(m["before"]["values"]["estimate"], 1);
+    assert_eq!(m["before"]["version"], 1);
+    assert_eq!(m["after"]["values"]["estimate"], 42);
+    assert_eq!(m["after"]["version"], 2);
+    // A hand edit can be undone like any migration: the file goes back.
+    s.ok("undo_migration", json!({"seq": m["seq"]}));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    assert_eq!(get(&s, "a").unwrap()["values"]["estimate"], 1);
+}
+
+#[test]
+fn a_same_size_hand_edit_right_after_a_write_is_not_missed() {
+    let s = Server::start();
+    create_tasks(&s);
+    for i in 0..5 {
+        let id = format!("r{i}");
+        s.ok(
+            "insert_row",
+            json!({"table": TASKS, "id": id, "values": {"title": "AAAA", "estimate": 10}}),
+        );
+        // Same length, different content, at once (within the file system's clock tick).
+        let path = s.row_path(TASKS, &id);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("AAAA", "BBBB")).unwrap();
+    }
+    for i in 0..5 {
+        let id = format!("r{i}");
+        eventually(&format!("the hand edit of {id} is served"), || {
+            get(&s, &id).is_some_and(|r| r["values"]["title"] == "BBBB")
+        });
+    }
+}
+
+#[test]
+fn an_invalid_hand_edit_is_reported_not_served() {
+    let s = Server::start();
+    create_tasks(&s);
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "a", "values": {"title": "A", "estimate": 1}}),
+    );
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "b", "values": {"title": "B"}}),
+    );
+    // A valid row made invalid by hand, and new invalid files of several kinds.
+    write_by_hand(
+        &s.row_path(TASKS, "a"),
+        "---\ntitle: A\nestimate: 1000\n---\n",
+    );
+    write_by_hand(
+        &s.row_path(TASKS, "no-title"),
+        "---\nestimate: 3\n---\nbody\n",
+    );
+    write_by_hand(
+        &s.row_path(TASKS, "bad-yaml"),
+        "---\ntitle: [unclosed\n---\n",
+    );
+    write_by_hand(
+        &s.row_path(TASKS, "unknown-col"),
+        "---\ntitle: x\ncolour: red\n---\n",
+    );
+    write_by_hand(
+        &s.row_path(TASKS, "bad-link"),
+        "---\ntitle: x\nowner: nobody\n---\n",
+    );
+    write_by_hand(&s.row_path(TASKS, "not-closed"), "---\ntitle: x\n");
+    eventually("six invalid rows are reported", || invalid(&s).len() == 6);
+    let inv = invalid(&s);
+    let ids: Vec<&str> = inv.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "a",
+            "bad-link",
+            "bad-yaml",
+            "no-title",
+            "not-closed",
+            "unknown-col"
+        ]
+    );
+    let err = |id: &str| {
+        inv.iter().find(|r| r["id"] == id).unwrap()["error"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(err("a").contains("estimate"), "{}", err("a"));
+    assert!(err("no-title").contains("title"), "{}", err("no-title"));
+    assert!(
+        err("unknown-col").contains("colour"),
+        "{}",
+        err("unknown-col")
+    );
+    assert!(err("bad-link").contains("nobody"), "{}", err("bad-link"));
+    assert!(err("bad-yaml").contains("YAML"), "{}", err("bad-yaml"));
+
+    // Not served: not by select, get_row, search; not counted.
+    assert_eq!(s.ids(json!({"table": TASKS})), ["b"]);
+    assert!(get(&s, "a").is_none());
+    assert!(get(&s, "no-title").is_none());
+    assert_eq!(s.ok("describe_table", json!({"table": TASKS}))["rows"], 1);
+    assert_eq!(
+        s.ok("search_notes", json!({"query": "body"}))["hits"],
+        json!([])
+    );
+    // Journaled, each with its error.
+    let ms = hand_edits(&s);
+    assert_eq!(ms.len(), 6, "{ms:?}");
+    for m in &ms {
+        assert_hand_edit_actor(m);
+        assert!(m["after"]["invalid"].is_string(), "{m}");
+    }
+    let ma = ms.iter().find(|m| m["row"] == "a").unwrap();
+    assert_eq!(
+        ma["before"]["values"]["estimate"], 1,
+        "what was lost is in the journal"
+    );
+
+    // Their ids stay taken; the files stay as they are.
+    let e = s.refused_nochange(
+        "insert_row",
+        json!({"table": TASKS, "id": "no-title", "values": {"title": "x"}}),
+        409,
+    );
+    assert_eq!(e["column"], "id");
+    assert_eq!(
+        std::fs::read_to_string(s.row_path(TASKS, "no-title")).unwrap(),
+        "---\nestimate: 3\n---\nbody\n"
+    );
+    // Fixing the file by hand brings the row back.
+    write_by_hand(
+        &s.row_path(TASKS, "a"),
+        "---\ntitle: A\nestimate: 100\n---\n",
+    );
+    eventually("the fixed row is served again", || get(&s, "a").is_some());
+    assert_eq!(get(&s, "a").unwrap()["values"]["estimate"], 100);
+    // Deleting an invalid row through the API removes its file.
+    s.ok("delete_row", json!({"table": TASKS, "id": "bad-yaml"}));
+    assert!(!s.row_path(TASKS, "bad-yaml").exists());
+    let inv: Vec<Value> = invalid(&s).iter().map(|r| r["id"].clone()).collect();
+    assert_eq!(
+        inv,
+        [
+            json!("bad-link"),
+            json!("no-title"),
+            json!("not-closed"),
+            json!("unknown-col")
+        ]
+    );
+    // Still reported after a restart.
+    let s = s.restart();
+    assert_eq!(invalid(&s).len(), 4, "{:?}", invalid(&s));
+    assert_eq!(s.ids(json!({"table": TASKS})), ["a", "b"]);
+}
+
+#[test]
+fn invalid_rows_stay_invalid_when_the_index_is_rebuilt() {
+    let s = Server::start();
+    create_tasks(&s);
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "ok", "values": {"title": "fine", "code": "AB-1"}}),
+    );
+    // Invalid on its own (no title), and invalid against other rows (a link to no row, a
+    // unique value another row holds).
+    write_by_hand(&s.row_path(TASKS, "no-title"), "---\nestimate: 3\n---\n");
+    write_by_hand(
+        &s.row_path(TASKS, "bad-link"),
+        "---\ntitle: x\nowner: nobody\n---\n",
+    );
+    write_by_hand(
+        &s.row_path(TASKS, "dup-code"),
+        "---\ntitle: x\ncode: AB-1\n---\n",
+    );
+    eventually("all three are reported", || invalid(&s).len() == 3);
+    let reported = invalid(&s);
+    // rebuild_index re-reads every file: what the scan refused, the rebuild must refuse too.
+    s.ok("rebuild_index", json!({}));
+    assert_eq!(invalid(&s), reported, "after rebuild_index");
+    assert_eq!(
+        s.ids(json!({"table": TASKS})),
+        ["ok"],
+        "after rebuild_index"
+    );
+    // The same when the index is rebuilt at start.
+    let mut s = s;
+    s.stop();
+    assert!(remove_index(&s.dir) >= 1);
+    let s = s.restart();
+    assert_eq!(invalid(&s), reported, "after a restart without index");
+    assert_eq!(
+        s.ids(json!({"table": TASKS})),
+        ["ok"],
+        "after a restart without index"
+    );
+}
+
+#[test]
+fn a_row_deleted_by_hand_is_picked_up_and_journaled() {
+    let s = Server::start();
+    create_tasks(&s);
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "a", "values": {"title": "A gone"}, "body": "findme"}),
+    );
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "b", "values": {"title": "B"}}),
+    );
+    std::fs::remove_file(s.row_path(TASKS, "a")).unwrap();
+    eventually("the row is gone", || get(&s, "a").is_none());
+    assert_eq!(s.ids(json!({"table": TASKS})), ["b"]);
+    assert_eq!(
+        s.ok("search_notes", json!({"query": "findme"}))["hits"],
+        json!([])
+    );
+    let m = &s.migrations(json!({"limit": 1}))[0];
+    assert_hand_edit_actor(m);
+    assert_eq!(m["row"], "a");
+    assert_eq!(m["after"], Value::Null);
+    assert_eq!(m["before"]["values"]["title"], "A gone");
+    // Undo brings it back.
+    s.ok("undo_migration", json!({"seq": m["seq"]}));
+    assert_eq!(get(&s, "a").unwrap()["body"], "findme");
+    assert!(s.row_path(TASKS, "a").is_file());
+}
+
+#[test]
+fn edits_made_while_stopped_are_found_at_restart() {
+    let s = Server::start();
+    create_tasks(&s);
+    for id in ["keep", "change", "remove", "spoil"] {
+        s.ok(
+            "insert_row",
+            json!({"table": TASKS, "id": id, "values": {"title": id}}),
+        );
+    }
+    let mut s = s;
+    s.stop();
+    write_by_hand(
+        &s.row_path(TASKS, "change"),
+        "---\ntitle: changed while stopped\nestimate: 7\n---\n",
+    );
+    std::fs::remove_file(s.row_path(TASKS, "remove")).unwrap();
+    write_by_hand(&s.row_path(TASKS, "spoil"), "---\ntitle: 5\n---\n");
+    write_by_hand(
+        &s.row_path(TASKS, "new"),
+        "---\ntitle: new one\n---\nhello\n",
+    );
+    let s = s.restart();
+
+    // Found before the first request is answered: no waiting.
+    assert_eq!(s.ids(json!({"table": TASKS})), ["change", "keep", "new"]);
+    assert_eq!(
+        get(&s, "change").unwrap()["values"],
+        json!({"title": "changed while stopped", "estimate": 7})
+    );
+    assert_eq!(get(&s, "change").unwrap()["version"], 2);
+    assert_eq!(get(&s, "new").unwrap()["body"], "hello\n");
+    assert!(get(&s, "remove").is_none());
+    let inv = invalid(&s);
+    assert_eq!(inv.len(), 1);
+    assert_eq!(inv[0]["id"], "spoil");
+
+    let ms = hand_edits(&s);
+    let mut seen: Vec<(Option<&str>, Option<&str>)> = ms
+        .iter()
+        .map(|m| (m["table"].as_str(), m["row"].as_str()))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            (Some(TASKS), Some("change")),
+            (Some(TASKS), Some("new")),
+            (Some(TASKS), Some("remove")),
+            (Some(TASKS), Some("spoil")),
+        ]
+    );
+    ms.iter().for_each(assert_hand_edit_actor);
+    // A second restart finds nothing new.
+    let n = s.seq();
+    let s = s.restart();
+    assert_eq!(s.seq(), n);
+}
+
+#[test]
+fn a_table_definition_written_or_changed_by_hand() {
+    let s = Server::start();
+    create_tasks(&s);
+    write_by_hand(
+        &s.dir.join("home/books/read/_table.yaml"),
+        "description: Books\ncolumns:\n  title:\n    type: text\n    required: true\n  stars:\n    type: integer\n    max: 5\n",
+    );
+    eventually("the table is served", || {
+        s.call("describe_table", json!({"table": "home.books.read"}))
+            .0
+            == 200
+    });
+    let d = s.ok("describe_table", json!({"table": "home.books.read"}));
+    assert_eq!(d["description"], "Books");
+    assert_eq!(d["columns"]["stars"], json!({"type": "integer", "max": 5}));
+    let m = &s.migrations(json!({"limit": 1}))[0];
+    assert_hand_edit_actor(m);
+    assert_eq!(m["table"], "home.books.read");
+    assert_eq!(m["row"], Value::Null);
+    // Its constraints apply to the API.
+    s.refused_unchanged(
+        "insert_row",
+        json!({"table": "home.books.read", "values": {"title": "Dune", "stars": 6}}),
+        422,
+        Some("stars"),
+        "max",
+    );
+    s.ok(
+        "insert_row",
+        json!({"table": "home.books.read", "id": "dune", "values": {"title": "Dune", "stars": 5}}),
+    );
+    // A broken definition written by hand is not taken: the table keeps its last good one.
+    let seq = s.seq();
+    write_by_hand(
+        &s.dir.join("home/books/read/_table.yaml"),
+        "columns:\n  title:\n    type: colour\n",
+    );
+    // Then a row edit, to know the watcher has looked.
+    write_by_hand(
+        &s.dir.join("home/books/read/sentinel.md"),
+        "---\ntitle: S\n---\n",
+    );
+    eventually("the sentinel is served", || {
+        s.call(
+            "get_row",
+            json!({"table": "home.books.read", "id": "sentinel"}),
+        )
+        .0 == 200
+    });
+    assert_eq!(s.seq(), seq + 1, "only the sentinel was journaled");
+    assert_eq!(
+        s.ok("describe_table", json!({"table": "home.books.read"}))["columns"]["stars"],
+        json!({"type": "integer", "max": 5})
+    );
+}
+
+#[test]
+fn files_that_are_not_rows_are_ignored() {
+    let s = Server::start();
+    create_tasks(&s);
+    let dir = s.row_path(TASKS, "x").parent().unwrap().to_path_buf();
+    for name in [
+        ".hidden.md",
+        "Upper.md",
+        "with space.md",
+        "notes.txt",
+        "README",
+        "x.md.bak",
+        "-dash.md",
+    ] {
+        write_by_hand(&dir.join(name), "---\ntitle: 5\n---\n");
+    }
+    write_by_hand(&s.dir.join("stray.md"), "---\ntitle: 5\n---\n");
+    write_by_hand(&s.dir.join("work/crm/loose.md"), "---\ntitle: 5\n---\n");
+    write_by_hand(
+        &s.dir.join("work/crm/tasks/sub/deep.md"),
+        "---\ntitle: 5\n---\n",
+    );
+    write_by_hand(&s.dir.join("Bad/Name/here/_table.yaml"), "columns: {}\n");
+    std::fs::create_dir_all(dir.join("folder.md")).unwrap();
+    let seq = s.seq();
+    // A sentinel row: once it is served, the watcher has seen everything written before it.
+    write_by_hand(&s.row_path(TASKS, "sentinel"), "---\ntitle: S\n---\n");
+    eventually("the sentinel is served", || get(&s, "sentinel").is_some());
+    assert_eq!(s.seq(), seq + 1, "only the sentinel was journaled");
+    assert_eq!(invalid(&s), Vec::<Value>::new());
+    assert_eq!(s.ids(json!({"table": TASKS})), ["sentinel"]);
+    let s = s.restart();
+    assert_eq!(s.seq(), seq + 1, "nor at restart");
+    assert_eq!(invalid(&s), Vec::<Value>::new());
+    assert_eq!(
+        s.ok("list_tables", json!({}))["tables"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn the_engines_own_writes_are_not_hand_edits() {
+    let s = Server::start();
+    create_tasks(&s);
+    for i in 0..10 {
+        s.ok(
+            "insert_row",
+            json!({"table": TASKS, "id": format!("r{i}"), "values": {"title": "x"}}),
+        );
+        s.ok(
+            "update_row",
+            json!({"table": TASKS, "id": format!("r{i}"), "values": {"estimate": i}}),
+        );
+    }
+    s.ok("delete_row", json!({"table": TASKS, "id": "r0"}));
+    s.ok(
+        "alter_table",
+        json!({"table": TASKS, "add": {"p": {"type": "integer", "default": 1}}}),
+    );
+    s.ok(
+        "create_table",
+        json!({"table": "a.b.c", "columns": {"x": {"type": "text"}}}),
+    );
+    s.ok("drop_table", json!({"table": "a.b.c"}));
+    s.ok(
+        "set_engine_settings",
+        json!({"settings": {"default_limit": 50}}),
+    );
+    let seq = s.seq();
+    write_by_hand(&s.row_path(TASKS, "sentinel"), "---\ntitle: S\n---\n");
+    eventually("the sentinel is served", || get(&s, "sentinel").is_some());
+    let he = hand_edits(&s);
+    assert_eq!(he.len(), 1, "{he:?}");
+    assert_eq!(he[0]["row"], "sentinel");
+    assert_eq!(s.seq(), seq + 1);
+    let s = s.restart();
+    assert_eq!(s.seq(), seq + 1);
+    let s = s.restart_killed();
+    assert_eq!(s.seq(), seq + 1);
+    assert_eq!(hand_edits(&s).len(), 1);
+}
+
+#[test]
+fn without_the_watcher_rebuild_index_finds_hand_edits() {
+    let s = Server::start();
+    create_tasks(&s);
+    s.ok(
+        "set_engine_settings",
+        json!({"settings": {"watch_files": false}}),
+    );
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "a", "values": {"title": "A"}}),
+    );
+    let s = s.restart();
+    write_by_hand(&s.row_path(TASKS, "a"), "---\ntitle: A by hand\n---\n");
+    write_by_hand(&s.row_path(TASKS, "b"), "---\ntitle: B by hand\n---\n");
+    // Nothing watches: still the old state (give a watcher, were there one, time to act).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(get(&s, "a").unwrap()["values"]["title"], "A");
+    assert!(get(&s, "b").is_none());
+    let r = s.ok("rebuild_index", json!({}));
+    assert_eq!(r["hand_edits"], 2);
+    assert_eq!(
+        r["rows"], 4,
+        "the rows found in the files: a and b, and 2 people"
+    );
+    assert_eq!(get(&s, "a").unwrap()["values"]["title"], "A by hand");
+    assert_eq!(get(&s, "a").unwrap()["version"], 2);
+    assert_eq!(get(&s, "b").unwrap()["values"]["title"], "B by hand");
+    let ms = hand_edits(&s);
+    assert_eq!(ms.len(), 2);
+    let ma = ms.iter().find(|m| m["row"] == "a").unwrap();
+    assert_eq!(ma["before"]["values"]["title"], "A");
+    assert_eq!(ma["after"]["values"]["title"], "A by hand");
+}
+
+#[test]
+fn values_round_trip_through_the_files() {
+    let s = Server::start();
+    create_tasks(&s);
+    let tricky = [
+        "yes",
+        "no",
+        "true",
+        "null",
+        "~",
+        "123",
+        "1.5",
+        "0x1f",
+        "1e3",
+        "- a",
+        "#x",
+        "a: b",
+        "a #b",
+        "2026-01-01",
+        "",
+        " leading",
+        "trailing ",
+        "multi\nline\n",
+        "tab\there",
+        "emoji 🎉 ünï",
+        "quote ' \" `",
+        "[a, b]",
+        "{a: 1}",
+        "*alias",
+        "&anchor",
+        "!tag",
+        "%dir",
+        "@at",
+        "---",
+        "...",
+        "| block",
+        "> folded",
+        "=",
+        "\\back\\slash",
+        "\u{feff}bom",
+        "nul\u{0}char",
+    ];
+    for (i, t) in tricky.iter().enumerate() {
+        s.ok(
+            "insert_row",
+            json!({"table": TASKS, "id": format!("t{i:02}"), "values": {"title": format!("x{t}"), "tags": [t.replace(|c: char| !c.is_ascii_lowercase(), "z") + "a"], "status": "doing"}, "body": t}),
+        );
+        s.ok(
+            "insert_row",
+            json!({"table": PEOPLE, "id": format!("p{i:02}"), "values": {"name": t}}),
+        );
+    }
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "body", "values": {"title": "b", "at": "2026-01-01T00:00:00.123456789Z", "score": 0.1, "estimate": 0},
+               "body": "---\nnot: front matter\n---\n\n# Title\r\nwindows line\r\nno newline at end"}),
+    );
+    let dump = |s: &Server| {
+        (
+            s.ok("select_rows", json!({"table": TASKS, "columns": ["title", "tags", "status", "at", "score", "estimate", "body"]})),
+            s.ok("select_rows", json!({"table": PEOPLE, "columns": ["name", "body"]})),
+        )
+    };
+    let before = dump(&s);
+    assert_eq!(before.1["total"], tricky.len() + 2);
+    for (i, t) in tricky.iter().enumerate() {
+        let r = &before.1["rows"].as_array().unwrap()[i + 2];
+        assert_eq!(r["values"]["name"], *t, "{t:?}");
+    }
+    let seq = s.seq();
+    let files = snapshot(&s.dir);
+
+    // The index rebuilt from the files alone answers the same, finds no invalid row and no edit.
+    let mut s = s;
+    s.stop();
+    assert!(remove_index(&s.dir) >= 1);
+    let s = s.restart();
+    assert_eq!(dump(&s), before);
+    assert_eq!(invalid(&s), Vec::<Value>::new());
+    assert_eq!(s.seq(), seq, "no hand edit found");
+    assert!(snapshot(&s.dir) == files);
+}
+
+#[test]
+fn acknowledged_writes_survive_a_kill() {
+    let s = Server::start();
+    create_tasks(&s);
+    let mut expected = vec![];
+    for i in 0..20 {
+        let r = s.ok(
+            "insert_row",
+            json!({"table": TASKS, "values": {"title": format!("task {i}"), "estimate": i}}),
+        );
+        expected.push(r["id"].as_str().unwrap().to_string());
+    }
+    s.ok(
+        "update_row",
+        json!({"table": TASKS, "id": "task-3", "values": {"estimate": 99}}),
+    );
+    s.ok("delete_row", json!({"table": TASKS, "id": "task-4"}));
+    expected.retain(|x| x != "task-4");
+    expected.sort();
+    let seq = s.seq();
+    let files = snapshot(&s.dir);
+    let s = s.restart_killed();
+    assert_eq!(s.seq(), seq);
+    assert!(snapshot(&s.dir) == files);
+    assert_eq!(s.ids(json!({"table": TASKS})), expected);
+    assert_eq!(get(&s, "task-3").unwrap()["values"]["estimate"], 99);
+    assert_eq!(get(&s, "task-3").unwrap()["version"], 2);
+    assert_eq!(hand_edits(&s), Vec::<Value>::new());
+    // No temporary files are left behind.
+    let dir = s.row_path(TASKS, "x").parent().unwrap().to_path_buf();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let n = e.file_name().to_string_lossy().to_string();
+        assert!(!n.ends_with(".tmp"), "left over: {n}");
+    }
+}
+
+const NOTES_DEF: &str = "columns:\n  text:\n    type: text\n    required: true\n";
+
+/// The hand edits journaled for table work.crm.notes: (row, after) pairs, sorted.
+fn notes_hand_edits(s: &Server) -> Vec<(Option<String>, Value)> {
+    let mut v: Vec<(Option<String>, Value)> = s
+        .migrations(json!({"table": "work.crm.notes"}))
+        .iter()
+        .map(|m| {
+            assert_hand_edit_actor(m);
+            (m["row"].as_str().map(String::from), m["after"].clone())
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+#[test]
+fn a_table_folder_copied_in_while_serving_journals_its_rows() {
+    let s = Server::start();
+    create_tasks(&s);
+    // Made elsewhere, then moved in at once (like `mv` or `cp -r` of a folder).
+    let staging = s.dir.parent().unwrap().join("staging");
+    write_by_hand(&staging.join("notes/_table.yaml"), NOTES_DEF);
+    write_by_hand(&staging.join("notes/n1.md"), "---\ntext: hi\n---\n");
+    write_by_hand(&staging.join("notes/n2.md"), "---\ntext: there\n---\n");
+    std::fs::rename(staging.join("notes"), s.dir.join("work/crm/notes")).unwrap();
+    eventually("the rows are served", || {
+        s.call("select_rows", json!({"table": "work.crm.notes"})).1["total"] == 2
+    });
+    let he = notes_hand_edits(&s);
+    assert_eq!(he.len(), 3, "the table and each row are journaled: {he:?}");
+    assert_eq!(he[0].0, None);
+    assert_eq!(he[1].0.as_deref(), Some("n1"));
+    assert_eq!(he[1].1["values"], json!({"text": "hi"}));
+    assert_eq!(he[2].0.as_deref(), Some("n2"));
+    // Its arrival is undone like a create_table: refused while it has rows, then dropped.
+    let m = s.migrations(json!({"table": "work.crm.notes", "actor": "hand edit"}));
+    let def_seq = m.iter().find(|m| m["row"].is_null()).unwrap()["seq"].clone();
+    let e = s.refused_nochange("undo_migration", json!({"seq": def_seq}), 409);
+    assert_eq!(e["rule"], "undo");
+    for id in ["n1", "n2"] {
+        s.ok("delete_row", json!({"table": "work.crm.notes", "id": id}));
+    }
+    s.ok("undo_migration", json!({"seq": def_seq}));
+    assert!(!s.dir.join("work/crm/notes").exists());
+    s.refused("describe_table", json!({"table": "work.crm.notes"}), 404);
+}
+
+#[test]
+fn a_table_made_by_hand_while_stopped_is_journaled() {
+    let mut s = Server::start();
+    create_tasks(&s);
+    s.stop();
+    write_by_hand(&s.dir.join("work/crm/notes/_table.yaml"), NOTES_DEF);
+    write_by_hand(&s.dir.join("work/crm/notes/n1.md"), "---\ntext: hi\n---\n");
+    let s = s.restart();
+    assert_eq!(
+        s.ok("get_row", json!({"table": "work.crm.notes", "id": "n1"}))["values"],
+        json!({"text": "hi"})
+    );
+    let he = notes_hand_edits(&s);
+    assert_eq!(he.len(), 2, "the table and its row are journaled: {he:?}");
+    assert_eq!(he[0].0, None);
+    assert_eq!(he[1].0.as_deref(), Some("n1"));
+}
+
+#[test]
+fn a_row_edited_together_with_its_definition_is_journaled() {
+    let s = Server::start();
+    create_tasks(&s);
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "a", "values": {"title": "A", "estimate": 1}}),
+    );
+    // Add a column by hand and use it in a row, in one go (as a text editor's "save all" would).
+    let def_path = s.dir.join("work/crm/tasks/_table.yaml");
+    let def = std::fs::read_to_string(&def_path).unwrap();
+    write_by_hand(&def_path, &format!("{def}  mood:\n    type: text\n"));
+    write_by_hand(
+        &s.row_path(TASKS, "a"),
+        "---\ntitle: A\nestimate: 2\nmood: happy\n---\n",
+    );
+    eventually("the row is served with the new column", || {
+        get(&s, "a").is_some_and(|r| r["values"]["mood"] == "happy")
+    });
+    let row = get(&s, "a").unwrap();
+    assert_eq!(row["values"]["estimate"], 2);
+    assert_eq!(row["version"], 2, "the row changed, so its version did");
+    let ms = s.migrations(json!({"table": TASKS, "actor": "hand edit"}));
+    let rows: Vec<&Value> = ms.iter().filter(|m| m["row"] == "a").collect();
+    assert_eq!(rows.len(), 1, "the row's change is journaled: {ms:?}");
+    assert_eq!(rows[0]["before"]["values"]["estimate"], 1);
+    assert_eq!(rows[0]["after"]["values"]["estimate"], 2);
+}
