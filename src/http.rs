@@ -192,6 +192,13 @@ async fn not_found() -> Response {
     )
 }
 
+async fn method_not_allowed() -> Response {
+    error_response(
+        &Error::new(405, "method_not_allowed", "this route does not take that method")
+            .hint("operations and routes are POST with a JSON body; health and operations/ are GET"),
+    )
+}
+
 type Answer = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Error>> + Send>>;
 
 /// A route beside the operations: its path under /datanotes/, its access class, its handler.
@@ -515,6 +522,7 @@ pub fn router(s: Shared) -> Router {
         .route("/datanotes/{a}/{b}/", post(route2))
         .route("/datanotes/{a}/{b}", post(route2))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(s.clone())
         .merge(crate::mcp::router(s))
 }

@@ -1382,8 +1382,49 @@ impl Writer {
                 // A new table: its rows are left to the row scan that follows, which journals them.
                 index::create_table(&self.idx, &t, &defhash(&t.def))?;
             } else {
-                let versions = index_versions(&self.idx, self.tables.get(&name).map(|t| &**t))?;
+                let old = self.tables.get(&name).cloned();
+                let old_rows: HashMap<String, IndexedRow> = match &old {
+                    Some(o) => index::all_rows(&self.idx, o)?
+                        .into_iter()
+                        .map(|r| (r.id.clone(), r))
+                        .collect(),
+                    None => HashMap::new(),
+                };
+                let old_files = index::known_files(&self.idx, &name)?;
+                let versions = index_versions(&self.idx, old.as_deref())?;
                 reindex_table(&self.idx, &self.root, &t, &versions)?;
+                flag_ref_violations(&self.idx, &self.tables)?;
+                // Rows whose files changed along with the definition are hand edits too.
+                let new_files = index::known_files(&self.idx, &name)?;
+                let mut ids: BTreeSet<&String> = old_files.keys().collect();
+                ids.extend(new_files.keys());
+                for id in ids {
+                    let (was, now) = (old_files.get(id), new_files.get(id));
+                    if was.map(|k| &k.hash) == now.map(|k| &k.hash) {
+                        continue;
+                    }
+                    let before = old_rows.get(id).map(state).unwrap_or(Value::Null);
+                    let version = old_rows.get(id).map(|r| r.version).unwrap_or(0) + 1;
+                    let after = match (now, index::get_row(&self.idx, &t, id)?) {
+                        (Some(k), Some(mut r)) => {
+                            r.version = version;
+                            index::put_row(
+                                &self.idx,
+                                &t,
+                                &r,
+                                &FileFacts {
+                                    mtime: k.mtime,
+                                    size: k.size,
+                                    hash: k.hash.clone(),
+                                },
+                            )?;
+                            state(&r)
+                        }
+                        (Some(k), None) => json!({"invalid": k.error.clone().unwrap_or_default()}),
+                        (None, _) => Value::Null,
+                    };
+                    self.mig("hand_edit", Some(&name), Some(id), before, after, actor);
+                }
             }
             self.mig(
                 "hand_edit",
@@ -1444,6 +1485,7 @@ impl Writer {
             let versions = versions.remove(&t.name).unwrap_or_default();
             rows += reindex_table(&self.idx, &self.root, t, &versions)?;
         }
+        flag_ref_violations(&self.idx, &self.tables)?;
         index::set_meta(
             &self.idx,
             "applied_seq",
@@ -1548,6 +1590,98 @@ fn known_versions(c: &Connection, j: &Connection, table: &str) -> Result<HashMap
         }
     }
     Ok(out)
+}
+
+/// After a table is re-read from its files, rows that break a uniqueness or a link (checked row
+/// by row when they arrive while serving) are reported invalid, with the same messages. Of rows
+/// sharing a unique value, the oldest file keeps it. Repeats while a removal breaks more links.
+fn flag_ref_violations(c: &Connection, tables: &Tables) -> Result<()> {
+    loop {
+        let mut bad: Vec<(String, String, String)> = vec![];
+        for (name, t) in tables {
+            let tn = index::tname(name);
+            for (cname, col) in &t.def.columns {
+                let cn = format!("\"c:{cname}\"");
+                if col.unique {
+                    let sql = format!(
+                        "SELECT x.id, x.{cn}, (SELECT y.id FROM {tn} y JOIN files fy ON fy.tbl=?1 AND fy.id=y.id
+                           WHERE y.{cn}=x.{cn} AND y.id!=x.id AND (fy.mtime<fx.mtime OR (fy.mtime=fx.mtime AND y.id<x.id))
+                           ORDER BY fy.mtime, y.id LIMIT 1)
+                         FROM {tn} x JOIN files fx ON fx.tbl=?1 AND fx.id=x.id
+                         WHERE x.{cn} IN (SELECT {cn} FROM {tn} WHERE {cn} IS NOT NULL GROUP BY {cn} HAVING count(*)>1)"
+                    );
+                    let mut st = c.prepare(&sql)?;
+                    let rows = st.query_map([name], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, rusqlite::types::Value>(1)?,
+                            r.get::<_, Option<String>>(2)?,
+                        ))
+                    })?;
+                    for row in rows {
+                        let (id, v, holder) = row?;
+                        if let Some(holder) = holder {
+                            let v = match v {
+                                rusqlite::types::Value::Text(s) => Value::String(s),
+                                rusqlite::types::Value::Integer(i) => Value::from(i),
+                                rusqlite::types::Value::Real(f) => Value::from(f),
+                                _ => Value::Null,
+                            };
+                            bad.push((
+                                name.clone(),
+                                id,
+                                format!("{v} is already the {cname} of row {holder}"),
+                            ));
+                        }
+                    }
+                }
+                if col.ty == ColumnType::Link {
+                    let target = col.table.as_deref().unwrap_or_default();
+                    let cond = if tables.contains_key(target) {
+                        format!("AND {cn} NOT IN (SELECT id FROM {})", index::tname(target))
+                    } else {
+                        String::new()
+                    };
+                    let own = if target == name.as_str() {
+                        format!("AND {cn} != id")
+                    } else {
+                        String::new()
+                    };
+                    let sql =
+                        format!("SELECT id, {cn} FROM {tn} WHERE {cn} IS NOT NULL {own} {cond}");
+                    let mut st = c.prepare(&sql)?;
+                    let rows =
+                        st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+                    for row in rows {
+                        let (id, tid) = row?;
+                        bad.push((
+                            name.clone(),
+                            id,
+                            format!("{cname} links to {tid:?}, which is not a row of {target}"),
+                        ));
+                    }
+                }
+            }
+        }
+        if bad.is_empty() {
+            return Ok(());
+        }
+        for (table, id, msg) in bad {
+            if let Some(k) = index::known_file(c, &table, &id)? {
+                index::put_invalid(
+                    c,
+                    &table,
+                    &id,
+                    &FileFacts {
+                        mtime: k.mtime,
+                        size: k.size,
+                        hash: k.hash,
+                    },
+                    &msg,
+                )?;
+            }
+        }
+    }
 }
 
 /// Recreates a table's index from its files, silently (no journal). Returns the row count.
@@ -1725,6 +1859,7 @@ pub fn reconcile_index(
 ) -> anyhow::Result<()> {
     c.execute_batch("BEGIN")?;
     let r = (|| -> Result<()> {
+        let mut flag_after = false;
         let mut fresh = BTreeSet::new();
         for name in index::indexed_tables(c)? {
             if !tables.contains_key(&name) {
@@ -1734,8 +1869,12 @@ pub fn reconcile_index(
         for (name, t) in tables {
             if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def).as_str()) {
                 reindex_table(c, root, t, &known_versions(c, j, name)?)?;
+                flag_after = true;
                 fresh.insert(name.clone());
             }
+        }
+        if flag_after {
+            flag_ref_violations(c, tables)?;
         }
         let applied: i64 = index::get_meta(c, "applied_seq")?
             .and_then(|s| s.parse().ok())
