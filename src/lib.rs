@@ -4,6 +4,7 @@
 
 pub mod apps;
 pub mod auth;
+pub mod cli;
 pub mod demo;
 pub mod engine;
 pub mod error;

@@ -34,6 +34,13 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:5234")]
         listen: SocketAddr,
     },
+    /// Manage apps on a running server (the owner's commands).
+    Apps {
+        #[command(flatten)]
+        conn: datanotes::cli::Conn,
+        #[command(subcommand)]
+        cmd: datanotes::cli::AppsCmd,
+    },
     /// Serve MCP over stdio for desktop clients, proxying to a running server.
     Mcp {
         /// The running server.
@@ -110,6 +117,7 @@ fn main() -> anyhow::Result<()> {
             })?;
             engine.shutdown();
         }
+        Command::Apps { conn, cmd } => datanotes::cli::run(conn, cmd)?,
         Command::Mcp {
             url,
             token,
