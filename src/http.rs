@@ -26,6 +26,8 @@ pub struct Server {
     pub engine: Arc<Engine>,
     pub apps: Arc<Registry>,
     pub webhooks: Arc<Webhooks>,
+    /// Set when the server begins to shut down: open streams end so that it can.
+    pub closing: tokio::sync::watch::Sender<bool>,
     owner_hash: String,
 }
 
@@ -40,6 +42,7 @@ impl Server {
             engine,
             apps,
             webhooks,
+            closing: tokio::sync::watch::Sender::new(false),
             owner_hash,
         }))
     }
@@ -399,9 +402,13 @@ pub fn router(s: Shared) -> Router {
 
 /// Serves until ctrl-c / SIGTERM.
 pub async fn serve(s: Shared, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    let app = router(s);
+    let app = router(s.clone());
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Graceful shutdown waits for every connection: end the endless ones (SSE).
+            s.closing.send_replace(true);
+        })
         .await
 }
 

@@ -93,6 +93,11 @@ pub async fn stream(
             }
         },
     );
+    // End the stream when the server shuts down (the client resumes with Last-Event-ID).
+    let mut closing = s.closing.subscribe();
+    let events = futures_util::StreamExt::take_until(events, async move {
+        let _ = closing.wait_for(|c| *c).await;
+    });
     Sse::new(events)
         .keep_alive(
             KeepAlive::new()
