@@ -87,7 +87,7 @@ pub fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
     let (harness, model) = match h("x-datanotes-actor") {
         Some(a) => match a.split_once('/') {
             Some((x, y)) => (
-                Some(x.trim().to_string()),
+                Some(x.trim().to_string()).filter(|s| !s.is_empty()),
                 Some(y.trim().to_string()).filter(|s| !s.is_empty()),
             ),
             None => (Some(a.to_string()), None),
