@@ -1130,6 +1130,15 @@ fn an_apps_writes_are_attributed_to_it_and_its_actor() {
         write(&tok, "n3", &[]),
         json!({"app": "scribe", "token": "app:scribe", "label": "scribe"})
     );
+    // Half a header: the missing part is absent, never an empty string.
+    assert_eq!(
+        write(&tok, "n5", &[("X-Datanotes-Actor", "cursor /")]),
+        json!({"harness": "cursor", "app": "scribe", "token": "app:scribe", "label": "cursor via scribe"})
+    );
+    assert_eq!(
+        write(&tok, "n6", &[("X-Datanotes-Actor", "/ opus")]),
+        json!({"model": "opus", "app": "scribe", "token": "app:scribe", "label": "opus via scribe"})
+    );
     let owner_token = s.token.clone();
     assert_eq!(
         write(
