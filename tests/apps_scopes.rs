@@ -532,6 +532,7 @@ fn permission_matrix() {
                                     }
                                     "ddl" => {
                                         assert!(msg.contains("ddl"), "{what}: {msg:?}");
+                                        assert!(msg.contains(table), "{what}: {msg:?}");
                                         assert_eq!(e["table"], table, "{what}: {v}");
                                     }
                                     "maintain" => {
