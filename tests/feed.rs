@@ -1120,3 +1120,111 @@ fn a_vacuumed_cursor_expires_with_410() {
     let p = changes(&s, json!({"since": 4}));
     assert_eq!(seqs(&p["changes"]), vec![5, 6, 7, 8]);
 }
+
+// ---- under load ----
+
+#[test]
+fn concurrent_writers_and_consumers_see_every_change_once_in_order() {
+    let s = Server::start();
+    s.ok("create_table", items("a.b.c"));
+    let stream = s.sse("since=0", Some(&s.token), &[]).unwrap();
+    let (writers, per) = (4, 30);
+    let total = 1 + writers * per;
+    // A long-polling consumer with a small page, reading while the writes happen.
+    let (url, token) = (s.url.clone(), s.token.clone());
+    let poller = std::thread::spawn(move || {
+        let http = reqwest::blocking::Client::new();
+        let mut cursor = 0;
+        let mut got = vec![];
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while cursor < total && Instant::now() < deadline {
+            let page: Value = http
+                .post(format!("{url}/datanotes/changes/"))
+                .bearer_auth(&token)
+                .json(&json!({"since": cursor, "limit": 5, "wait_ms": 2000}))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            got.extend(seqs(&page["changes"]));
+            cursor = page["next"].as_i64().unwrap();
+        }
+        got
+    });
+    let handles: Vec<_> = (0..writers)
+        .map(|w| {
+            let (url, token) = (s.url.clone(), s.token.clone());
+            std::thread::spawn(move || {
+                let http = reqwest::blocking::Client::new();
+                for i in 0..per {
+                    let st = http
+                        .post(format!("{url}/datanotes/insert_row/"))
+                        .bearer_auth(&token)
+                        .json(&json!({"table": "a.b.c", "id": format!("w{w}-{i}"), "values": {"title": "x"}}))
+                        .send()
+                        .unwrap()
+                        .status();
+                    assert_eq!(st.as_u16(), 200);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let (every, _) = all_changes(&s, 0, json!({}), 1000);
+    let odd: Vec<&Value> = every
+        .iter()
+        .filter(|c| c["op"] != "insert" && c["op"] != "create_table")
+        .collect();
+    assert!(odd.is_empty(), "changes nobody made: {odd:?}");
+    assert_eq!(s.seq(), total);
+    let all: Vec<i64> = (1..=total).collect();
+    let ev = stream.take(total as usize);
+    assert_eq!(ev.iter().map(SseEvent::seq).collect::<Vec<_>>(), all);
+    assert!(stream.next(Duration::from_millis(300)).is_none());
+    assert_eq!(poller.join().unwrap(), all);
+    let (paged, _) = all_changes(&s, 0, json!({}), 7);
+    assert_eq!(
+        paged
+            .iter()
+            .map(|c| c["seq"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        all
+    );
+}
+
+#[test]
+fn webhook_batches_hold_at_most_100_changes() {
+    let s = Server::start_with_env(BACKOFF);
+    let r = Receiver::start();
+    r.failing.store(true, Ordering::SeqCst);
+    let created = s.ok_route(
+        "webhooks/create",
+        json!({"url": format!("{}/tools", r.url), "ops": ["tool_call"]}),
+    );
+    let id = created["webhook"]["id"].as_str().unwrap().to_string();
+    let secret = created["secret"].as_str().unwrap().to_string();
+    for i in 0..250 {
+        let (st, _) = s.call_as(
+            Some(&s.token),
+            "tool-calls/record",
+            &tool_call(&format!("t{i}")),
+            &[],
+        );
+        assert_eq!(st, 200);
+    }
+    eventually("a failed attempt", || !r.hits().is_empty());
+    r.failing.store(false, Ordering::SeqCst);
+    eventually("all delivered", || r.delivered("/tools").len() == 250);
+    let want: Vec<i64> = (1..=250).collect();
+    let hits = r.hits();
+    assert_eq!(check_deliveries(&hits, &id, &secret, &want), 250);
+    assert!(hits.iter().all(|h| h.seqs().len() <= 100));
+    let sizes: Vec<usize> = hits
+        .iter()
+        .filter(|h| h.status == 200)
+        .map(|h| h.seqs().len())
+        .collect();
+    assert!(sizes[0] == 100, "batch sizes {sizes:?}");
+}
