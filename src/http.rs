@@ -319,9 +319,14 @@ static ROUTES: &[Route] = &[
                         .hint(format!("use a limit from 1 to {}", feed::MAX_LIMIT)));
                 }
                 let filter = Filter::new(a.ops, a.tables)?;
-                let page =
-                    feed::read_wait(s.engine.clone(), a.since, limit as usize, filter, a.wait_ms)
-                        .await?;
+                let wait =
+                    feed::read_wait(s.engine.clone(), a.since, limit as usize, filter, a.wait_ms);
+                // A server shutting down answers a waiting poll at once, with nothing yet.
+                let mut closing = s.closing.subscribe();
+                let page = tokio::select! {
+                    page = wait => page?,
+                    _ = closing.wait_for(|c| *c) => feed::Page { changes: vec![], next: a.since },
+                };
                 Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()).into_response())
             })
         },
