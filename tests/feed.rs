@@ -374,6 +374,29 @@ fn changes_long_poll_returns_at_the_first_matching_write() {
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
 
+#[test]
+fn a_waiting_long_poll_does_not_hold_up_a_restart() {
+    let s = Server::start();
+    s.ok("create_table", items("a.b.c"));
+    let since = s.seq();
+    let h = poll_on_thread(&s, json!({"since": since, "wait_ms": 60_000}));
+    // Let the poll be waiting when the server is asked to stop.
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let s = s.restart();
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "a restart with a long poll waiting took {took:?}"
+    );
+    // The poll is answered with what there is: nothing, and the same cursor.
+    let (_, p) = h.join().unwrap();
+    assert_eq!(p, json!({"changes": [], "next": since}));
+    let seq = insert(&s, "a.b.c", "after");
+    let p = changes(&s, json!({"since": since, "wait_ms": 1000}));
+    assert_eq!(seqs(&p["changes"]), vec![seq]);
+}
+
 // ---- SSE ----
 
 #[test]
