@@ -57,12 +57,7 @@ impl Server {
 
     /// The caller of a request: its bearer token, then its actor header.
     pub fn ctx(&self, headers: &HeaderMap) -> Result<Ctx, Error> {
-        let token = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let Some(token) = token else {
+        let Some(token) = bearer(headers) else {
             return Err(Error::unauthorized("no token").hint(
                 "send Authorization: Bearer <token> (the owner token is in .datanotes/owner-token)",
             ));
@@ -73,6 +68,15 @@ impl Server {
         })?;
         Ok(ctx_for(caller, headers))
     }
+}
+
+/// The bearer token of a request, if any.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
 }
 
 /// The actor of a call: `X-Datanotes-Actor: harness / model`, `X-Datanotes-Session`, and the caller.
