@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The table every write cell of the matrix aims at.
 const T: &str = "alpha.beta.gamma";
@@ -753,6 +754,38 @@ fn rotate_token_and_delete_cut_the_old_token_at_once() {
         &[],
     );
     assert_eq!(st, 404);
+
+    // An open change stream ends when its token is cut: nothing more reaches it.
+    let mut n = 10;
+    let mut write = || {
+        n += 1;
+        s.ok(
+            "set_engine_settings",
+            json!({"settings": {"default_limit": n}}),
+        )["seq"]
+            .as_i64()
+            .unwrap()
+    };
+    for cut in ["apps/rotate-token", "apps/delete"] {
+        let name = format!("watcher-{}", cut.len());
+        let tok = create_app(&s, json!({"name": name}));
+        let since = s.seq();
+        let owner = s
+            .sse(&format!("since={since}"), Some(&s.token), &[])
+            .unwrap();
+        let app = s.sse(&format!("since={since}"), Some(&tok), &[]).unwrap();
+        let w1 = write();
+        assert_eq!(app.take(1)[0].seq(), w1);
+        assert_eq!(owner.take(1)[0].seq(), w1);
+        s.ok_route(cut, json!({"name": name}));
+        let w2 = write();
+        assert_eq!(owner.take(1)[0].seq(), w2, "the owner's stream goes on");
+        let got = app.until_end(Duration::from_secs(5));
+        assert!(
+            got.is_empty(),
+            "{cut}: the cut token still received {got:?}"
+        );
+    }
 
     // A new app of the same name gets a new token; the old ones stay dead, across a restart too.
     let t3 = create_app(&s, json!({"name": "courier"}));

@@ -355,6 +355,22 @@ impl SseStream {
         self.rx.recv_timeout(timeout).ok()
     }
 
+    /// Every event until the server ends the stream; panics if it does not end within `timeout`.
+    pub fn until_end(&self, timeout: Duration) -> Vec<SseEvent> {
+        let deadline = Instant::now() + timeout;
+        let mut out = vec![];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(ev) => out.push(ev),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return out,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("the stream did not end within {timeout:?} (got {out:?})")
+                }
+            }
+        }
+    }
+
     /// The next `n` events; panics if they do not all come within 10 s.
     pub fn take(&self, n: usize) -> Vec<SseEvent> {
         let deadline = Instant::now() + Duration::from_secs(10);
