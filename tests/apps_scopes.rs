@@ -150,7 +150,7 @@ enum Class {
 #[derive(Clone)]
 enum Who {
     NoToken,
-    BadToken(&'static str),
+    BadToken(String),
     Owner,
     App(usize),
 }
@@ -444,15 +444,15 @@ fn permission_matrix() {
         .unwrap()
         .to_string();
 
-    let unknown_app = format!("dn_app_{}", "0".repeat(64));
-    let unknown_owner = format!("dn_owner_{}", "0".repeat(64));
-    let bad: [&'static str; 3] = [
-        Box::leak(unknown_app.into_boxed_str()),
-        Box::leak(unknown_owner.into_boxed_str()),
-        "not-a-token",
-    ];
     let mut callers = vec![Who::NoToken];
-    callers.extend(bad.into_iter().map(Who::BadToken));
+    callers.extend(
+        [
+            format!("dn_app_{}", "0".repeat(64)),
+            format!("dn_owner_{}", "0".repeat(64)),
+            "not-a-token".to_string(),
+        ]
+        .map(Who::BadToken),
+    );
     callers.extend((0..APPS.len()).map(Who::App));
     // The owner last: its rotate-token, delete and webhooks/delete cells remove things.
     callers.push(Who::Owner);
@@ -464,7 +464,7 @@ fn permission_matrix() {
     for who in &callers {
         let (token, label, names) = match who {
             Who::NoToken => (None, "no token".to_string(), None),
-            Who::BadToken(b) => (Some(b.to_string()), format!("bad token {b}"), None),
+            Who::BadToken(b) => (Some(b.clone()), format!("bad token {b}"), None),
             Who::Owner => (Some(s.token.clone()), "owner".into(), None),
             Who::App(i) => (
                 Some(tokens[*i].clone()),
