@@ -1256,8 +1256,8 @@ fn webhook_batches_hold_at_most_100_changes() {
 /// (queued by the watcher after someone lists the table's folder) lands in the writer's queue
 /// behind an insert, while the single writer is busy with a large row: the next batch holds
 /// [insert x, scan]. The scan must not see x's index entry without its (still pending) file.
-/// The setup is a race by nature: an attempt where x overtook the large row proves nothing,
-/// and is tried again with a longer delay.
+/// The setup is a race by nature: an attempt where x overtook the large row proves nothing and
+/// is tried again with a longer delay; two clean attempts are asked for.
 #[test]
 fn a_watcher_scan_batched_after_an_insert_is_not_a_hand_edit() {
     let s = Server::start();
@@ -1280,6 +1280,7 @@ fn a_watcher_scan_batched_after_an_insert_is_not_a_hand_edit() {
         })
     };
     let body: String = (0..1_000_000).map(|i| format!("w{} ", i % 5000)).collect();
+    let mut clean = 0;
     for attempt in 0..4u64 {
         let start = s.seq();
         let (big_id, x_id) = (format!("big{attempt}"), format!("x{attempt}"));
@@ -1321,9 +1322,13 @@ fn a_watcher_scan_batched_after_an_insert_is_not_a_hand_edit() {
         );
         assert_eq!(st, 200, "{x_id} is served: {v}");
         if ops == [want_big, want_x] {
-            return;
+            clean += 1;
+            if clean == 2 {
+                return;
+            }
+        } else {
+            eprintln!("attempt {attempt}: the small insert overtook the large one");
         }
-        eprintln!("attempt {attempt}: the small insert overtook the large one; trying again");
     }
-    eprintln!("the race could not be set up on this machine: nothing was proven");
+    eprintln!("the race was set up {clean} times only: little was proven");
 }
