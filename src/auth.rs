@@ -123,7 +123,7 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
             };
             if access == Access::SchemaChange && !app.ddl {
                 return Err(Error::forbidden(format!(
-                    "app {name} may not change table schemas: it has no ddl right"
+                    "app {name} may not change the schema of {t}: it has no ddl right"
                 ))
                 .table(t)
                 .rule("ddl")

@@ -28,6 +28,8 @@ pub struct Server {
     pub apps: Arc<Registry>,
     pub agg: Arc<Aggregator>,
     pub webhooks: Arc<Webhooks>,
+    /// Set when the server begins to shut down: open streams end so that it can.
+    pub closing: tokio::sync::watch::Sender<bool>,
     owner_hash: String,
 }
 
@@ -46,6 +48,7 @@ impl Server {
             apps,
             agg,
             webhooks,
+            closing: tokio::sync::watch::Sender::new(false),
             owner_hash,
         }))
     }
@@ -71,12 +74,7 @@ impl Server {
 
     /// The caller of a request: its bearer token, then its actor header.
     pub fn ctx(&self, headers: &HeaderMap) -> Result<Ctx, Error> {
-        let token = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let Some(token) = token else {
+        let Some(token) = bearer(headers) else {
             return Err(Error::unauthorized("no token").hint(
                 "send Authorization: Bearer <token> (the owner token is in .datanotes/owner-token)",
             ));
@@ -87,6 +85,15 @@ impl Server {
         })?;
         Ok(ctx_for(caller, headers))
     }
+}
+
+/// The bearer token of a request, if any.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
 }
 
 /// The actor of a call: `X-Datanotes-Actor: harness / model`, `X-Datanotes-Session`, and the caller.
@@ -101,7 +108,7 @@ pub fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
     let (harness, model) = match h("x-datanotes-actor") {
         Some(a) => match a.split_once('/') {
             Some((x, y)) => (
-                Some(x.trim().to_string()),
+                Some(x.trim().to_string()).filter(|s| !s.is_empty()),
                 Some(y.trim().to_string()).filter(|s| !s.is_empty()),
             ),
             None => (Some(a.to_string()), None),
@@ -448,9 +455,14 @@ static ROUTES: &[Route] = &[
                         .hint(format!("use a limit from 1 to {}", feed::MAX_LIMIT)));
                 }
                 let filter = Filter::new(a.ops, a.tables)?;
-                let page =
-                    feed::read_wait(s.engine.clone(), a.since, limit as usize, filter, a.wait_ms)
-                        .await?;
+                let wait =
+                    feed::read_wait(s.engine.clone(), a.since, limit as usize, filter, a.wait_ms);
+                // A server shutting down answers a waiting poll at once, with nothing yet.
+                let mut closing = s.closing.subscribe();
+                let page = tokio::select! {
+                    page = wait => page?,
+                    _ = closing.wait_for(|c| *c) => feed::Page { changes: vec![], next: a.since },
+                };
                 Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()).into_response())
             })
         },
@@ -533,9 +545,13 @@ pub fn router(s: Shared) -> Router {
 
 /// Serves until ctrl-c / SIGTERM.
 pub async fn serve(s: Shared, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    let app = router(s);
+    let app = router(s.clone());
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Graceful shutdown waits for every connection: end the endless ones (SSE).
+            s.closing.send_replace(true);
+        })
         .await
 }
 

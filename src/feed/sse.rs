@@ -63,20 +63,30 @@ pub async fn stream(
     }
     let engine = s.engine.clone();
     let rx = engine.seq.subscribe();
+    // The token is checked again before each event: a rotated or deleted token ends the stream.
+    let token = (
+        s.clone(),
+        crate::http::bearer(&headers)
+            .unwrap_or_default()
+            .to_string(),
+    );
     let state = (
         engine,
         since,
         rx,
         VecDeque::<Arc<super::Change>>::new(),
         filter,
+        token,
     );
     let events = futures_util::stream::unfold(
         state,
-        |(engine, mut cursor, mut rx, mut buf, filter)| async move {
+        |(engine, mut cursor, mut rx, mut buf, filter, token)| async move {
             loop {
                 if let Some(c) = buf.pop_front() {
+                    token.0.identify(&token.1)?;
                     let ev = Event::default().id(c.seq.to_string()).data(c.json.as_str());
-                    return Some((Ok::<_, Infallible>(ev), (engine, cursor, rx, buf, filter)));
+                    let state = (engine, cursor, rx, buf, filter, token);
+                    return Some((Ok::<_, Infallible>(ev), state));
                 }
                 rx.borrow_and_update();
                 let (e, f) = (engine.clone(), filter.clone());
@@ -93,6 +103,11 @@ pub async fn stream(
             }
         },
     );
+    // End the stream when the server shuts down (the client resumes with Last-Event-ID).
+    let mut closing = s.closing.subscribe();
+    let events = futures_util::StreamExt::take_until(events, async move {
+        let _ = closing.wait_for(|c| *c).await;
+    });
     Sse::new(events)
         .keep_alive(
             KeepAlive::new()

@@ -16,6 +16,9 @@ pub struct Server {
     pub url: String,
     pub token: String,
     pub http: reqwest::blocking::Client,
+    /// Extra command-line arguments and environment variables, kept for restarts.
+    extra: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 pub fn bin() -> &'static str {
@@ -38,12 +41,27 @@ impl Server {
     }
 
     pub fn start_with(dir: &Path, extra: &[&str]) -> Server {
+        Server::start_env(dir, extra, &[])
+    }
+
+    /// A server over a new, empty database, with environment variables (kept for restarts).
+    pub fn start_with_env(env: &[(&str, &str)]) -> Server {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("db");
+        let mut s = Server::start_env(&dir, &[], env);
+        s._tmp = Some(tmp);
+        s
+    }
+
+    /// A server over `dir` with extra arguments and environment variables (kept for restarts).
+    pub fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(bin())
             .args(["serve", "--database"])
             .arg(dir)
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
             .env("DATANOTES_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -75,7 +93,26 @@ impl Server {
                 .timeout(Duration::from_secs(60))
                 .build()
                 .unwrap(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
+    }
+
+    /// Starts a new server over the same folder with the same arguments and environment.
+    fn start_again(&mut self) -> Server {
+        let tmp = self._tmp.take();
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut s = Server::start_env(&self.dir, &extra, &env);
+        s._tmp = tmp;
+        s
     }
 
     /// POST to a path with an optional token and extra headers; answers (status, JSON body).
@@ -105,6 +142,68 @@ impl Server {
 
     pub fn post(&self, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
         self.post_raw(path, token, &[], serde_json::to_vec(body).unwrap())
+    }
+
+    /// Runs an operation (or route, e.g. `apps/get`) as the holder of `token` (None: no token),
+    /// with extra headers; answers (status, JSON body).
+    pub fn call_as(
+        &self,
+        token: Option<&str>,
+        op: &str,
+        args: &Value,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        self.post_raw(
+            &format!("/datanotes/{op}/"),
+            token,
+            headers,
+            serde_json::to_vec(args).unwrap(),
+        )
+    }
+
+    /// Runs a route (e.g. `apps/create`, `changes`) with the owner token; it must succeed.
+    pub fn ok_route(&self, route: &str, args: Value) -> Value {
+        let (s, v) = self.call_as(Some(&self.token), route, &args, &[]);
+        assert_eq!(s, 200, "{route} {args} answered {s}: {v}");
+        v
+    }
+
+    /// The journal's last seq, as the health route reports it.
+    pub fn seq(&self) -> i64 {
+        let (s, v) = self.get("/datanotes/health");
+        assert_eq!(s, 200, "health: {v}");
+        v["seq"].as_i64().expect("health seq")
+    }
+
+    /// Opens `GET /datanotes/changes/stream?<query>` with a token and extra headers; answers the
+    /// status and, when 200, a reader of its events (any other status: the JSON body as error).
+    pub fn sse(
+        &self,
+        query: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Result<SseStream, (u16, Value)> {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(None)
+            .build()
+            .unwrap();
+        let mut req = client.get(format!("{}/datanotes/changes/stream?{query}", self.url));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().expect("sse request");
+        let status = resp.status().as_u16();
+        if status != 200 {
+            let text = resp.text().unwrap_or_default();
+            return Err((
+                status,
+                serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            ));
+        }
+        Ok(SseStream::new(resp))
     }
 
     /// Runs an operation with the owner token.
@@ -190,19 +289,13 @@ impl Server {
     /// Stops and starts again over the same folder (the temp folder stays alive).
     pub fn restart(mut self) -> Server {
         self.stop();
-        let tmp = self._tmp.take();
-        let mut s = Server::start_in(&self.dir);
-        s._tmp = tmp;
-        s
+        self.start_again()
     }
 
     /// Starts again after a kill over the same folder.
     pub fn restart_killed(mut self) -> Server {
         self.kill();
-        let tmp = self._tmp.take();
-        let mut s = Server::start_in(&self.dir);
-        s._tmp = tmp;
-        s
+        self.start_again()
     }
 }
 
@@ -214,6 +307,103 @@ unsafe extern "C" {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub data: String,
+}
+
+impl SseEvent {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.data)
+            .unwrap_or_else(|e| panic!("event data {:?}: {e}", self.data))
+    }
+    pub fn seq(&self) -> i64 {
+        self.id
+            .as_deref()
+            .expect("event id")
+            .parse()
+            .expect("numeric event id")
+    }
+}
+
+/// Reads an SSE response on a thread (blocking reqwest, line by line) and hands over its events.
+pub struct SseStream {
+    rx: std::sync::mpsc::Receiver<SseEvent>,
+}
+
+impl SseStream {
+    fn new(resp: reqwest::blocking::Response) -> SseStream {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut id = None;
+            let mut data: Vec<String> = vec![];
+            for line in BufReader::new(resp).lines() {
+                let Ok(line) = line else { return };
+                if line.is_empty() {
+                    if !data.is_empty() {
+                        let ev = SseEvent {
+                            id: id.take(),
+                            data: data.join("\n"),
+                        };
+                        data.clear();
+                        if tx.send(ev).is_err() {
+                            return;
+                        }
+                    }
+                    id = None;
+                } else if line.starts_with(':') {
+                    // A comment (keep-alive).
+                } else {
+                    let (field, value) = line.split_once(':').unwrap_or((line.as_str(), ""));
+                    let value = value.strip_prefix(' ').unwrap_or(value);
+                    match field {
+                        "id" => id = Some(value.to_string()),
+                        "data" => data.push(value.to_string()),
+                        _ => {}
+                    }
+                }
+            }
+        });
+        SseStream { rx }
+    }
+
+    /// The next event, or None if none comes within `timeout`.
+    pub fn next(&self, timeout: Duration) -> Option<SseEvent> {
+        self.rx.recv_timeout(timeout).ok()
+    }
+
+    /// Every event until the server ends the stream; panics if it does not end within `timeout`.
+    pub fn until_end(&self, timeout: Duration) -> Vec<SseEvent> {
+        let deadline = Instant::now() + timeout;
+        let mut out = vec![];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(ev) => out.push(ev),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return out,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("the stream did not end within {timeout:?} (got {out:?})")
+                }
+            }
+        }
+    }
+
+    /// The next `n` events; panics if they do not all come within 10 s.
+    pub fn take(&self, n: usize) -> Vec<SseEvent> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        (0..n)
+            .map(|i| {
+                let left = deadline.saturating_duration_since(Instant::now());
+                self.rx
+                    .recv_timeout(left)
+                    .unwrap_or_else(|_| panic!("timed out waiting for event {} of {n}", i + 1))
+            })
+            .collect()
     }
 }
 
