@@ -45,7 +45,10 @@ impl Watcher {
         let root = engine.root.clone();
         let (tx, rx) = mpsc::channel::<PathBuf>();
         let mut inner = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            if let Ok(ev) = ev {
+            // Reads (and the engine's own folder fsyncs) open files: only changes matter.
+            if let Ok(ev) = ev
+                && !matches!(ev.kind, notify::EventKind::Access(_))
+            {
                 for p in ev.paths {
                     let _ = tx.send(p);
                 }

@@ -192,7 +192,12 @@ impl Writer {
         // Maintenance that cannot share a transaction runs on its own.
         let mut batch = vec![];
         for job in jobs {
-            if matches!(job.cmd, Cmd::Vacuum(_) | Cmd::RebuildIndex) {
+            if matches!(job.cmd, Cmd::Scan { .. }) {
+                // A scan compares files with the index: the files of the writes before it must be
+                // on disk first, so it starts a batch of its own.
+                self.run_batch(std::mem::take(&mut batch));
+                self.run_batch(vec![job]);
+            } else if matches!(job.cmd, Cmd::Vacuum(_) | Cmd::RebuildIndex) {
                 self.run_batch(std::mem::take(&mut batch));
                 let r = match &job.cmd {
                     Cmd::Vacuum(v) => self.vacuum(v.before_seq),

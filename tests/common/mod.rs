@@ -455,13 +455,6 @@ impl Server {
         )
     }
 
-    /// The newest seq, as the health endpoint reports it.
-    pub fn seq(&self) -> i64 {
-        let (st, v) = self.get("/datanotes/health");
-        assert_eq!(st, 200, "health: {v}");
-        v["seq"].as_i64().expect("health seq")
-    }
-
     /// The journal, newest first, filtered by `args`.
     pub fn migrations(&self, args: Value) -> Vec<Value> {
         self.ok("list_migrations", args)["migrations"]
