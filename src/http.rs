@@ -280,6 +280,8 @@ static ROUTES: &[Route] = &[
                 let rec = s
                     .apps
                     .update(&name, fields(v)?, matches!(c.caller, Caller::Owner))?;
+                // A new mcp_url or mcp_token means a new backend, listed in the background.
+                s.resync();
                 Ok(json!({"app": rec.entry()}))
             })
         },
