@@ -255,7 +255,7 @@ static ROUTES: &[Route] = &[
             blocking(move || {
                 ops::parse::<crate::engine::args::Empty>("apps", v)?;
                 Ok(
-                    json!({"apps": s.apps.list().iter().map(apps::AppRecord::entry).collect::<Vec<_>>()}),
+                    json!({"apps": s.apps.list().iter().map(|a| s.agg.entry(a)).collect::<Vec<_>>()}),
                 )
             })
         },
@@ -282,7 +282,7 @@ static ROUTES: &[Route] = &[
                     .update(&name, fields(v)?, matches!(c.caller, Caller::Owner))?;
                 // A new mcp_url or mcp_token means a new backend, listed in the background.
                 s.resync();
-                Ok(json!({"app": rec.entry()}))
+                Ok(json!({"app": s.agg.entry(&rec)}))
             })
         },
     },
