@@ -29,6 +29,8 @@ pub struct Server {
     pub agg: Arc<Aggregator>,
     pub webhooks: Arc<Webhooks>,
     owner_hash: String,
+    /// Becomes true when the server is asked to stop: long-lived streams (MCP sessions) end.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 pub type Shared = Arc<Server>;
@@ -46,6 +48,7 @@ impl Server {
             agg,
             webhooks,
             owner_hash,
+            stopping: tokio::sync::watch::Sender::new(false),
         }))
     }
 
@@ -372,9 +375,14 @@ static ROUTES: &[Route] = &[
                         .hint(format!("use a limit from 1 to {}", feed::MAX_LIMIT)));
                 }
                 let filter = Filter::new(a.ops, a.tables)?;
-                let page =
-                    feed::read_wait(s.engine.clone(), a.since, limit as usize, filter, a.wait_ms)
-                        .await?;
+                let wait =
+                    feed::read_wait(s.engine.clone(), a.since, limit as usize, filter, a.wait_ms);
+                // A long poll ends (empty) when the server stops, instead of holding it up.
+                let mut stopping = s.stopping.subscribe();
+                let page = tokio::select! {
+                    p = wait => p?,
+                    _ = stopping.wait_for(|v| *v) => feed::Page { changes: vec![], next: a.since },
+                };
                 Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()).into_response())
             })
         },
@@ -454,12 +462,34 @@ pub fn router(s: Shared) -> Router {
         .merge(crate::mcp::router(s))
 }
 
-/// Serves until ctrl-c / SIGTERM.
+/// How long requests still running at ctrl-c / SIGTERM may take to finish.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Serves until ctrl-c / SIGTERM. Open MCP sessions are ended at once; other requests (feed
+/// streams, long polls) get [`STOP_GRACE`] to finish, then the server stops anyway: a client
+/// holding a stream open must not keep the server from stopping.
 pub async fn serve(s: Shared, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    let app = router(s);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
+    let app = router(s.clone());
+    let mut stopping = s.stopping.subscribe();
+    let signal = {
+        let s = s.clone();
+        async move {
+            shutdown_signal().await;
+            s.stopping.send_replace(true);
+        }
+    };
+    let server = axum::serve(listener, app).with_graceful_shutdown(signal);
+    let grace = async move {
+        let _ = stopping.wait_for(|v| *v).await;
+        tokio::time::sleep(STOP_GRACE).await;
+    };
+    tokio::select! {
+        r = server => r,
+        _ = grace => {
+            tracing::warn!("requests still open {} s after the stop signal: stopping anyway", STOP_GRACE.as_secs());
+            Ok(())
+        }
+    }
 }
 
 async fn shutdown_signal() {

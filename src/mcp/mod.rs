@@ -196,6 +196,13 @@ pub fn router(server: Shared) -> axum::Router {
         server: server.clone(),
     };
     let config = StreamableHttpServerConfig::default();
+    // At shutdown, end every session: an open SSE stream must not hold the server up.
+    let ct = config.cancellation_token.clone();
+    let mut stopping = server.stopping.subscribe();
+    tokio::spawn(async move {
+        let _ = stopping.wait_for(|v| *v).await;
+        ct.cancel();
+    });
     let service = StreamableHttpService::new(
         move || Ok(mcp.clone()),
         Arc::new(LocalSessionManager::default()),
