@@ -72,6 +72,13 @@ pub async fn record_call(
 ) {
     let summary = match &o.value {
         Value::String(s) => s.lines().next().unwrap_or("").to_string(),
+        // An app's error result says what went wrong in its first text content.
+        v if !o.ok && o.is_mcp_result => v
+            .pointer("/content/0/text")
+            .and_then(Value::as_str)
+            .and_then(|t| t.lines().next())
+            .unwrap_or("error")
+            .to_string(),
         v if !o.ok => v
             .pointer("/error/message")
             .and_then(Value::as_str)
