@@ -543,16 +543,34 @@ pub fn router(s: Shared) -> Router {
         .merge(crate::mcp::router(s))
 }
 
-/// Serves until ctrl-c / SIGTERM.
+/// How long requests still running at ctrl-c / SIGTERM may take to finish.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Serves until ctrl-c / SIGTERM. Open MCP sessions are ended at once; other requests (feed
+/// streams, long polls) get [`STOP_GRACE`] to finish, then the server stops anyway: a client
+/// holding a stream open must not keep the server from stopping.
 pub async fn serve(s: Shared, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     let app = router(s.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
+    let mut closing = s.closing.subscribe();
+    let signal = {
+        let s = s.clone();
+        async move {
             shutdown_signal().await;
-            // Graceful shutdown waits for every connection: end the endless ones (SSE).
             s.closing.send_replace(true);
-        })
-        .await
+        }
+    };
+    let server = axum::serve(listener, app).with_graceful_shutdown(signal);
+    let grace = async move {
+        let _ = closing.wait_for(|v| *v).await;
+        tokio::time::sleep(STOP_GRACE).await;
+    };
+    tokio::select! {
+        r = server => r,
+        _ = grace => {
+            tracing::warn!("requests still open {} s after the stop signal: stopping anyway", STOP_GRACE.as_secs());
+            Ok(())
+        }
+    }
 }
 
 async fn shutdown_signal() {

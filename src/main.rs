@@ -39,7 +39,7 @@ enum Command {
         #[command(flatten)]
         conn: datanotes::cli::Conn,
         #[command(subcommand)]
-        cmd: datanotes::cli::AppsCmd,
+        cmd: Box<datanotes::cli::AppsCmd>,
     },
     /// Serve MCP over stdio for desktop clients, proxying to a running server.
     Mcp {
@@ -117,7 +117,7 @@ fn main() -> anyhow::Result<()> {
             })?;
             engine.shutdown();
         }
-        Command::Apps { conn, cmd } => datanotes::cli::run(conn, cmd)?,
+        Command::Apps { conn, cmd } => datanotes::cli::run(conn, *cmd)?,
         Command::Mcp {
             url,
             token,

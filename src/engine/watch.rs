@@ -14,7 +14,9 @@ pub struct Watcher {
 }
 
 /// What a changed path means: (table, Some(row id)) or (table, None) for its definition.
-fn classify(root: &Path, path: &Path) -> Option<(String, Option<String>)> {
+/// A catalog or schema folder (made or removed by hand, possibly with tables inside that the
+/// watcher had no time to see) means: scan everything.
+fn classify(root: &Path, path: &Path) -> Option<(Option<String>, Option<String>)> {
     let rel = path.strip_prefix(root).ok()?;
     let parts: Vec<&str> = rel
         .components()
@@ -27,14 +29,17 @@ fn classify(root: &Path, path: &Path) -> Option<(String, Option<String>)> {
         [c, s, t, file] if [c, s, t].iter().all(|p| crate::names::is_name(p)) => {
             let table = format!("{c}.{s}.{t}");
             if *file == super::files::TABLE_FILE {
-                Some((table, None))
+                Some((Some(table), None))
             } else {
                 let id = file.strip_suffix(".md")?;
-                crate::names::is_row_id(id).then(|| (table, Some(id.to_string())))
+                crate::names::is_row_id(id).then(|| (Some(table), Some(id.to_string())))
             }
         }
         [c, s, t] if [c, s, t].iter().all(|p| crate::names::is_name(p)) => {
-            Some((format!("{c}.{s}.{t}"), None))
+            Some((Some(format!("{c}.{s}.{t}")), None))
+        }
+        [c] | [c, _] if parts.iter().all(|p| crate::names::is_name(p)) && !c.is_empty() => {
+            Some((None, None))
         }
         _ => None,
     }
@@ -72,13 +77,9 @@ impl Watcher {
                             && seen.insert(what.clone())
                         {
                             let (table, id) = what;
-                            engine.writer.submit_nowait(
-                                Cmd::Scan {
-                                    table: Some(table),
-                                    id,
-                                },
-                                Actor::hand_edit(),
-                            );
+                            engine
+                                .writer
+                                .submit_nowait(Cmd::Scan { table, id }, Actor::hand_edit());
                         }
                     }
                 }

@@ -72,6 +72,13 @@ pub async fn record_call(
 ) {
     let summary = match &o.value {
         Value::String(s) => s.lines().next().unwrap_or("").to_string(),
+        // An app's error result says what went wrong in its first text content.
+        v if !o.ok && o.is_mcp_result => v
+            .pointer("/content/0/text")
+            .and_then(Value::as_str)
+            .and_then(|t| t.lines().next())
+            .unwrap_or("error")
+            .to_string(),
         v if !o.ok => v
             .pointer("/error/message")
             .and_then(Value::as_str)
@@ -196,6 +203,13 @@ pub fn router(server: Shared) -> axum::Router {
         server: server.clone(),
     };
     let config = StreamableHttpServerConfig::default();
+    // At shutdown, end every session: an open SSE stream must not hold the server up.
+    let ct = config.cancellation_token.clone();
+    let mut closing = server.closing.subscribe();
+    tokio::spawn(async move {
+        let _ = closing.wait_for(|v| *v).await;
+        ct.cancel();
+    });
     let service = StreamableHttpService::new(
         move || Ok(mcp.clone()),
         Arc::new(LocalSessionManager::default()),

@@ -41,24 +41,31 @@ impl Server {
     }
 
     pub fn start_with(dir: &Path, extra: &[&str]) -> Server {
-        Server::start_env(dir, extra, &[])
+        Server::start_opts(dir, extra, &[])
     }
 
-    /// A server over a new, empty database, with environment variables (kept for restarts).
+    /// A server over a new, empty database, with environment variables (kept for restarts), e.g.
+    /// the app timeouts `DATANOTES_APP_*_TIMEOUT_MS`.
     pub fn start_with_env(env: &[(&str, &str)]) -> Server {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("db");
-        let mut s = Server::start_env(&dir, &[], env);
+        let mut s = Server::start_opts(&dir, &[], env);
         s._tmp = Some(tmp);
         s
     }
 
-    /// A server over `dir` with extra arguments and environment variables (kept for restarts).
-    pub fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    /// A server over `dir` with extra arguments (`--listen ADDR` replaces `127.0.0.1:0`) and
+    /// environment variables (both kept for restarts).
+    pub fn start_opts(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let listen: &[&str] = if extra.contains(&"--listen") {
+            &[]
+        } else {
+            &["--listen", "127.0.0.1:0"]
+        };
         let mut child = Command::new(bin())
             .args(["serve", "--database"])
             .arg(dir)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(listen)
             .args(extra)
             .env("DATANOTES_LOG", "warn")
             .envs(env.iter().copied())
@@ -110,7 +117,7 @@ impl Server {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let mut s = Server::start_env(&self.dir, &extra, &env);
+        let mut s = Server::start_opts(&self.dir, &extra, &env);
         s._tmp = tmp;
         s
     }

@@ -1,0 +1,548 @@
+//! A remote datanotes app in Rust on rmcp: an MCP server (streamable HTTP) whose tools read and
+//! write the engine's tables through its HTTP API, with its own app token.
+//!
+//! At start it binds its listener, updates its own registry entry (`apps/update` with its
+//! `mcp_url`, and its `mcp_token` if it requires one), starts following the change feed, then
+//! prints `listening on http://ADDR/mcp`.
+//!
+//! ```sh
+//! # as the owner: create the app with a write scope, keep its token
+//! curl -s -H "Authorization: Bearer $OWNER" http://127.0.0.1:5234/datanotes/apps/create/ \
+//!      -d '{"name": "planning", "write": ["personal.tasks.items"]}'
+//! cargo run --example remote_app -- --engine http://127.0.0.1:5234 --token dn_app_... --name planning
+//! ```
+//!
+//! Tools (prefixed with `--prefix`, by default the app's name with `-` as `_`):
+//! `<p>_add_task`, `<p>_list_tasks`, `<p>_complete_task` (on `personal.tasks.items`, declared in
+//! `_meta["datanotes/tables"]`), `<p>_changes_seen` (what the feed follower saw), `<p>_echo`
+//! (what the request carried: bearer, actor, session, arguments), `<p>_mixed` (a result mixing
+//! text, image, audio, an embedded resource and structured content). `--tool NAME` adds trivial
+//! tools (to force name collisions); `--bare` serves only those.
+//!
+//! Test knobs: `--json` answers `application/json` (stateless) instead of SSE;
+//! `--slow-open-ms`, `--slow-list-ms`, `--slow-call-ms` delay `initialize`, `tools/list` and
+//! `tools/call`; `--mcp-token` is required as the bearer of every MCP request.
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use clap::Parser;
+use futures_util::future::BoxFuture;
+use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
+use rmcp::handler::server::tool::{Extension, ToolCallContext};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::schemars::{self, JsonSchema};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The table the planning tools work on.
+const TABLE: &str = "personal.tasks.items";
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "A remote datanotes app (MCP over streamable HTTP)")]
+struct Args {
+    /// The engine's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:5234")]
+    engine: String,
+    /// The app's token (from apps/create).
+    #[arg(long, env = "DATANOTES_APP_TOKEN", hide_env_values = true)]
+    token: String,
+    /// The app's name in the registry.
+    #[arg(long, default_value = "planning")]
+    name: String,
+    /// Where to serve MCP (`/mcp`).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Answer `application/json` (stateless) instead of SSE streams.
+    #[arg(long)]
+    json: bool,
+    /// Require this bearer token on every MCP request (registered as the app's `mcp_token`).
+    #[arg(long)]
+    mcp_token: Option<String>,
+    /// The tools' name prefix (default: the app name, `-` as `_`).
+    #[arg(long)]
+    prefix: Option<String>,
+    /// Serve only the `--tool` tools.
+    #[arg(long)]
+    bare: bool,
+    /// An extra trivial tool (repeatable).
+    #[arg(long = "tool")]
+    tools: Vec<String>,
+    /// Delay `initialize` by this much.
+    #[arg(long, default_value_t = 0)]
+    slow_open_ms: u64,
+    /// Delay `tools/list` by this much.
+    #[arg(long, default_value_t = 0)]
+    slow_list_ms: u64,
+    /// Delay `tools/call` by this much.
+    #[arg(long, default_value_t = 0)]
+    slow_call_ms: u64,
+}
+
+/// What every session shares.
+struct Shared {
+    args: Args,
+    http: reqwest::Client,
+    /// Changes to the table seen by the feed follower, and its cursor.
+    seen: AtomicU64,
+    cursor: AtomicI64,
+    last_ops: Mutex<Vec<String>>,
+    feed_error: Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// Runs an engine operation (or route) with the app token, on behalf of `actor`.
+    async fn engine(&self, path: &str, body: Value, actor: Option<&str>) -> Result<Value, Value> {
+        let url = format!(
+            "{}/datanotes/{path}/",
+            self.args.engine.trim_end_matches('/')
+        );
+        let mut req = self
+            .http
+            .post(url)
+            .bearer_auth(&self.args.token)
+            .json(&body);
+        if let Some(a) = actor {
+            req = req.header("x-datanotes-actor", a);
+        }
+        let resp = req.send().await.map_err(
+            |e| json!({"error": {"message": format!("the engine did not answer: {e}")}}),
+        )?;
+        let ok = resp.status().is_success();
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        if ok { Ok(v) } else { Err(v) }
+    }
+}
+
+#[derive(Clone)]
+struct App {
+    s: Arc<Shared>,
+    router: Arc<ToolRouter<App>>,
+}
+
+fn tables_meta() -> MetaObject {
+    let mut m = MetaObject::new();
+    m.0.insert("datanotes/tables".into(), json!([TABLE]));
+    m
+}
+
+/// An engine answer as a tool result: its JSON as text and structured content, or an error.
+fn answer(r: Result<Value, Value>) -> CallToolResult {
+    let (v, ok) = match r {
+        Ok(v) => (v, true),
+        Err(v) => (v, false),
+    };
+    let text = v.to_string();
+    let mut out = if ok {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    };
+    out.structured_content = Some(v);
+    out
+}
+
+/// The actor the engine forwarded, to be journaled with our writes.
+fn actor_of(parts: &http::request::Parts) -> Option<String> {
+    parts
+        .headers
+        .get("x-datanotes-actor")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct AddTask {
+    /// The task's title.
+    title: String,
+    /// An estimate in hours (0 to 100).
+    estimate: Option<i64>,
+    /// A due date, YYYY-MM-DD.
+    due: Option<String>,
+    /// Tags.
+    tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct ListTasks {
+    /// Only tasks with this status (todo, doing, done).
+    status: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct CompleteTask {
+    /// The task's row id.
+    id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Echo {
+    /// Any text; echoed back.
+    text: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Mixed {
+    /// Answer the mix as an error result (`isError`).
+    #[serde(default)]
+    fail: bool,
+}
+
+/// A 1x1 PNG and an empty WAV, base64.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
+
+#[tool_router]
+impl App {
+    #[tool(description = "Add a task to personal.tasks.items.", meta = tables_meta())]
+    async fn add_task(
+        &self,
+        Parameters(a): Parameters<AddTask>,
+        Extension(parts): Extension<http::request::Parts>,
+    ) -> CallToolResult {
+        let mut values = json!({"title": a.title});
+        if let Some(e) = a.estimate {
+            values["estimate"] = json!(e);
+        }
+        if let Some(d) = a.due {
+            values["due"] = json!(d);
+        }
+        if let Some(t) = a.tags {
+            values["tags"] = json!(t);
+        }
+        let r = self
+            .s
+            .engine(
+                "insert_row",
+                json!({"table": TABLE, "values": values}),
+                actor_of(&parts).as_deref(),
+            )
+            .await;
+        answer(r)
+    }
+
+    #[tool(description = "List tasks, optionally by status.", meta = tables_meta())]
+    async fn list_tasks(
+        &self,
+        Parameters(a): Parameters<ListTasks>,
+        Extension(parts): Extension<http::request::Parts>,
+    ) -> CallToolResult {
+        let mut q = json!({"table": TABLE, "order_by": [{"column": "title", "dir": "asc"}]});
+        if let Some(s) = a.status {
+            q["where"] = json!([{"column": "status", "op": "=", "value": s}]);
+        }
+        answer(
+            self.s
+                .engine("select_rows", q, actor_of(&parts).as_deref())
+                .await,
+        )
+    }
+
+    #[tool(description = "Mark a task done.", meta = tables_meta())]
+    async fn complete_task(
+        &self,
+        Parameters(a): Parameters<CompleteTask>,
+        Extension(parts): Extension<http::request::Parts>,
+    ) -> CallToolResult {
+        let r = self
+            .s
+            .engine(
+                "update_row",
+                json!({"table": TABLE, "id": a.id, "values": {"status": "done"}}),
+                actor_of(&parts).as_deref(),
+            )
+            .await;
+        answer(r)
+    }
+
+    #[tool(
+        description = "How many changes to personal.tasks.items the app's feed follower has seen."
+    )]
+    async fn changes_seen(&self) -> CallToolResult {
+        answer(Ok(json!({
+            "seen": self.s.seen.load(Ordering::SeqCst),
+            "cursor": self.s.cursor.load(Ordering::SeqCst),
+            "ops": *self.s.last_ops.lock().unwrap(),
+            "error": *self.s.feed_error.lock().unwrap(),
+        })))
+    }
+
+    #[tool(description = "Echo what this request carried: bearer, actor, session and arguments.")]
+    async fn echo(
+        &self,
+        Parameters(a): Parameters<Echo>,
+        Extension(parts): Extension<http::request::Parts>,
+    ) -> CallToolResult {
+        let h = |n: &str| {
+            parts
+                .headers
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .map(String::from)
+        };
+        let bearer = h("authorization").and_then(|v| v.strip_prefix("Bearer ").map(String::from));
+        let matched = match (&self.s.args.mcp_token, &bearer) {
+            (Some(want), Some(got)) => Some(want == got),
+            (Some(_), None) => Some(false),
+            (None, _) => None,
+        };
+        answer(Ok(json!({
+            "app": self.s.args.name,
+            "bearerPresent": bearer.is_some(),
+            "bearerMatched": matched,
+            "actor": h("x-datanotes-actor"),
+            "session": h("mcp-session-id"),
+            "text": a.text,
+        })))
+    }
+
+    #[tool(
+        description = "A result mixing text, image, audio, an embedded resource and structured content."
+    )]
+    async fn mixed(&self, Parameters(a): Parameters<Mixed>) -> Result<CallToolResult, ErrorData> {
+        serde_json::from_value(json!({
+            "content": [
+                {"type": "text", "text": "a mix of contents", "annotations": {"audience": ["user"], "priority": 0.5}},
+                {"type": "image", "data": PNG, "mimeType": "image/png"},
+                {"type": "audio", "data": WAV, "mimeType": "audio/wav"},
+                {"type": "resource", "resource": {"uri": "datanotes://personal/tasks/items/x", "mimeType": "text/markdown", "text": "# A task\n\nwith a body"}},
+                {"type": "resource", "resource": {"uri": "file:///blob.bin", "mimeType": "application/octet-stream", "blob": "AAECAw=="}}
+            ],
+            "structuredContent": {"kinds": ["text", "image", "audio", "resource"], "count": 5, "nested": {"ok": !a.fail}},
+            "isError": a.fail,
+            "_meta": {"example/trace": "mixed-1"}
+        }))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))
+    }
+}
+
+/// An extra trivial tool: answers who served it.
+fn extra_tool(ctx: ToolCallContext<'_, App>) -> BoxFuture<'_, Result<CallToolResponse, ErrorData>> {
+    Box::pin(async move {
+        let text = format!("{} served by {}", ctx.name, ctx.service.s.args.name);
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    })
+}
+
+impl App {
+    fn new(s: Arc<Shared>) -> App {
+        let a = &s.args;
+        let prefix = a.prefix.clone().unwrap_or_else(|| a.name.replace('-', "_"));
+        let mut router = ToolRouter::new();
+        if !a.bare {
+            for mut route in App::tool_router() {
+                route.attr.name = format!("{prefix}_{}", route.attr.name).into();
+                router.add_route(route);
+            }
+        }
+        for t in &a.tools {
+            let schema = json!({"type": "object", "properties": {}});
+            let Value::Object(schema) = schema else {
+                unreachable!()
+            };
+            let attr = Tool::new(
+                t.clone(),
+                format!("A trivial tool of app {}.", a.name),
+                Arc::new(schema),
+            );
+            router.add_route(ToolRoute::new_dyn(attr, extra_tool));
+        }
+        App {
+            s,
+            router: Arc::new(router),
+        }
+    }
+}
+
+async fn pause(ms: u64) {
+    if ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+impl ServerHandler for App {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                self.s.args.name.clone(),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(format!(
+                "App {}: plan tasks in {TABLE} with its add, list and complete tools.",
+                self.s.args.name
+            ))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        pause(self.s.args.slow_open_ms).await;
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        pause(self.s.args.slow_list_ms).await;
+        Ok(ListToolsResult::with_all_items(self.router.list_all()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        pause(self.s.args.slow_call_ms).await;
+        self.router
+            .call(ToolCallContext::new(self, request, context))
+            .await
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.router.get(name).cloned()
+    }
+}
+
+/// Refuses MCP requests without the expected bearer token.
+async fn require_bearer(
+    State(want): State<Arc<Option<String>>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Some(want) = want.as_deref() {
+        let got = req
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if got != Some(want) {
+            return (
+                http::StatusCode::UNAUTHORIZED,
+                [(http::header::WWW_AUTHENTICATE, "Bearer")],
+                "this app needs its mcp_token as bearer",
+            )
+                .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Follows the change feed for the table: a long-poll on `changes/`, counting what it sees.
+async fn follow(s: Arc<Shared>) {
+    let mut since = match s
+        .http
+        .get(format!(
+            "{}/datanotes/health",
+            s.args.engine.trim_end_matches('/')
+        ))
+        .send()
+        .await
+    {
+        Ok(r) => r
+            .json::<Value>()
+            .await
+            .ok()
+            .and_then(|v| v["seq"].as_i64())
+            .unwrap_or(0),
+        Err(_) => 0,
+    };
+    s.cursor.store(since, Ordering::SeqCst);
+    loop {
+        let r = s
+            .engine(
+                "changes",
+                json!({"since": since, "tables": [TABLE], "wait_ms": 10_000}),
+                None,
+            )
+            .await;
+        match r {
+            Ok(page) => {
+                *s.feed_error.lock().unwrap() = None;
+                let changes = page["changes"].as_array().cloned().unwrap_or_default();
+                s.seen.fetch_add(changes.len() as u64, Ordering::SeqCst);
+                if !changes.is_empty() {
+                    let mut ops = s.last_ops.lock().unwrap();
+                    ops.extend(
+                        changes
+                            .iter()
+                            .filter_map(|c| c["op"].as_str().map(String::from)),
+                    );
+                    let n = ops.len();
+                    ops.drain(..n.saturating_sub(20));
+                }
+                since = page["next"].as_i64().unwrap_or(since);
+                s.cursor.store(since, Ordering::SeqCst);
+            }
+            Err(e) => {
+                *s.feed_error.lock().unwrap() = Some(e.to_string());
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let s = Arc::new(Shared {
+        args: args.clone(),
+        http: reqwest::Client::new(),
+        seen: AtomicU64::new(0),
+        cursor: AtomicI64::new(0),
+        last_ops: Mutex::new(vec![]),
+        feed_error: Mutex::new(None),
+    });
+    let app = App::new(s.clone());
+    let config = if args.json {
+        StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+    } else {
+        StreamableHttpServerConfig::default()
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(app.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let router = axum::Router::new().nest_service("/mcp", service).layer(
+        axum::middleware::from_fn_with_state(Arc::new(args.mcp_token.clone()), require_bearer),
+    );
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    let url = format!("http://{}/mcp", listener.local_addr()?);
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+
+    // Tell the engine where we are (and the bearer it must send us).
+    let update = json!({"name": args.name, "mcp_url": url, "mcp_token": args.mcp_token});
+    if let Err(e) = s.engine("apps/update", update, None).await {
+        eprintln!("remote_app: cannot update the app entry: {e}");
+        std::process::exit(1);
+    }
+    tokio::spawn(follow(s.clone()));
+    println!("listening on {url}");
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    tokio::select! {
+        r = server => r??,
+        _ = tokio::signal::ctrl_c() => {},
+    }
+    Ok(())
+}

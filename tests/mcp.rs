@@ -1,0 +1,1073 @@
+//! One MCP for agents, end to end: the real server binary, real remote apps (the
+//! `examples/remote_app` binary, which `cargo test` builds) and real MCP over 127.0.0.1, spoken
+//! with rmcp's client.
+mod common;
+use common::*;
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/// An example binary, built by `cargo test` in `target/<profile>/examples/`, beside `deps/` where
+/// this test runs from.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo test` (which builds the examples) or `cargo build --examples`",
+        p.display()
+    );
+    p
+}
+
+/// A running `remote_app` process.
+struct App {
+    child: Option<Child>,
+    args: Vec<String>,
+    /// Its MCP address, `http://127.0.0.1:PORT/mcp`.
+    url: String,
+}
+
+impl App {
+    /// Starts the example app for `name` with its token; waits until it has updated its entry.
+    fn start(s: &Server, name: &str, token: &str, extra: &[&str]) -> App {
+        let mut args: Vec<String> = ["--engine", &s.url, "--token", token, "--name", name]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        args.extend(extra.iter().map(|x| x.to_string()));
+        let mut app = App {
+            child: None,
+            args,
+            url: String::new(),
+        };
+        app.spawn(&["--listen", "127.0.0.1:0"]);
+        app
+    }
+
+    fn spawn(&mut self, listen: &[&str]) {
+        let mut child = Command::new(example("remote_app"))
+            .args(&self.args)
+            .args(listen)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start remote_app");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("remote_app exited before listening")
+                .expect("read stdout");
+            if let Some(u) = line.strip_prefix("listening on ") {
+                break u.trim().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        self.url = url;
+        self.child = Some(child);
+    }
+
+    /// The `127.0.0.1:PORT` it listens on.
+    fn addr(&self) -> String {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string()
+    }
+
+    /// SIGKILL.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts again on the same port.
+    fn restart(&mut self) {
+        self.kill();
+        let addr = self.addr();
+        self.spawn(&["--listen", &addr]);
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// An MCP client (rmcp) with its own runtime, used from plain blocking tests.
+struct Agent {
+    rt: tokio::runtime::Runtime,
+    client: Option<RunningService<RoleClient, ()>>,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn transport_config(
+    url: &str,
+    token: Option<&str>,
+    actor: Option<&str>,
+) -> StreamableHttpClientTransportConfig {
+    let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(t) = token {
+        cfg = cfg.auth_header(t.to_string());
+    }
+    if let Some(a) = actor {
+        cfg = cfg.custom_headers(HashMap::from([(
+            http::HeaderName::from_static("x-datanotes-actor"),
+            a.parse().unwrap(),
+        )]));
+    }
+    cfg
+}
+
+impl Agent {
+    fn connect(url: &str, token: Option<&str>, actor: Option<&str>) -> Agent {
+        let rt = runtime();
+        let cfg = transport_config(url, token, actor);
+        let client = rt
+            .block_on(async { ().serve(StreamableHttpClientTransport::from_config(cfg)).await })
+            .unwrap_or_else(|e| panic!("MCP connect to {url}: {e}"));
+        Agent {
+            rt,
+            client: Some(client),
+        }
+    }
+
+    /// An agent on the engine's `/mcp`.
+    fn engine(s: &Server, token: &str, actor: Option<&str>) -> Agent {
+        Agent::connect(&format!("{}/mcp", s.url), Some(token), actor)
+    }
+
+    fn client(&self) -> &RunningService<RoleClient, ()> {
+        self.client.as_ref().unwrap()
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        self.rt
+            .block_on(self.client().list_all_tools())
+            .expect("tools/list")
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.tools().iter().map(|t| t.name.to_string()).collect()
+    }
+
+    fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(a) = args else {
+            panic!("arguments must be an object")
+        };
+        let p = CallToolRequestParams::new(tool.to_string()).with_arguments(a);
+        self.rt
+            .block_on(self.client().call_tool(p))
+            .unwrap_or_else(|e| panic!("tools/call {tool}: {e}"))
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = self.rt.block_on(c.cancel());
+        }
+    }
+}
+
+/// The first text content of a result.
+fn text(r: &CallToolResult) -> String {
+    let v = serde_json::to_value(r).unwrap();
+    v["content"][0]["text"].as_str().unwrap_or("").to_string()
+}
+
+fn is_error(r: &CallToolResult) -> bool {
+    r.is_error == Some(true)
+}
+
+fn tasks_table(s: &Server) {
+    s.ok(
+        "create_table",
+        json!({
+            "table": "personal.tasks.items",
+            "description": "Things to do",
+            "columns": {
+                "title": {"type": "text", "required": true},
+                "status": {"type": "enum", "values": ["todo", "doing", "done"], "default": "todo"},
+                "estimate": {"type": "integer", "min": 0, "max": 100},
+                "due": {"type": "date"},
+                "tags": {"type": "list"}
+            }
+        }),
+    );
+}
+
+/// Creates an app entry as the owner; answers its token.
+fn create_app(s: &Server, body: Value) -> String {
+    let (st, v) = s.post("/datanotes/apps/create/", Some(&s.token), &body);
+    assert_eq!(st, 200, "apps/create {body}: {v}");
+    v["token"].as_str().unwrap().to_string()
+}
+
+fn owner_post(s: &Server, path: &str, body: Value) -> Value {
+    let (st, v) = s.post(path, Some(&s.token), &body);
+    assert_eq!(st, 200, "{path} {body}: {v}");
+    v
+}
+
+fn entry(s: &Server, name: &str) -> Value {
+    owner_post(s, "/datanotes/apps/get/", json!({"name": name}))["app"].clone()
+}
+
+/// Waits until the engine has listed the app's tools (after the app updated its entry).
+fn wait_listed(s: &Server, name: &str) -> Value {
+    let mut last = Value::Null;
+    eventually(&format!("app {name} listed"), || {
+        last = entry(s, name);
+        last["reachable"] == true && last["tools"].as_array().is_some_and(|t| !t.is_empty())
+    });
+    last
+}
+
+/// `POST /datanotes/apps/call/` with a token and an optional actor.
+fn http_call(s: &Server, token: &str, actor: Option<&str>, tool: &str, args: Value) -> Value {
+    let headers: Vec<(&str, &str)> = actor
+        .map(|a| vec![("x-datanotes-actor", a)])
+        .unwrap_or_default();
+    let body = json!({"tool": tool, "arguments": args});
+    let (st, v) = s.post_raw(
+        "/datanotes/apps/call/",
+        Some(token),
+        &headers,
+        serde_json::to_vec(&body).unwrap(),
+    );
+    assert_eq!(st, 200, "apps/call {body}: {v}");
+    v
+}
+
+fn operation_names(s: &Server) -> Vec<String> {
+    let v: Value = s
+        .http
+        .get(format!("{}/datanotes/operations/", s.url))
+        .bearer_auth(&s.token)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    v["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn seq(s: &Server) -> i64 {
+    s.get("/datanotes/health").1["seq"].as_i64().unwrap()
+}
+
+fn changes(s: &Server, since: i64, ops: Option<&[&str]>) -> Vec<Value> {
+    let mut body = json!({"since": since, "limit": 1000});
+    if let Some(o) = ops {
+        body["ops"] = json!(o);
+    }
+    owner_post(s, "/datanotes/changes/", body)["changes"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+#[test]
+fn tools_are_listed_in_order_and_collisions_are_skipped_then_freed() {
+    let s = Server::start();
+    let ta = create_app(&s, json!({"name": "alpha"}));
+    let tb = create_app(&s, json!({"name": "beta"}));
+    // Started in the other order: the registration order decides, not who came first.
+    let b = App::start(
+        &s,
+        "beta",
+        &tb,
+        &["--tool", "shared", "--tool", "beta_only"],
+    );
+    let a = App::start(
+        &s,
+        "alpha",
+        &ta,
+        &["--tool", "list_tables", "--tool", "shared"],
+    );
+    wait_listed(&s, "alpha");
+    wait_listed(&s, "beta");
+
+    // Each app's own listing, asked directly.
+    let own_a = Agent::connect(&a.url, None, None).names();
+    let own_b = Agent::connect(&b.url, None, None).names();
+    assert!(own_a.contains(&"list_tables".to_string()) && own_a.contains(&"shared".to_string()));
+    assert!(own_b.contains(&"shared".to_string()));
+
+    // Engine operations first (catalog order), then alpha's tools, then beta's, each in its own
+    // order, without the names already taken.
+    let ops = operation_names(&s);
+    let mut want = ops.clone();
+    want.extend(own_a.iter().filter(|n| *n != "list_tables").cloned());
+    want.extend(own_b.iter().filter(|n| *n != "shared").cloned());
+    let agent = Agent::engine(&s, &s.token, None);
+    assert_eq!(agent.names(), want);
+
+    // The same namespace over HTTP, with who serves each tool.
+    let v = owner_post(&s, "/datanotes/apps/tools/", json!({}));
+    let tools = v["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, want);
+    for t in tools {
+        let n = t["name"].as_str().unwrap();
+        let by = if ops.iter().any(|o| o == n) {
+            "engine"
+        } else if n.starts_with("alpha_") || n == "shared" {
+            "alpha"
+        } else {
+            "beta"
+        };
+        assert_eq!(t["app"], by, "{n}");
+    }
+
+    assert_eq!(
+        entry(&s, "alpha")["skippedTools"],
+        json!([{"name": "list_tables", "takenBy": "engine"}])
+    );
+    assert_eq!(
+        entry(&s, "beta")["skippedTools"],
+        json!([{"name": "shared", "takenBy": "alpha"}])
+    );
+    // The operation keeps its name; the earlier app keeps `shared`.
+    let r = agent.call("list_tables", json!({}));
+    assert!(!is_error(&r));
+    assert_eq!(r.structured_content.as_ref().unwrap()["tables"], json!([]));
+    assert_eq!(
+        text(&agent.call("shared", json!({}))),
+        "shared served by alpha"
+    );
+
+    // Deleting alpha frees `shared` for beta.
+    owner_post(&s, "/datanotes/apps/delete/", json!({"name": "alpha"}));
+    let r = owner_post(&s, "/datanotes/apps/refresh/", json!({"name": "beta"}));
+    assert_eq!(r["skipped"], json!([]), "{r}");
+    assert_eq!(r["app"]["skippedTools"], json!([]), "{r}");
+    assert_eq!(r["app"]["tools"], json!(own_b), "{r}");
+    let mut want = ops.clone();
+    want.extend(own_b.iter().cloned());
+    assert_eq!(agent.names(), want);
+    assert_eq!(
+        text(&agent.call("shared", json!({}))),
+        "shared served by beta"
+    );
+    let v = http_call(&s, &s.token, None, "shared", json!({}));
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["servedBy"], "beta");
+}
+
+/// Sends an MCP `initialize` by hand; answers the response's content type.
+fn initialize_content_type(url: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}"#;
+    let resp = reqwest::blocking::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.headers()["content-type"].to_str().unwrap().to_string()
+}
+
+#[test]
+fn an_app_answering_json_and_one_answering_sse_both_serve() {
+    let s = Server::start();
+    tasks_table(&s);
+    let tj = create_app(
+        &s,
+        json!({"name": "jsonapp", "write": ["personal.tasks.items"]}),
+    );
+    let te = create_app(&s, json!({"name": "sseapp"}));
+    let j = App::start(&s, "jsonapp", &tj, &["--json", "--prefix", "j"]);
+    let e = App::start(&s, "sseapp", &te, &["--bare", "--tool", "sse_ping"]);
+    assert!(initialize_content_type(&j.url).starts_with("application/json"));
+    assert!(initialize_content_type(&e.url).starts_with("text/event-stream"));
+    wait_listed(&s, "jsonapp");
+    wait_listed(&s, "sseapp");
+
+    let agent = Agent::engine(&s, &s.token, Some("json-test / m"));
+    assert_eq!(
+        text(&agent.call("sse_ping", json!({}))),
+        "sse_ping served by sseapp"
+    );
+    let r = agent.call("j_add_task", json!({"title": "Over JSON"}));
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(r.structured_content.as_ref().unwrap()["id"], "over-json");
+    let r = agent.call("j_echo", json!({"text": "hello"}));
+    let sc = r.structured_content.unwrap();
+    assert_eq!(sc["actor"], "json-test / m");
+    assert_eq!(sc["text"], "hello");
+    assert_eq!(
+        s.ok(
+            "get_row",
+            json!({"table": "personal.tasks.items", "id": "over-json"})
+        )["values"]["title"],
+        "Over JSON"
+    );
+
+    for (tool, app) in [("sse_ping", "sseapp"), ("j_list_tasks", "jsonapp")] {
+        let v = http_call(&s, &s.token, None, tool, json!({}));
+        assert_eq!(v["ok"], true, "{v}");
+        assert_eq!(v["servedBy"], app);
+    }
+}
+
+#[test]
+fn a_killed_app_stays_listed_answers_not_reachable_and_recovers_on_restart() {
+    let s = Server::start_with_env(&[("DATANOTES_APP_PROBE_MS", "100")]);
+    let t = create_app(&s, json!({"name": "planning"}));
+    let mut app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+    let agent_a = Agent::engine(&s, &s.token, Some("harness-a / m"));
+    let agent_b = Agent::engine(&s, &s.token, Some("harness-b / m"));
+    // Opens the engine's session to the app for actor a.
+    assert!(!is_error(&agent_a.call("planning_echo", json!({}))));
+    let before = agent_a.names();
+
+    app.kill();
+    // Still listed: listing serves the last known tools.
+    assert_eq!(agent_b.names(), before);
+    let v = http_call(&s, &s.token, None, "planning_echo", json!({}));
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["servedBy"], "planning");
+    let msg = v["value"].as_str().unwrap();
+    assert!(msg.starts_with("app planning is not reachable: "), "{msg}");
+    let r = agent_b.call("planning_echo", json!({}));
+    assert!(is_error(&r), "{r:?}");
+    assert!(
+        text(&r).starts_with("app planning is not reachable: "),
+        "{r:?}"
+    );
+    let e = entry(&s, "planning");
+    assert_eq!(e["reachable"], false, "{e}");
+    assert!(
+        e["lastError"].as_str().is_some_and(|m| !m.is_empty()),
+        "{e}"
+    );
+    let app_tools: Vec<&String> = before
+        .iter()
+        .filter(|n| n.starts_with("planning_"))
+        .collect();
+    assert_eq!(e["tools"], json!(app_tools), "{e}");
+
+    // Back on the same port: the background probe finds it, without restarting the engine.
+    app.restart();
+    eventually("app reachable again", || {
+        entry(&s, "planning")["reachable"] == true
+    });
+    let r = agent_b.call("planning_echo", json!({}));
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(r.structured_content.unwrap()["actor"], "harness-b / m");
+    // Actor a's session was opened before the kill, and is used again now.
+    let r = agent_a.call("planning_echo", json!({}));
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(r.structured_content.unwrap()["actor"], "harness-a / m");
+    let v = http_call(&s, &s.token, None, "planning_echo", json!({}));
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(entry(&s, "planning")["reachable"], true);
+}
+
+#[test]
+fn each_app_timeout_names_the_limit_that_ran_out() {
+    let s = Server::start_with_env(&[
+        ("DATANOTES_APP_OPEN_TIMEOUT_MS", "1000"),
+        ("DATANOTES_APP_LIST_TIMEOUT_MS", "1000"),
+        ("DATANOTES_APP_CALL_TIMEOUT_MS", "1000"),
+        ("DATANOTES_APP_PROBE_MS", "60000"),
+    ]);
+    let to = create_app(&s, json!({"name": "slowopen"}));
+    let tl = create_app(&s, json!({"name": "slowlist"}));
+    let tc = create_app(&s, json!({"name": "slowcall"}));
+    let slow = "4000";
+    let _o = App::start(
+        &s,
+        "slowopen",
+        &to,
+        &["--bare", "--tool", "o_tool", "--slow-open-ms", slow],
+    );
+    let _l = App::start(
+        &s,
+        "slowlist",
+        &tl,
+        &["--bare", "--tool", "l_tool", "--slow-list-ms", slow],
+    );
+    let _c = App::start(
+        &s,
+        "slowcall",
+        &tc,
+        &["--bare", "--tool", "slow_tool", "--slow-call-ms", slow],
+    );
+
+    let r = owner_post(&s, "/datanotes/apps/refresh/", json!({"name": "slowopen"}));
+    assert_eq!(r["app"]["reachable"], false, "{r}");
+    assert_eq!(
+        r["app"]["lastError"], "timed out opening a session (1 s)",
+        "{r}"
+    );
+    assert_eq!(r["app"]["tools"], json!([]));
+
+    let r = owner_post(&s, "/datanotes/apps/refresh/", json!({"name": "slowlist"}));
+    assert_eq!(r["app"]["reachable"], false, "{r}");
+    assert_eq!(
+        r["app"]["lastError"], "timed out listing tools (1 s)",
+        "{r}"
+    );
+    assert_eq!(r["app"]["tools"], json!([]));
+
+    wait_listed(&s, "slowcall");
+    let want = "app slowcall is not reachable: timed out calling slow_tool (1 s)";
+    let v = http_call(&s, &s.token, None, "slow_tool", json!({}));
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["value"], want);
+    let agent = Agent::engine(&s, &s.token, None);
+    let r = agent.call("slow_tool", json!({}));
+    assert!(is_error(&r));
+    assert_eq!(text(&r), want);
+    let e = entry(&s, "slowcall");
+    assert_eq!(e["lastError"], "timed out calling slow_tool (1 s)", "{e}");
+}
+
+#[test]
+fn the_bearer_token_and_the_actor_reach_the_app() {
+    let s = Server::start();
+    let t = create_app(&s, json!({"name": "planning"}));
+    let app = App::start(&s, "planning", &t, &["--mcp-token", "app-secret-1"]);
+    let e = wait_listed(&s, "planning");
+    assert_eq!(e["hasMcpToken"], true);
+    // The registry listing shows the same entry as apps/get.
+    assert_eq!(
+        owner_post(&s, "/datanotes/apps/", json!({}))["apps"],
+        json!([e])
+    );
+    assert!(!e.to_string().contains("app-secret-1"), "{e}");
+
+    // The app refuses MCP requests without its bearer.
+    let resp = reqwest::blocking::Client::new()
+        .post(&app.url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+
+    let agent = Agent::engine(&s, &s.token, Some("test-harness / test-model"));
+    let r = agent.call("planning_echo", json!({"text": "hi"}));
+    let sc = r.structured_content.unwrap();
+    assert_eq!(sc["bearerMatched"], true, "{sc}");
+    assert_eq!(sc["actor"], "test-harness / test-model", "{sc}");
+    assert_eq!(sc["text"], "hi");
+
+    let v = http_call(
+        &s,
+        &s.token,
+        Some("curl-harness / other-model"),
+        "planning_echo",
+        json!({}),
+    );
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["value"]["structuredContent"]["bearerMatched"], true);
+    assert_eq!(
+        v["value"]["structuredContent"]["actor"],
+        "curl-harness / other-model"
+    );
+
+    // A wrong mcp_token (set by the owner) is refused by the app: the engine says so.
+    owner_post(
+        &s,
+        "/datanotes/apps/update/",
+        json!({"name": "planning", "mcp_token": "wrong"}),
+    );
+    let v = http_call(&s, &s.token, None, "planning_echo", json!({}));
+    assert_eq!(v["ok"], false, "{v}");
+    let msg = v["value"].as_str().unwrap();
+    assert!(msg.starts_with("app planning is not reachable: "), "{msg}");
+    assert!(
+        !msg.contains("app-secret-1") && !msg.contains("wrong"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn an_app_token_writing_outside_its_scope_over_mcp_is_refused() {
+    let s = Server::start();
+    tasks_table(&s);
+    s.ok(
+        "create_table",
+        json!({"table": "work.crm.leads", "columns": {"name": {"type": "text", "required": true}}}),
+    );
+    let t = create_app(
+        &s,
+        json!({"name": "planning", "write": ["personal.tasks.items"]}),
+    );
+    let before = snapshot(&s.dir);
+    let seq_before = seq(&s);
+
+    let agent = Agent::engine(&s, &t, Some("scoped / m"));
+    let r = agent.call(
+        "insert_row",
+        json!({"table": "work.crm.leads", "values": {"name": "Ada"}}),
+    );
+    assert!(is_error(&r), "{r:?}");
+    let t0 = text(&r);
+    assert!(
+        t0.contains("app planning may not write work.crm.leads"),
+        "{t0}"
+    );
+    assert_eq!(
+        r.structured_content.as_ref().unwrap()["error"]["code"],
+        "forbidden"
+    );
+    let r = agent.call(
+        "create_table",
+        json!({"table": "work.crm.other", "columns": {"x": {"type": "text"}}}),
+    );
+    assert!(is_error(&r), "{r:?}");
+    assert!(text(&r).contains("no ddl right"), "{}", text(&r));
+    let r = agent.call("drop_table", json!({"table": "personal.tasks.items"}));
+    assert!(is_error(&r), "{r:?}");
+
+    // Nothing changed: no file, no migration (tool-call events aside).
+    assert_eq!(snapshot(&s.dir), before);
+    let writes: Vec<Value> = changes(&s, seq_before, None);
+    assert_eq!(writes, Vec::<Value>::new());
+    assert_eq!(
+        s.ok("select_rows", json!({"table": "work.crm.leads"}))["total"],
+        0
+    );
+
+    // Reading is allowed, and so is writing inside the scope.
+    assert!(!is_error(&agent.call("list_tables", json!({}))));
+    let r = agent.call(
+        "insert_row",
+        json!({"table": "personal.tasks.items", "values": {"title": "In scope"}}),
+    );
+    assert!(!is_error(&r), "{r:?}");
+    let m = s.ok(
+        "list_migrations",
+        json!({"table": "personal.tasks.items", "limit": 1}),
+    );
+    assert_eq!(m["migrations"][0]["actor"]["app"], "planning");
+    assert_eq!(m["migrations"][0]["actor"]["harness"], "scoped");
+
+    // The same refusal over HTTP apps/call.
+    let v = http_call(
+        &s,
+        &t,
+        None,
+        "insert_row",
+        json!({"table": "work.crm.leads", "values": {"name": "Alan"}}),
+    );
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["value"]["error"]["code"], "forbidden");
+}
+
+#[test]
+fn tool_calls_are_recorded_in_the_feed_with_their_fields_and_cuts() {
+    let s = Server::start();
+    tasks_table(&s);
+    let t = create_app(
+        &s,
+        json!({"name": "planning", "write": ["personal.tasks.items"]}),
+    );
+    let _app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+    let since = seq(&s);
+
+    let agent = Agent::engine(&s, &s.token, Some("feed-harness / feed-model"));
+    let r1 = agent.call("list_tables", json!({}));
+    let long = "é".repeat(2000);
+    let r2 = agent.call("planning_echo", json!({"text": long}));
+    let r3 = agent.call(
+        "insert_row",
+        json!({"table": "no.such.table", "values": {}}),
+    );
+    // An app's error result (the engine refused its write).
+    let r4 = agent.call(
+        "planning_add_task",
+        json!({"title": "Too big", "estimate": 500}),
+    );
+    assert!(!is_error(&r1) && !is_error(&r2) && is_error(&r3) && is_error(&r4));
+
+    let mut ev = vec![];
+    eventually("four tool_call events", || {
+        ev = changes(&s, since, Some(&["tool_call"]));
+        ev.len() >= 4
+    });
+    assert_eq!(ev.len(), 4, "{ev:?}");
+    let calls: Vec<&Value> = ev.iter().map(|e| &e["call"]).collect();
+    for (e, c) in ev.iter().zip(&calls) {
+        assert_eq!(e["op"], "tool_call");
+        assert_eq!(e["actor"]["harness"], "feed-harness", "{e}");
+        assert_eq!(e["actor"]["model"], "feed-model", "{e}");
+        assert!(c["durationMs"].as_f64().is_some_and(|d| d >= 0.0), "{c}");
+        assert!(c["summary"].is_string(), "{c}");
+        let chars = c["resultChars"].as_u64().unwrap();
+        assert!(chars > 0);
+        assert_eq!(
+            c["resultTokens"].as_u64().unwrap(),
+            chars.div_ceil(4),
+            "{c}"
+        );
+        assert!(c["session"].as_str().is_some_and(|x| !x.is_empty()), "{c}");
+        assert_eq!(c["session"], calls[0]["session"]);
+    }
+    let content_chars =
+        |r: &CallToolResult| serde_json::to_string(&r.content).unwrap().len() as u64;
+    assert_eq!(calls[0]["tool"], "list_tables");
+    assert_eq!(calls[0]["ok"], true);
+    assert_eq!(calls[0]["servedBy"], "engine");
+    assert_eq!(calls[0]["args"], "{}");
+    assert_eq!(calls[0]["resultChars"], content_chars(&r1));
+
+    assert_eq!(calls[1]["tool"], "planning_echo");
+    assert_eq!(calls[1]["ok"], true);
+    assert_eq!(calls[1]["servedBy"], "planning");
+    assert_eq!(calls[1]["args"].as_str().unwrap().chars().count(), 300);
+    assert!(
+        calls[1]["args"]
+            .as_str()
+            .unwrap()
+            .starts_with("{\"text\":\"éé")
+    );
+    assert_eq!(calls[1]["value"].as_str().unwrap().chars().count(), 1000);
+    assert_eq!(calls[1]["resultChars"], content_chars(&r2));
+
+    assert_eq!(calls[2]["tool"], "insert_row");
+    assert_eq!(calls[2]["ok"], false);
+    assert_eq!(calls[2]["servedBy"], "engine");
+    let summary = calls[2]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("no.such.table") || summary.contains("no table"),
+        "{summary}"
+    );
+
+    assert_eq!(calls[3]["tool"], "planning_add_task");
+    assert_eq!(calls[3]["ok"], false);
+    assert_eq!(calls[3]["servedBy"], "planning");
+    let summary = calls[3]["summary"].as_str().unwrap();
+    assert!(summary.contains("above the maximum 100"), "{summary}");
+
+    // Consumers that do not ask for tool_call do not see them.
+    assert!(
+        changes(&s, since, None)
+            .iter()
+            .all(|c| c["op"] != "tool_call")
+    );
+}
+
+#[test]
+fn app_results_pass_through_intact() {
+    let s = Server::start();
+    let t = create_app(&s, json!({"name": "planning"}));
+    let app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+    let direct = Agent::connect(&app.url, None, None);
+    let agent = Agent::engine(&s, &s.token, None);
+    for fail in [false, true] {
+        let args = json!({"fail": fail});
+        let d = serde_json::to_value(direct.call("planning_mixed", args.clone())).unwrap();
+        let v = serde_json::to_value(agent.call("planning_mixed", args.clone())).unwrap();
+        assert_eq!(v, d, "through /mcp");
+        let kinds: Vec<&str> = v["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["text", "image", "audio", "resource", "resource"]);
+        assert_eq!(v["isError"], fail);
+        assert_eq!(v["structuredContent"]["nested"]["ok"], !fail);
+        assert_eq!(v["_meta"]["example/trace"], "mixed-1");
+        assert_eq!(v["content"][0]["annotations"]["audience"], json!(["user"]));
+        assert_eq!(v["content"][4]["resource"]["blob"], "AAECAw==");
+
+        let h = http_call(&s, &s.token, None, "planning_mixed", args);
+        assert_eq!(h["ok"], !fail, "{h}");
+        assert_eq!(h["value"], d, "through apps/call");
+    }
+}
+
+#[test]
+fn the_planning_app_reads_writes_follows_the_feed_and_declares_its_table() {
+    let s = Server::start();
+    tasks_table(&s);
+    let t = create_app(
+        &s,
+        json!({"name": "planning", "write": ["personal.tasks.items"]}),
+    );
+    let _app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+
+    // describe_table shows the tools that declare the table, with their app.
+    let d = s.ok("describe_table", json!({"table": "personal.tasks.items"}));
+    let mut tools: Vec<(String, String)> = d["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["app"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    tools.sort();
+    let p = |n: &str| (n.to_string(), "planning".to_string());
+    assert_eq!(
+        tools,
+        [
+            p("planning_add_task"),
+            p("planning_complete_task"),
+            p("planning_list_tasks")
+        ]
+    );
+    let listed = Agent::engine(&s, &s.token, None).tools();
+    let add = listed
+        .iter()
+        .find(|t| t.name == "planning_add_task")
+        .unwrap();
+    assert_eq!(
+        add.meta.as_ref().unwrap().0["datanotes/tables"],
+        json!(["personal.tasks.items"])
+    );
+
+    let agent = Agent::engine(&s, &s.token, Some("plan-harness / plan-model"));
+    let r = agent.call(
+        "planning_add_task",
+        json!({"title": "Call Ada", "estimate": 2}),
+    );
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(r.structured_content.unwrap()["id"], "call-ada");
+    // The engine's refusal passes through the app as an error result.
+    let r = agent.call(
+        "planning_add_task",
+        json!({"title": "Too big", "estimate": 500}),
+    );
+    assert!(is_error(&r), "{r:?}");
+    assert!(text(&r).contains("above the maximum 100"), "{}", text(&r));
+    let r = agent.call("planning_list_tasks", json!({"status": "todo"}));
+    assert_eq!(r.structured_content.unwrap()["rows"][0]["id"], "call-ada");
+    let r = agent.call("planning_complete_task", json!({"id": "call-ada"}));
+    assert!(!is_error(&r), "{r:?}");
+    let row = s.ok(
+        "get_row",
+        json!({"table": "personal.tasks.items", "id": "call-ada"}),
+    );
+    assert_eq!(row["values"]["status"], "done");
+    // Journaled as the app, for the agent that called it.
+    let m = s.ok(
+        "list_migrations",
+        json!({"table": "personal.tasks.items", "limit": 1}),
+    );
+    let actor = &m["migrations"][0]["actor"];
+    assert_eq!(actor["app"], "planning", "{actor}");
+    assert_eq!(actor["harness"], "plan-harness", "{actor}");
+    assert_eq!(actor["model"], "plan-model", "{actor}");
+
+    // A hand-made change is seen by the app's feed follower too.
+    s.ok(
+        "insert_row",
+        json!({"table": "personal.tasks.items", "values": {"title": "By the owner"}}),
+    );
+    eventually("the app saw 3 changes", || {
+        let r = agent.call("planning_changes_seen", json!({}));
+        r.structured_content.unwrap()["seen"] == 3
+    });
+    let r = agent.call("planning_changes_seen", json!({}));
+    assert_eq!(
+        r.structured_content.unwrap()["ops"],
+        json!(["insert", "update", "insert"])
+    );
+}
+
+#[test]
+fn the_stdio_door_lists_and_calls_tools() {
+    let s = Server::start();
+    let t = create_app(&s, json!({"name": "planning"}));
+    let _app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+    let want = Agent::engine(&s, &s.token, None).names();
+    let since = seq(&s);
+
+    let rt = runtime();
+    rt.block_on(async {
+        let mut child = tokio::process::Command::new(bin())
+            .args(["mcp", "--url", &s.url, "--token", &s.token])
+            .env("DATANOTES_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start datanotes mcp");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let client = ().serve((stdout, stdin)).await.expect("stdio handshake");
+        let info = client.peer_info().unwrap();
+        assert_eq!(info.server_info.as_ref().unwrap().name, "datanotes-mcp");
+        let names: Vec<String> = client
+            .list_all_tools()
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert_eq!(names, want);
+        let r = client
+            .call_tool(CallToolRequestParams::new("list_tables"))
+            .await
+            .unwrap();
+        assert!(!is_error(&r), "{r:?}");
+        let mut a = serde_json::Map::new();
+        a.insert("text".into(), json!("via stdio"));
+        let r = client
+            .call_tool(CallToolRequestParams::new("planning_echo").with_arguments(a))
+            .await
+            .unwrap();
+        assert!(!is_error(&r), "{r:?}");
+        let sc = r.structured_content.unwrap();
+        assert_eq!(sc["text"], "via stdio");
+        // The stdio client's name and version become the actor.
+        assert!(
+            sc["actor"].as_str().is_some_and(|a| a.starts_with("rmcp")),
+            "{sc}"
+        );
+        client.cancel().await.unwrap();
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+            .await
+            .expect("datanotes mcp exits when its client goes away")
+            .unwrap();
+        assert!(status.success(), "{status}");
+    });
+    let ev = changes(&s, since, Some(&["tool_call"]));
+    let tools: Vec<&str> = ev
+        .iter()
+        .map(|e| e["call"]["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["list_tables", "planning_echo"]);
+    assert_eq!(ev[1]["call"]["servedBy"], "planning");
+}
+
+#[test]
+fn the_agent_example_lists_and_calls_tools() {
+    let s = Server::start();
+    let run = |args: &[&str]| {
+        let out = Command::new(example("agent"))
+            .args(["--url", &s.url])
+            .args(args)
+            .env("DATANOTES_TOKEN", &s.token)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let (code, out) = run(&["list"]);
+    assert_eq!(code, Some(0));
+    let names: Vec<&str> = out.lines().map(|l| l.split('\t').next().unwrap()).collect();
+    assert_eq!(names, operation_names(&s));
+
+    let (code, out) = run(&["--actor", "example / m", "call", "list_tables", "{}"]);
+    assert_eq!(code, Some(0), "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["structuredContent"]["tables"], json!([]));
+
+    let (code, out) = run(&["call", "insert_row", r#"{"table": "a.b.c", "values": {}}"#]);
+    assert_eq!(code, Some(2), "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["isError"], true);
+}
+
+#[test]
+fn the_stdio_door_survives_an_engine_restart() {
+    let mut s = Server::start();
+    let t = create_app(&s, json!({"name": "planning"}));
+    let _app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let url = s.url.clone();
+    let token = s.token.clone();
+
+    let rt = runtime();
+    let mut child = rt.block_on(async {
+        tokio::process::Command::new(bin())
+            .args(["mcp", "--url", &url, "--token", &token])
+            .env("DATANOTES_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start datanotes mcp")
+    });
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let client = rt
+        .block_on(async { ().serve((stdout, stdin)).await })
+        .expect("stdio handshake");
+    let echo = |client: &RunningService<RoleClient, ()>| {
+        let mut a = serde_json::Map::new();
+        a.insert("text".into(), json!("via stdio"));
+        rt.block_on(client.call_tool(CallToolRequestParams::new("planning_echo").with_arguments(a)))
+    };
+    let r = echo(&client).unwrap();
+    assert!(!is_error(&r), "{r:?}");
+    let actor = r.structured_content.unwrap()["actor"].clone();
+    assert!(
+        actor.as_str().is_some_and(|a| a.starts_with("rmcp")),
+        "{actor}"
+    );
+
+    // The engine restarts on the same address; the desktop client keeps its stdio door.
+    // SIGTERM: the server stops promptly although the proxy holds an MCP stream open and the
+    // app a long poll on the feed.
+    let t0 = std::time::Instant::now();
+    s.stop();
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(4),
+        "stopping took {:?}",
+        t0.elapsed()
+    );
+    let dir = s.dir.clone();
+    let s2 = Server::start_opts(&dir, &["--listen", &addr], &[]);
+    wait_listed(&s2, "planning");
+    let r = echo(&client).expect("a call after the engine restarted");
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(r.structured_content.unwrap()["actor"], actor);
+    rt.block_on(client.cancel()).unwrap();
+    drop(s);
+}
