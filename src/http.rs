@@ -194,8 +194,12 @@ async fn not_found() -> Response {
 
 async fn method_not_allowed() -> Response {
     error_response(
-        &Error::new(405, "method_not_allowed", "this route does not take that method")
-            .hint("operations and routes are POST with a JSON body; health and operations/ are GET"),
+        &Error::new(
+            405,
+            "method_not_allowed",
+            "this route does not take that method",
+        )
+        .hint("operations and routes are POST with a JSON body; health and operations/ are GET"),
     )
 }
 
