@@ -407,7 +407,15 @@ impl Inner {
                 }
                 Ok(v)
             }
-            Err(e) => Err(describe_trap(&e, &self.limits)),
+            // What the guest said last (a Rust panic message, a Python traceback) tells why it
+            // trapped far better than "unreachable instruction executed".
+            Err(e) => Err(match stderr_tail(&h.stderr.contents()) {
+                Some(t) => format!(
+                    "{}; its stderr ended with: {t}",
+                    describe_trap(&e, &self.limits)
+                ),
+                None => describe_trap(&e, &self.limits),
+            }),
         }
     }
 
@@ -660,6 +668,25 @@ fn wit_type(t: &wasmtime::component::Type) -> String {
         T::Stream(s) => format!("stream<{}>", opt(s.ty())),
         T::ErrorContext => "error-context".into(),
     }
+}
+
+/// The end of a guest's stderr (at most 600 bytes), without Rust's backtrace advice.
+fn stderr_tail(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+        .collect();
+    let mut out = lines.join("\n");
+    if out.len() > 600 {
+        let mut cut = out.len() - 600;
+        while !out.is_char_boundary(cut) {
+            cut += 1;
+        }
+        out = format!("…{}", &out[cut..]);
+    }
+    Some(out).filter(|s| !s.is_empty())
 }
 
 fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
