@@ -24,7 +24,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 mod bindings {
@@ -111,8 +110,92 @@ pub struct Host {
     engine: Arc<Engine>,
     scope: Arc<AppScope>,
     actor: Actor,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
+    stdout: LogPipe,
+    stderr: LogPipe,
+}
+
+/// A guest's stdout or stderr: kept for the log (the first [`LogPipe::KEEP`] bytes of a call),
+/// never refusing a write. (wasmtime's `MemoryOutputPipe` fails writes past its capacity: a guest
+/// that printed more than that in one call trapped, Rust's `println!` panicking on a broken pipe.)
+#[derive(Clone, Default)]
+pub struct LogPipe(Arc<Mutex<(Vec<u8>, usize)>>);
+
+impl LogPipe {
+    const KEEP: usize = 64 << 10;
+
+    fn keep(&self, bytes: &[u8]) {
+        let mut g = self.0.lock().unwrap();
+        let room = Self::KEEP.saturating_sub(g.0.len());
+        let n = room.min(bytes.len());
+        g.0.extend_from_slice(&bytes[..n]);
+        g.1 += bytes.len() - n;
+    }
+
+    /// What was kept, and how many bytes were dropped after it.
+    fn contents(&self) -> (Vec<u8>, usize) {
+        self.0.lock().unwrap().clone()
+    }
+
+    fn is_empty(&self) -> bool {
+        let g = self.0.lock().unwrap();
+        g.0.is_empty() && g.1 == 0
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for LogPipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdoutStream for LogPipe {
+    fn p2_stream(&self) -> Box<dyn wasmtime_wasi::p2::OutputStream> {
+        Box::new(self.clone())
+    }
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl wasmtime_wasi::p2::OutputStream for LogPipe {
+    fn write(&mut self, bytes: bytes::Bytes) -> wasmtime_wasi::p2::StreamResult<()> {
+        self.keep(&bytes);
+        Ok(())
+    }
+    fn flush(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
+        Ok(())
+    }
+    fn check_write(&mut self) -> wasmtime_wasi::p2::StreamResult<usize> {
+        Ok(Self::KEEP)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for LogPipe {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for LogPipe {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.keep(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 impl WasiView for Host {
@@ -340,10 +423,7 @@ impl WasmApp {
 impl Inner {
     fn instantiate(&self) -> std::result::Result<Instance, String> {
         let pre = self.pre.as_ref().map_err(Clone::clone)?;
-        let (stdout, stderr) = (
-            MemoryOutputPipe::new(64 << 10),
-            MemoryOutputPipe::new(64 << 10),
-        );
+        let (stdout, stderr) = (LogPipe::default(), LogPipe::default());
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -393,12 +473,17 @@ impl Inner {
         let r = f(&mut inst);
         let h = inst.store.data();
         for (name, pipe) in [("stdout", &h.stdout), ("stderr", &h.stderr)] {
-            let c = pipe.contents();
+            let (c, dropped) = pipe.contents();
             if !c.is_empty() {
-                tracing::info!(app = %self.scope.name, stream = name, "{}", String::from_utf8_lossy(&c).trim_end());
+                let more = if dropped > 0 {
+                    format!(" […{dropped} more bytes dropped]")
+                } else {
+                    String::new()
+                };
+                tracing::info!(app = %self.scope.name, stream = name, "{}{more}", String::from_utf8_lossy(&c).trim_end());
             }
         }
-        let clean = h.stdout.contents().is_empty() && h.stderr.contents().is_empty();
+        let clean = h.stdout.is_empty() && h.stderr.is_empty();
         match r {
             Ok(v) => {
                 // A store whose pipes hold output is replaced, so output is logged once.
@@ -409,7 +494,7 @@ impl Inner {
             }
             // What the guest said last (a Rust panic message, a Python traceback) tells why it
             // trapped far better than "unreachable instruction executed".
-            Err(e) => Err(match stderr_tail(&h.stderr.contents()) {
+            Err(e) => Err(match stderr_tail(&h.stderr.contents().0) {
                 Some(t) => format!(
                     "{}; its stderr ended with: {t}",
                     describe_trap(&e, &self.limits)
