@@ -257,6 +257,8 @@ async fn install_component(
     let mut scope = prev.map(|p| p.scope()).unwrap_or_default();
     scope.name = name;
     scope.write = f.write.clone().unwrap_or(scope.write);
+    scope.ddl = f.ddl.unwrap_or(scope.ddl);
+    scope.maintain = f.maintain.unwrap_or(scope.maintain);
     let rt = s.agg.wasm.clone();
     let (info, _) = tokio::task::spawn_blocking(move || rt.install(&bytes, scope, limits))
         .await
