@@ -796,16 +796,22 @@ fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
 impl AppBackend for WasmApp {
     fn list(&self) -> BoxFuture<'_, std::result::Result<Listing, BackendError>> {
         Box::pin(async move {
-            let _permit = self
-                .0
-                .slots
-                .acquire()
-                .await
-                .map_err(|_| BackendError("closed".into()))?;
+            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
+            let deadline = tokio::time::Instant::now() + timeout;
+            let permit = self.slot(deadline).await?;
             let me = self.0.clone();
-            tokio::task::spawn_blocking(move || me.list_blocking())
-                .await
-                .map_err(|_| BackendError("the listing panicked".into()))?
+            let task = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                me.list_blocking()
+            });
+            match tokio::time::timeout_at(deadline, task).await {
+                Err(_) => Err(BackendError(format!(
+                    "timed out listing tools ({} ms)",
+                    timeout.as_millis()
+                ))),
+                Ok(Err(_)) => Err(BackendError("the listing panicked".into())),
+                Ok(Ok(r)) => r,
+            }
         })
     }
 
@@ -816,27 +822,33 @@ impl AppBackend for WasmApp {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, std::result::Result<Value, BackendError>> {
         Box::pin(async move {
-            let _permit = self
-                .0
-                .slots
-                .acquire()
-                .await
-                .map_err(|_| BackendError("closed".into()))?;
             if let Err(e) = &self.0.pre {
                 return Err(BackendError(e.clone()));
             }
+            let error = |msg: String| {
+                Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
+            };
+            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
+            let deadline = tokio::time::Instant::now() + timeout;
+            // Waiting for a free instance counts in the call's time too.
+            let permit = match self.slot(deadline).await {
+                Ok(p) => p,
+                Err(e) => return error(format!("calling {tool}: {}", e.0)),
+            };
             let (me, tool_s, text, cc) = (
                 self.0.clone(),
                 tool.to_string(),
                 args.to_string(),
                 ctx.clone(),
             );
-            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
-            let task = tokio::task::spawn_blocking(move || me.call_blocking(&tool_s, &text, &cc));
-            let error = |msg: String| {
-                Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
-            };
-            match tokio::time::timeout(timeout, task).await {
+            // The blocking task holds the slot, not this future: a call that timed out keeps its
+            // instance busy until the guest returns (a guest blocked in a host call, e.g. a
+            // sleep, is not interrupted), and max_instances must count it.
+            let task = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                me.call_blocking(&tool_s, &text, &cc)
+            });
+            match tokio::time::timeout_at(deadline, task).await {
                 Err(_) => error(format!(
                     "timed out calling {tool} ({} ms)",
                     timeout.as_millis()
@@ -847,6 +859,23 @@ impl AppBackend for WasmApp {
                 Ok(Ok(Ok(v))) => Ok(v),
             }
         })
+    }
+}
+
+impl WasmApp {
+    /// A slot to run an instance in, waited for until `deadline`.
+    async fn slot(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> std::result::Result<tokio::sync::OwnedSemaphorePermit, BackendError> {
+        let n = self.0.limits.max_instances;
+        match tokio::time::timeout_at(deadline, self.0.slots.clone().acquire_owned()).await {
+            Err(_) => Err(BackendError(format!(
+                "timed out waiting for one of its {n} instances (max_instances) to be free"
+            ))),
+            Ok(Err(_)) => Err(BackendError("the app is closed".into())),
+            Ok(Ok(p)) => Ok(p),
+        }
     }
 }
 
