@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 pub struct Server {
     pub child: Option<Child>,
     pub dir: PathBuf,
+    /// Environment variables the server was started with (kept across restarts).
+    pub env: Vec<(String, String)>,
     _tmp: Option<tempfile::TempDir>,
     pub url: String,
     pub token: String,
@@ -38,12 +40,26 @@ impl Server {
     }
 
     pub fn start_with(dir: &Path, extra: &[&str]) -> Server {
+        Server::start_env_in(dir, extra, &[])
+    }
+
+    /// A server over a new, empty database, with these environment variables.
+    pub fn start_env(env: &[(&str, &str)]) -> Server {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("db");
+        let mut s = Server::start_env_in(&dir, &[], env);
+        s._tmp = Some(tmp);
+        s
+    }
+
+    pub fn start_env_in(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(bin())
             .args(["serve", "--database"])
             .arg(dir)
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
             .env("DATANOTES_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -68,6 +84,10 @@ impl Server {
         Server {
             child: Some(child),
             dir: dir.canonicalize().unwrap(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             _tmp: None,
             url,
             token,
@@ -191,7 +211,12 @@ impl Server {
     pub fn restart(mut self) -> Server {
         self.stop();
         let tmp = self._tmp.take();
-        let mut s = Server::start_in(&self.dir);
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut s = Server::start_env_in(&self.dir, &[], &env);
         s._tmp = tmp;
         s
     }
