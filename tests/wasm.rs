@@ -719,6 +719,55 @@ fn a_restart_reuses_the_compile_cache() {
     assert_eq!(cache_files(cache.path()), before);
 }
 
+#[test]
+fn the_server_starts_before_its_components_are_compiled() {
+    // Installed with the shared cache, restarted with an empty one: the Python component must
+    // be compiled again (seconds), and the server must not wait for it to start serving.
+    let s = server();
+    s.install(
+        "journal",
+        "journal",
+        json!({"write": ["personal.notes.daily"], "ddl": true}),
+    );
+    s.tool_ok(
+        "journal_append",
+        json!({"text": "before the restart", "date": "2026-11-01"}),
+    );
+    let mut s = s;
+    s.stop();
+    let empty = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let s2 = Server::start_env_in(
+        &s.dir,
+        &[],
+        &[("DATANOTES_CACHE_DIR", &empty.path().to_string_lossy())],
+    );
+    let serving = started.elapsed();
+    assert_eq!(s2.get("/datanotes/health").0, 200);
+    // It answers while the component compiles, then the app is listed and answers.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while s2.app("journal")["tools"]
+        .as_array()
+        .is_none_or(|t| t.is_empty())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "journal never listed after the restart"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let compiled = started.elapsed();
+    let day = s2.tool_ok("journal_read", json!({"date": "2026-11-01"}));
+    assert_eq!(day["entries"].as_array().unwrap().len(), 1, "{day}");
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 1);
+    assert!(
+        serving < compiled / 2,
+        "serving after {serving:?}, the component compiled after {compiled:?}"
+    );
+    drop(s2);
+    drop(s);
+}
+
 /// Runs `hostile` (in another thread) while 50 good calls run 10 at a time; every good call must
 /// succeed. Answers the hostile call's error text.
 fn contained(s: &Server, hostile: &str, args: Value) -> String {

@@ -385,31 +385,23 @@ struct Inner {
     rt: Arc<WasmRuntime>,
     scope: Arc<AppScope>,
     limits: Limits,
-    pre: std::result::Result<bindings::AppPre<Host>, String>,
+    sha: String,
+    /// The component, ready to instantiate: loaded (or compiled) on first use, in a blocking
+    /// thread, so that starting the server never waits for a compilation.
+    pre: std::sync::OnceLock<std::result::Result<bindings::AppPre<Host>, String>>,
     warm: Mutex<Vec<Instance>>,
     slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl WasmApp {
     pub fn new(rt: Arc<WasmRuntime>, scope: AppScope, sha: &str, limits: Limits) -> WasmApp {
-        let pre = rt.load(sha).and_then(|c| {
-            check_world(&rt.engine, &c)?;
-            let ipre = rt
-                .linker
-                .instantiate_pre(&c)
-                .map_err(|e| format!("the component does not match the world {WORLD}: {e:#}"))?;
-            bindings::AppPre::new(ipre)
-                .map_err(|e| format!("the component does not match the world {WORLD}: {e:#}"))
-        });
-        if let Err(e) = &pre {
-            tracing::error!(app = %scope.name, "{e}");
-        }
         let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_instances as usize));
         WasmApp(Arc::new(Inner {
             rt,
             scope: Arc::new(scope),
             limits,
-            pre,
+            sha: sha.to_string(),
+            pre: std::sync::OnceLock::new(),
             warm: Mutex::new(vec![]),
             slots,
         }))
@@ -421,8 +413,27 @@ impl WasmApp {
 }
 
 impl Inner {
+    /// The component ready to instantiate (blocking: may compile it).
+    fn pre(&self) -> &std::result::Result<bindings::AppPre<Host>, String> {
+        self.pre.get_or_init(|| {
+            let rt = &self.rt;
+            let pre = rt.load(&self.sha).and_then(|c| {
+                check_world(&rt.engine, &c)?;
+                let ipre = rt.linker.instantiate_pre(&c).map_err(|e| {
+                    format!("the component does not match the world {WORLD}: {e:#}")
+                })?;
+                bindings::AppPre::new(ipre)
+                    .map_err(|e| format!("the component does not match the world {WORLD}: {e:#}"))
+            });
+            if let Err(e) = &pre {
+                tracing::error!(app = %self.scope.name, "{e}");
+            }
+            pre
+        })
+    }
+
     fn instantiate(&self) -> std::result::Result<Instance, String> {
-        let pre = self.pre.as_ref().map_err(Clone::clone)?;
+        let pre = self.pre().as_ref().map_err(Clone::clone)?;
         let (stdout, stderr) = (LogPipe::default(), LogPipe::default());
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
@@ -822,8 +833,18 @@ impl AppBackend for WasmApp {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, std::result::Result<Value, BackendError>> {
         Box::pin(async move {
-            if let Err(e) = &self.0.pre {
-                return Err(BackendError(e.clone()));
+            // A component that cannot be loaded makes the app unreachable (not a failed call).
+            let unusable = match self.0.pre.get() {
+                Some(r) => r.as_ref().err().cloned(),
+                None => {
+                    let me = self.0.clone();
+                    tokio::task::spawn_blocking(move || me.pre().as_ref().err().cloned())
+                        .await
+                        .map_err(|_| BackendError("loading the component panicked".into()))?
+                }
+            };
+            if let Some(e) = unusable {
+                return Err(BackendError(e));
             }
             let error = |msg: String| {
                 Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
