@@ -849,9 +849,21 @@ fn hostile_components_are_contained() {
     let e = contained(&s, "hostile_stack", json!({}));
     assert!(e.contains("trapped") || e.contains("stack"), "{e}");
 
-    // Output past the log's buffer is dropped, never a trap.
+    // Output past the log's buffer is dropped, never a trap; and an instance that printed is
+    // reused (calls counts the calls an instance answered).
+    let before = s.tool_ok("hostile_ok", json!({}))["calls"]
+        .as_u64()
+        .unwrap();
     let p = s.tool_ok("hostile_print", json!({"bytes": 200_000}));
     assert_eq!(p["printed"], 200_000);
+    let after = s.tool_ok("hostile_ok", json!({}))["calls"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        after,
+        before + 2,
+        "the instance that printed was thrown away"
+    );
 
     // Through MCP: an isError result, and the session goes on.
     let mcp = Mcp::open(&s);

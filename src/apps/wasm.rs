@@ -131,14 +131,9 @@ impl LogPipe {
         g.1 += bytes.len() - n;
     }
 
-    /// What was kept, and how many bytes were dropped after it.
-    fn contents(&self) -> (Vec<u8>, usize) {
-        self.0.lock().unwrap().clone()
-    }
-
-    fn is_empty(&self) -> bool {
-        let g = self.0.lock().unwrap();
-        g.0.is_empty() && g.1 == 0
+    /// What was kept since the last take, and how many bytes were dropped after it; empties it.
+    fn take(&self) -> (Vec<u8>, usize) {
+        std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
 
@@ -483,29 +478,26 @@ impl Inner {
         inst.store.set_epoch_deadline(self.ticks());
         let r = f(&mut inst);
         let h = inst.store.data();
-        for (name, pipe) in [("stdout", &h.stdout), ("stderr", &h.stderr)] {
-            let (c, dropped) = pipe.contents();
+        // The call's output goes to the log, and the pipes start empty for the next call.
+        let (stdout, stderr) = (h.stdout.take(), h.stderr.take());
+        for (name, (c, dropped)) in [("stdout", &stdout), ("stderr", &stderr)] {
             if !c.is_empty() {
-                let more = if dropped > 0 {
+                let more = if *dropped > 0 {
                     format!(" […{dropped} more bytes dropped]")
                 } else {
                     String::new()
                 };
-                tracing::info!(app = %self.scope.name, stream = name, "{}{more}", String::from_utf8_lossy(&c).trim_end());
+                tracing::info!(app = %self.scope.name, stream = name, "{}{more}", String::from_utf8_lossy(c).trim_end());
             }
         }
-        let clean = h.stdout.is_empty() && h.stderr.is_empty();
         match r {
             Ok(v) => {
-                // A store whose pipes hold output is replaced, so output is logged once.
-                if clean {
-                    self.warm.lock().unwrap().push(inst);
-                }
+                self.warm.lock().unwrap().push(inst);
                 Ok(v)
             }
             // What the guest said last (a Rust panic message, a Python traceback) tells why it
             // trapped far better than "unreachable instruction executed".
-            Err(e) => Err(match stderr_tail(&h.stderr.contents().0) {
+            Err(e) => Err(match stderr_tail(&stderr.0) {
                 Some(t) => format!(
                     "{}; its stderr ended with: {t}",
                     describe_trap(&e, &self.limits)
