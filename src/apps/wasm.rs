@@ -45,7 +45,9 @@ const TICK: Duration = Duration::from_millis(10);
 pub struct Limits {
     /// Linear memory, in MiB.
     pub memory_mb: u64,
-    /// CPU time one call may run guest code, in ms (epoch interruption).
+    /// How long one call may run, in ms: counted in epoch ticks of wall-clock time (engine calls
+    /// included) and enforced by epoch interruption, so a guest that spins is stopped. A guest
+    /// blocked in a host call (a sleep) is not: `timeout_ms` answers for it.
     pub cpu_ms: u64,
     /// Wall-clock time one call may take, in ms.
     pub timeout_ms: u64,
