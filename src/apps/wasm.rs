@@ -312,7 +312,7 @@ impl WasmRuntime {
             .engine
             .precompile_component(&bytes)
             .map_err(|e| format!("not a valid component: {e:#}"))?;
-        if let Err(e) = crate::engine::files::write_atomic(&cached, &artifact) {
+        if let Err(e) = write_cache(&cached, &artifact) {
             tracing::warn!("cannot write the compile cache: {e}");
         }
         // SAFETY: `artifact` was produced just above by this engine.
@@ -892,6 +892,29 @@ impl WasmApp {
             Ok(Ok(p)) => Ok(p),
         }
     }
+}
+
+/// Writes a compile cache entry atomically. The temporary file's name is unique to this write:
+/// two threads may compile the same component at once (two installs of it), and with a name
+/// per process (`files::write_atomic`) one could rename the other's half-written file into
+/// place, for another process (the cache folder may be shared) to load.
+fn write_cache(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!(
+        "{}-{:016x}.tmp",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let r = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
 }
 
 /// Reads a component given as a path on the server's machine or as base64.
