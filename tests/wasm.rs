@@ -981,3 +981,35 @@ fn a_component_for_another_world_is_refused_at_install() {
     s.install("hostile", "hostile", json!({}));
     s.tool_ok("hostile_ok", json!({}));
 }
+
+#[test]
+fn limits_are_checked() {
+    let s = server();
+    for (limits, rule) in [
+        (json!({"memory_mb": 0}), "min"),
+        (json!({"max_result_bytes": 0}), "min"),
+        (json!({"memory_mb": 17_592_186_044_416u64}), "max"),
+        (json!({"max_instances": 100_000}), "max"),
+        (json!({"memory": 64}), "pattern"),
+    ] {
+        let (st, v) = s.post(
+            "/datanotes/apps/create/",
+            Some(&s.token),
+            &json!({"name": "hostile", "wasm_path": component("hostile"), "limits": limits}),
+        );
+        assert_eq!(st, 400, "{limits}: {v}");
+        assert_eq!(v["error"]["column"], "limits", "{limits}: {v}");
+        if rule != "pattern" {
+            assert_eq!(v["error"]["rule"], rule, "{limits}: {v}");
+        }
+    }
+    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
+    assert_eq!(apps["apps"], json!([]));
+    let v = s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"memory_mb": 4096, "max_instances": 1}}),
+    );
+    assert_eq!(v["app"]["wasm"]["limits"]["memory_mb"], 4096);
+    s.tool_ok("hostile_ok", json!({}));
+}

@@ -85,11 +85,35 @@ impl Limits {
                 .column("limits")
                 .hint("limits are memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances (positive integers)")
         })?;
-        if l.memory_mb == 0 || l.cpu_ms == 0 || l.timeout_ms == 0 || l.max_instances == 0 {
+        if l.memory_mb == 0
+            || l.cpu_ms == 0
+            || l.timeout_ms == 0
+            || l.max_instances == 0
+            || l.max_result_bytes == 0
+        {
             return Err(Error::invalid("limits must be positive")
                 .column("limits")
                 .rule("min")
                 .hint("use values of 1 or more"));
+        }
+        // A wasm32 memory holds at most 4 GiB; a larger number (shifted into bytes) could wrap
+        // around to a tiny limit. The other bounds keep a typo from pinning the host.
+        let max = [
+            ("memory_mb", l.memory_mb, 4096),
+            ("cpu_ms", l.cpu_ms, 86_400_000),
+            ("timeout_ms", l.timeout_ms, 86_400_000),
+            ("max_result_bytes", l.max_result_bytes, 1 << 30),
+            ("max_instances", u64::from(l.max_instances), 1024),
+        ];
+        for (name, v, most) in max {
+            if v > most {
+                return Err(
+                    Error::invalid(format!("{name} {v} is above the maximum {most}"))
+                        .column("limits")
+                        .rule("max")
+                        .hint(format!("give {name} at most {most}")),
+                );
+            }
         }
         Ok(l)
     }
