@@ -273,9 +273,7 @@ async fn install_component(
     scope.ddl = f.ddl.unwrap_or(scope.ddl);
     scope.maintain = f.maintain.unwrap_or(scope.maintain);
     let rt = s.agg.wasm.clone();
-    let (info, _) = tokio::task::spawn_blocking(move || rt.install(&bytes, scope, limits))
-        .await
-        .map_err(|_| Error::internal("installing panicked"))??;
+    let (info, _) = rt.install(bytes, scope, limits).await?;
     Ok(Some(info))
 }
 

@@ -1013,3 +1013,36 @@ fn limits_are_checked() {
     assert_eq!(v["app"]["wasm"]["limits"]["memory_mb"], 4096);
     s.tool_ok("hostile_ok", json!({}));
 }
+
+#[test]
+fn an_install_whose_tools_never_come_times_out() {
+    let s = server();
+    let started = Instant::now();
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "sleepy", "wasm_path": component("sleepy"), "limits": {"timeout_ms": 1000}}),
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "install took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["rule"], "list_tools", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("timed out listing tools (1000 ms)"),
+        "{v}"
+    );
+    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
+    assert_eq!(apps["apps"], json!([]));
+    assert_eq!(
+        std::fs::read_dir(s.dir.join(".datanotes/apps"))
+            .unwrap()
+            .count(),
+        0
+    );
+}

@@ -346,9 +346,9 @@ impl WasmRuntime {
 
     /// Stores a component file (content-addressed) and checks it: compiles, matches the world,
     /// instantiates, lists its tools. Answers its info and its tool names.
-    pub fn install(
+    pub async fn install(
         self: &Arc<Self>,
-        bytes: &[u8],
+        bytes: Vec<u8>,
         scope: AppScope,
         limits: Limits,
     ) -> Result<(WasmInfo, Listing)> {
@@ -359,34 +359,55 @@ impl WasmRuntime {
                 .rule("max")
                 .hint("build it smaller"));
         }
-        let sha = hex::encode(sha2::Sha256::digest(bytes));
+        let size = bytes.len() as u64;
+        let sha = hex::encode(sha2::Sha256::digest(&bytes));
         let path = self.apps_dir.join(format!("{sha}.wasm"));
-        let existed = path.exists();
-        if !existed {
-            crate::engine::files::write_atomic(&path, bytes)?;
+        // Blocking: store the file, compile (seconds for Python or JavaScript), check the world.
+        let (me, p, s, l) = (self.clone(), path.clone(), sha.clone(), limits.clone());
+        let (existed, app, loaded) = tokio::task::spawn_blocking(move || -> Result<_> {
+            let existed = p.exists();
+            if !existed {
+                crate::engine::files::write_atomic(&p, &bytes)?;
+            }
+            let app = WasmApp::new(me, scope, &s, l);
+            let loaded = app.0.pre().as_ref().err().cloned();
+            Ok((existed, app, loaded))
+        })
+        .await
+        .map_err(|_| Error::internal("installing panicked"))??;
+        let forget = || {
+            if !existed {
+                let _ = std::fs::remove_file(&path);
+            }
+        };
+        if let Some(e) = loaded {
+            forget();
+            return Err(
+                Error::invalid(format!("the component cannot be installed: {e}"))
+                    .column("wasm")
+                    .rule("world")
+                    .hint(format!(
+                        "build a component for the world {WORLD} (see wit/datanotes-app.wit)"
+                    )),
+            );
         }
-        let app = WasmApp::new(self.clone(), scope, &sha, limits.clone());
-        let listing = app.list_blocking();
-        match listing {
+        // Its tools, listed like any call: in a slot, within timeout_ms.
+        match app.list().await {
             Ok(l) => Ok((
                 WasmInfo {
                     sha256: sha,
-                    size: bytes.len() as u64,
+                    size,
                     limits,
                 },
                 l,
             )),
             Err(e) => {
-                if !existed {
-                    let _ = std::fs::remove_file(&path);
-                }
+                forget();
                 Err(
                     Error::invalid(format!("the component cannot be installed: {}", e.0))
                         .column("wasm")
-                        .rule("world")
-                        .hint(format!(
-                            "build a component for the world {WORLD} (see wit/datanotes-app.wit)"
-                        )),
+                        .rule("list_tools")
+                        .hint("list-tools and instructions must answer within timeout_ms, with JSON input schemas"),
                 )
             }
         }
@@ -426,10 +447,6 @@ impl WasmApp {
             warm: Mutex::new(vec![]),
             slots,
         }))
-    }
-
-    fn list_blocking(&self) -> std::result::Result<Listing, BackendError> {
-        self.0.list_blocking()
     }
 }
 
