@@ -22,6 +22,10 @@ use std::sync::Arc;
 /// The largest request body accepted.
 pub const MAX_BODY: usize = 8 << 20;
 
+/// The largest body of the owner's `apps/create` and `apps/update`: a component in base64
+/// (a Python or JavaScript app is 12 to 18 MB, 16 to 24 MB in base64).
+pub const MAX_COMPONENT_BODY: usize = 64 << 20;
+
 /// What every handler shares.
 pub struct Server {
     pub engine: Arc<Engine>,
@@ -131,17 +135,26 @@ pub fn error_response(e: &Error) -> Response {
     (status, Json(e.to_json())).into_response()
 }
 
-/// Reads a JSON object body with a size limit; every failure is a JSON error.
+/// Reads a JSON object body with the size limit; every failure is a JSON error.
 pub async fn json_body(req: Request) -> Result<Value, Error> {
-    let bytes: Bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
+    json_body_max(req, MAX_BODY).await
+}
+
+async fn json_body_max(req: Request, max: usize) -> Result<Value, Error> {
+    let bytes: Bytes = axum::body::to_bytes(req.into_body(), max)
         .await
         .map_err(|_| {
+            let hint = if max == MAX_COMPONENT_BODY {
+                "give the component as wasm_path (a file on the server's machine) instead of wasm_base64"
+            } else {
+                "send less at once: split the call, or shorten the body"
+            };
             Error::new(
                 413,
                 "payload_too_large",
-                format!("the request body is larger than {} bytes", MAX_BODY),
+                format!("the request body is larger than {max} bytes"),
             )
-            .hint("send less at once: split the call, or shorten the body")
+            .hint(hint)
         })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(json!({}));
@@ -264,10 +277,10 @@ async fn install_component(
     let mut scope = prev.map(|p| p.scope()).unwrap_or_default();
     scope.name = name;
     scope.write = f.write.clone().unwrap_or(scope.write);
+    scope.ddl = f.ddl.unwrap_or(scope.ddl);
+    scope.maintain = f.maintain.unwrap_or(scope.maintain);
     let rt = s.agg.wasm.clone();
-    let (info, _) = tokio::task::spawn_blocking(move || rt.install(&bytes, scope, limits))
-        .await
-        .map_err(|_| Error::internal("installing panicked"))??;
+    let (info, _) = rt.install(bytes, scope, limits).await?;
     Ok(Some(info))
 }
 
@@ -494,7 +507,12 @@ async fn run_route(s: Shared, path: &str, req: Request) -> Response {
         Ok(c) => c,
         Err(e) => return error_response(&e),
     };
-    let args = match json_body(req).await {
+    // Only the owner installs components: only the owner may send one in base64.
+    let max = match (route.path, &ctx.caller) {
+        ("apps/create" | "apps/update", Caller::Owner) => MAX_COMPONENT_BODY,
+        _ => MAX_BODY,
+    };
+    let args = match json_body_max(req, max).await {
         Ok(v) => v,
         Err(e) => return error_response(&e),
     };

@@ -169,10 +169,15 @@ impl Aggregator {
 
     fn backend_for(&self, rec: &AppRecord) -> Option<(String, Arc<dyn AppBackend>)> {
         if let Some(w) = &rec.wasm {
+            // The scope is part of it: a WASM app's engine calls are checked against the scope
+            // its backend holds, so a changed `write`, `ddl` or `maintain` needs a new backend.
             let fp = format!(
-                "wasm {} {}",
+                "wasm {} {} write={:?} ddl={} maintain={}",
                 w.sha256,
-                serde_json::to_string(&w.limits).unwrap_or_default()
+                serde_json::to_string(&w.limits).unwrap_or_default(),
+                rec.write,
+                rec.ddl,
+                rec.maintain
             );
             let scope = rec.scope();
             return Some((

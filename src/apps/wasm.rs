@@ -24,7 +24,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 mod bindings {
@@ -46,7 +45,9 @@ const TICK: Duration = Duration::from_millis(10);
 pub struct Limits {
     /// Linear memory, in MiB.
     pub memory_mb: u64,
-    /// CPU time one call may run guest code, in ms (epoch interruption).
+    /// How long one call may run, in ms: counted in epoch ticks of wall-clock time (engine calls
+    /// included) and enforced by epoch interruption, so a guest that spins is stopped. A guest
+    /// blocked in a host call (a sleep) is not: `timeout_ms` answers for it.
     pub cpu_ms: u64,
     /// Wall-clock time one call may take, in ms.
     pub timeout_ms: u64,
@@ -84,11 +85,35 @@ impl Limits {
                 .column("limits")
                 .hint("limits are memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances (positive integers)")
         })?;
-        if l.memory_mb == 0 || l.cpu_ms == 0 || l.timeout_ms == 0 || l.max_instances == 0 {
+        if l.memory_mb == 0
+            || l.cpu_ms == 0
+            || l.timeout_ms == 0
+            || l.max_instances == 0
+            || l.max_result_bytes == 0
+        {
             return Err(Error::invalid("limits must be positive")
                 .column("limits")
                 .rule("min")
                 .hint("use values of 1 or more"));
+        }
+        // A wasm32 memory holds at most 4 GiB; a larger number (shifted into bytes) could wrap
+        // around to a tiny limit. The other bounds keep a typo from pinning the host.
+        let max = [
+            ("memory_mb", l.memory_mb, 4096),
+            ("cpu_ms", l.cpu_ms, 86_400_000),
+            ("timeout_ms", l.timeout_ms, 86_400_000),
+            ("max_result_bytes", l.max_result_bytes, 1 << 30),
+            ("max_instances", u64::from(l.max_instances), 1024),
+        ];
+        for (name, v, most) in max {
+            if v > most {
+                return Err(
+                    Error::invalid(format!("{name} {v} is above the maximum {most}"))
+                        .column("limits")
+                        .rule("max")
+                        .hint(format!("give {name} at most {most}")),
+                );
+            }
         }
         Ok(l)
     }
@@ -111,8 +136,87 @@ pub struct Host {
     engine: Arc<Engine>,
     scope: Arc<AppScope>,
     actor: Actor,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
+    stdout: LogPipe,
+    stderr: LogPipe,
+}
+
+/// A guest's stdout or stderr: kept for the log (the first [`LogPipe::KEEP`] bytes of a call),
+/// never refusing a write. (wasmtime's `MemoryOutputPipe` fails writes past its capacity: a guest
+/// that printed more than that in one call trapped, Rust's `println!` panicking on a broken pipe.)
+#[derive(Clone, Default)]
+pub struct LogPipe(Arc<Mutex<(Vec<u8>, usize)>>);
+
+impl LogPipe {
+    const KEEP: usize = 64 << 10;
+
+    fn keep(&self, bytes: &[u8]) {
+        let mut g = self.0.lock().unwrap();
+        let room = Self::KEEP.saturating_sub(g.0.len());
+        let n = room.min(bytes.len());
+        g.0.extend_from_slice(&bytes[..n]);
+        g.1 += bytes.len() - n;
+    }
+
+    /// What was kept since the last take, and how many bytes were dropped after it; empties it.
+    fn take(&self) -> (Vec<u8>, usize) {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for LogPipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdoutStream for LogPipe {
+    fn p2_stream(&self) -> Box<dyn wasmtime_wasi::p2::OutputStream> {
+        Box::new(self.clone())
+    }
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl wasmtime_wasi::p2::OutputStream for LogPipe {
+    fn write(&mut self, bytes: bytes::Bytes) -> wasmtime_wasi::p2::StreamResult<()> {
+        self.keep(&bytes);
+        Ok(())
+    }
+    fn flush(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
+        Ok(())
+    }
+    fn check_write(&mut self) -> wasmtime_wasi::p2::StreamResult<usize> {
+        Ok(Self::KEEP)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for LogPipe {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for LogPipe {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.keep(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 impl WasiView for Host {
@@ -232,7 +336,7 @@ impl WasmRuntime {
             .engine
             .precompile_component(&bytes)
             .map_err(|e| format!("not a valid component: {e:#}"))?;
-        if let Err(e) = crate::engine::files::write_atomic(&cached, &artifact) {
+        if let Err(e) = write_cache(&cached, &artifact) {
             tracing::warn!("cannot write the compile cache: {e}");
         }
         // SAFETY: `artifact` was produced just above by this engine.
@@ -242,9 +346,9 @@ impl WasmRuntime {
 
     /// Stores a component file (content-addressed) and checks it: compiles, matches the world,
     /// instantiates, lists its tools. Answers its info and its tool names.
-    pub fn install(
+    pub async fn install(
         self: &Arc<Self>,
-        bytes: &[u8],
+        bytes: Vec<u8>,
         scope: AppScope,
         limits: Limits,
     ) -> Result<(WasmInfo, Listing)> {
@@ -255,34 +359,55 @@ impl WasmRuntime {
                 .rule("max")
                 .hint("build it smaller"));
         }
-        let sha = hex::encode(sha2::Sha256::digest(bytes));
+        let size = bytes.len() as u64;
+        let sha = hex::encode(sha2::Sha256::digest(&bytes));
         let path = self.apps_dir.join(format!("{sha}.wasm"));
-        let existed = path.exists();
-        if !existed {
-            crate::engine::files::write_atomic(&path, bytes)?;
+        // Blocking: store the file, compile (seconds for Python or JavaScript), check the world.
+        let (me, p, s, l) = (self.clone(), path.clone(), sha.clone(), limits.clone());
+        let (existed, app, loaded) = tokio::task::spawn_blocking(move || -> Result<_> {
+            let existed = p.exists();
+            if !existed {
+                crate::engine::files::write_atomic(&p, &bytes)?;
+            }
+            let app = WasmApp::new(me, scope, &s, l);
+            let loaded = app.0.pre().as_ref().err().cloned();
+            Ok((existed, app, loaded))
+        })
+        .await
+        .map_err(|_| Error::internal("installing panicked"))??;
+        let forget = || {
+            if !existed {
+                let _ = std::fs::remove_file(&path);
+            }
+        };
+        if let Some(e) = loaded {
+            forget();
+            return Err(
+                Error::invalid(format!("the component cannot be installed: {e}"))
+                    .column("wasm")
+                    .rule("world")
+                    .hint(format!(
+                        "build a component for the world {WORLD} (see wit/datanotes-app.wit)"
+                    )),
+            );
         }
-        let app = WasmApp::new(self.clone(), scope, &sha, limits.clone());
-        let listing = app.list_blocking();
-        match listing {
+        // Its tools, listed like any call: in a slot, within timeout_ms.
+        match app.list().await {
             Ok(l) => Ok((
                 WasmInfo {
                     sha256: sha,
-                    size: bytes.len() as u64,
+                    size,
                     limits,
                 },
                 l,
             )),
             Err(e) => {
-                if !existed {
-                    let _ = std::fs::remove_file(&path);
-                }
+                forget();
                 Err(
                     Error::invalid(format!("the component cannot be installed: {}", e.0))
                         .column("wasm")
-                        .rule("world")
-                        .hint(format!(
-                            "build a component for the world {WORLD} (see wit/datanotes-app.wit)"
-                        )),
+                        .rule("list_tools")
+                        .hint("list-tools and instructions must answer within timeout_ms, with JSON input schemas"),
                 )
             }
         }
@@ -302,47 +427,52 @@ struct Inner {
     rt: Arc<WasmRuntime>,
     scope: Arc<AppScope>,
     limits: Limits,
-    pre: std::result::Result<bindings::AppPre<Host>, String>,
+    sha: String,
+    /// The component, ready to instantiate: loaded (or compiled) on first use, in a blocking
+    /// thread, so that starting the server never waits for a compilation.
+    pre: std::sync::OnceLock<std::result::Result<bindings::AppPre<Host>, String>>,
     warm: Mutex<Vec<Instance>>,
     slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl WasmApp {
     pub fn new(rt: Arc<WasmRuntime>, scope: AppScope, sha: &str, limits: Limits) -> WasmApp {
-        let pre = rt.load(sha).and_then(|c| {
-            let ipre = rt
-                .linker
-                .instantiate_pre(&c)
-                .map_err(|e| format!("the component does not match the world {WORLD}: {e:#}"))?;
-            bindings::AppPre::new(ipre)
-                .map_err(|e| format!("the component does not match the world {WORLD}: {e:#}"))
-        });
-        if let Err(e) = &pre {
-            tracing::error!(app = %scope.name, "{e}");
-        }
         let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_instances as usize));
         WasmApp(Arc::new(Inner {
             rt,
             scope: Arc::new(scope),
             limits,
-            pre,
+            sha: sha.to_string(),
+            pre: std::sync::OnceLock::new(),
             warm: Mutex::new(vec![]),
             slots,
         }))
     }
-
-    fn list_blocking(&self) -> std::result::Result<Listing, BackendError> {
-        self.0.list_blocking()
-    }
 }
 
 impl Inner {
+    /// The component ready to instantiate (blocking: may compile it).
+    fn pre(&self) -> &std::result::Result<bindings::AppPre<Host>, String> {
+        self.pre.get_or_init(|| {
+            let rt = &self.rt;
+            let pre = rt.load(&self.sha).and_then(|c| {
+                check_world(&rt.engine, &c)?;
+                let ipre = rt.linker.instantiate_pre(&c).map_err(|e| {
+                    format!("the component does not match the world {WORLD}: {e:#}")
+                })?;
+                bindings::AppPre::new(ipre)
+                    .map_err(|e| format!("the component does not match the world {WORLD}: {e:#}"))
+            });
+            if let Err(e) = &pre {
+                tracing::error!(app = %self.scope.name, "{e}");
+            }
+            pre
+        })
+    }
+
     fn instantiate(&self) -> std::result::Result<Instance, String> {
-        let pre = self.pre.as_ref().map_err(Clone::clone)?;
-        let (stdout, stderr) = (
-            MemoryOutputPipe::new(64 << 10),
-            MemoryOutputPipe::new(64 << 10),
-        );
+        let pre = self.pre().as_ref().map_err(Clone::clone)?;
+        let (stdout, stderr) = (LogPipe::default(), LogPipe::default());
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -391,22 +521,32 @@ impl Inner {
         inst.store.set_epoch_deadline(self.ticks());
         let r = f(&mut inst);
         let h = inst.store.data();
-        for (name, pipe) in [("stdout", &h.stdout), ("stderr", &h.stderr)] {
-            let c = pipe.contents();
+        // The call's output goes to the log, and the pipes start empty for the next call.
+        let (stdout, stderr) = (h.stdout.take(), h.stderr.take());
+        for (name, (c, dropped)) in [("stdout", &stdout), ("stderr", &stderr)] {
             if !c.is_empty() {
-                tracing::info!(app = %self.scope.name, stream = name, "{}", String::from_utf8_lossy(&c).trim_end());
+                let more = if *dropped > 0 {
+                    format!(" […{dropped} more bytes dropped]")
+                } else {
+                    String::new()
+                };
+                tracing::info!(app = %self.scope.name, stream = name, "{}{more}", String::from_utf8_lossy(c).trim_end());
             }
         }
-        let clean = h.stdout.contents().is_empty() && h.stderr.contents().is_empty();
         match r {
             Ok(v) => {
-                // A store whose pipes hold output is replaced, so output is logged once.
-                if clean {
-                    self.warm.lock().unwrap().push(inst);
-                }
+                self.warm.lock().unwrap().push(inst);
                 Ok(v)
             }
-            Err(e) => Err(describe_trap(&e, &self.limits)),
+            // What the guest said last (a Rust panic message, a Python traceback) tells why it
+            // trapped far better than "unreachable instruction executed".
+            Err(e) => Err(match stderr_tail(&stderr.0) {
+                Some(t) => format!(
+                    "{}; its stderr ended with: {t}",
+                    describe_trap(&e, &self.limits)
+                ),
+                None => describe_trap(&e, &self.limits),
+            }),
         }
     }
 
@@ -495,6 +635,191 @@ impl Inner {
     }
 }
 
+/// The interface every app exports, and its functions as the world declares them: name,
+/// parameters, result.
+const TOOLS_INTERFACE: &str = "datanotes:app/tools@0.1.0";
+type FuncSig = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+const TOOLS_FUNCS: &[FuncSig] = &[
+    (
+        "list-tools",
+        &[],
+        "list<record { name: string, description: string, input-schema: string, tables: list<string> }>",
+    ),
+    ("instructions", &[], "string"),
+    (
+        "call-tool",
+        &[
+            ("name", "string"),
+            ("arguments", "string"),
+            (
+                "ctx",
+                "record { harness: option<string>, model: option<string>, session: option<string> }",
+            ),
+        ],
+        "result<string, string>",
+    ),
+];
+
+/// A function type written as WIT.
+fn wit_func(params: &[(String, String)], results: &[String]) -> String {
+    let p: Vec<String> = params.iter().map(|(n, t)| format!("{n}: {t}")).collect();
+    let r = match results {
+        [] => String::new(),
+        [one] => format!(" -> {one}"),
+        many => format!(" -> ({})", many.join(", ")),
+    };
+    format!("func({}){r}", p.join(", "))
+}
+
+/// Checks a component's `tools` export against the world, so that a component built for another
+/// world is refused with an error that names what differs (wasmtime's own error at
+/// instantiation says only "type mismatch with parameters", not which function).
+fn check_world(engine: &wasmtime::Engine, c: &Component) -> std::result::Result<(), String> {
+    use wasmtime::component::types::ComponentItem;
+    let ty = c.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    // Any 0.1.x release of the interface serves (wasmtime matches semver-compatible names).
+    let prefix = TOOLS_INTERFACE.trim_end_matches('0');
+    let Some(name) = exports
+        .iter()
+        .find(|n| *n == TOOLS_INTERFACE)
+        .or_else(|| exports.iter().find(|n| n.starts_with(prefix)))
+    else {
+        let listed = if exports.is_empty() {
+            "nothing".to_string()
+        } else {
+            exports.join(", ")
+        };
+        return Err(format!(
+            "the component does not export the interface {TOOLS_INTERFACE} (it exports {listed})"
+        ));
+    };
+    let Some(ComponentItem::ComponentInstance(inst)) = ty.get_export(engine, name).map(|e| e.ty)
+    else {
+        return Err(format!("the component's export {name} is not an interface"));
+    };
+    let mut problems = vec![];
+    for (func, want_params, want_result) in TOOLS_FUNCS {
+        let want_params: Vec<(String, String)> = want_params
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect();
+        let want_results = vec![want_result.to_string()];
+        let want = wit_func(&want_params, &want_results);
+        match inst.get_export(engine, func).map(|e| e.ty) {
+            None => problems.push(format!("it has no function {func}: {want}")),
+            Some(ComponentItem::ComponentFunc(f)) => {
+                let params: Vec<(String, String)> = f
+                    .params()
+                    .map(|(n, t)| (n.to_string(), wit_type(&t)))
+                    .collect();
+                let results: Vec<String> = f.results().map(|t| wit_type(&t)).collect();
+                // Parameter names do not matter to callers; types do.
+                let types =
+                    |p: &[(String, String)]| p.iter().map(|x| x.1.clone()).collect::<Vec<_>>();
+                if types(&params) != types(&want_params) || results != want_results {
+                    problems.push(format!(
+                        "{func} is {}, the world wants {want}",
+                        wit_func(&params, &results)
+                    ));
+                }
+            }
+            Some(_) => problems.push(format!("its export {func} is not a function")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "its {name} does not match the world {WORLD}: {}",
+            problems.join("; ")
+        ))
+    }
+}
+
+/// A component type written as WIT.
+fn wit_type(t: &wasmtime::component::Type) -> String {
+    use wasmtime::component::Type as T;
+    let opt = |t: Option<T>| t.map(|t| wit_type(&t)).unwrap_or_else(|| "_".into());
+    match t {
+        T::Bool => "bool".into(),
+        T::S8 => "s8".into(),
+        T::U8 => "u8".into(),
+        T::S16 => "s16".into(),
+        T::U16 => "u16".into(),
+        T::S32 => "s32".into(),
+        T::U32 => "u32".into(),
+        T::S64 => "s64".into(),
+        T::U64 => "u64".into(),
+        T::Float32 => "f32".into(),
+        T::Float64 => "f64".into(),
+        T::Char => "char".into(),
+        T::String => "string".into(),
+        T::List(l) => format!("list<{}>", wit_type(&l.ty())),
+        T::FixedLengthList(l) => format!("list<{}, {}>", wit_type(&l.ty()), l.len()),
+        T::Map(m) => format!("map<{}, {}>", wit_type(&m.key()), wit_type(&m.value())),
+        T::Record(r) => format!(
+            "record {{ {} }}",
+            r.fields()
+                .map(|f| format!("{}: {}", f.name, wit_type(&f.ty)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        T::Tuple(t) => format!(
+            "tuple<{}>",
+            t.types()
+                .map(|t| wit_type(&t))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        T::Variant(v) => format!(
+            "variant {{ {} }}",
+            v.cases()
+                .map(|c| match c.ty {
+                    Some(t) => format!("{}({})", c.name, wit_type(&t)),
+                    None => c.name.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        T::Enum(e) => format!("enum {{ {} }}", e.names().collect::<Vec<_>>().join(", ")),
+        T::Flags(f) => format!("flags {{ {} }}", f.names().collect::<Vec<_>>().join(", ")),
+        T::Option(o) => format!("option<{}>", wit_type(&o.ty())),
+        T::Result(r) => match (r.ok(), r.err()) {
+            (None, None) => "result".into(),
+            (ok, err) => format!("result<{}, {}>", opt(ok), opt(err)),
+        },
+        T::Own(_) => "own<resource>".into(),
+        T::Borrow(_) => "borrow<resource>".into(),
+        T::Future(f) => format!("future<{}>", opt(f.ty())),
+        T::Stream(s) => format!("stream<{}>", opt(s.ty())),
+        T::ErrorContext => "error-context".into(),
+    }
+}
+
+/// The end of a guest's stderr (at most 600 bytes), without Rust's backtrace advice.
+fn stderr_tail(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+        .collect();
+    let mut out = lines.join("\n");
+    if out.len() > 600 {
+        let mut cut = out.len() - 600;
+        while !out.is_char_boundary(cut) {
+            cut += 1;
+        }
+        out = format!("…{}", &out[cut..]);
+    }
+    Some(out).filter(|s| !s.is_empty())
+}
+
 fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
     if let Some(t) = e.downcast_ref::<wasmtime::Trap>() {
         return match t {
@@ -517,16 +842,22 @@ fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
 impl AppBackend for WasmApp {
     fn list(&self) -> BoxFuture<'_, std::result::Result<Listing, BackendError>> {
         Box::pin(async move {
-            let _permit = self
-                .0
-                .slots
-                .acquire()
-                .await
-                .map_err(|_| BackendError("closed".into()))?;
+            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
+            let deadline = tokio::time::Instant::now() + timeout;
+            let permit = self.slot(deadline).await?;
             let me = self.0.clone();
-            tokio::task::spawn_blocking(move || me.list_blocking())
-                .await
-                .map_err(|_| BackendError("the listing panicked".into()))?
+            let task = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                me.list_blocking()
+            });
+            match tokio::time::timeout_at(deadline, task).await {
+                Err(_) => Err(BackendError(format!(
+                    "timed out listing tools ({} ms)",
+                    timeout.as_millis()
+                ))),
+                Ok(Err(_)) => Err(BackendError("the listing panicked".into())),
+                Ok(Ok(r)) => r,
+            }
         })
     }
 
@@ -537,27 +868,43 @@ impl AppBackend for WasmApp {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, std::result::Result<Value, BackendError>> {
         Box::pin(async move {
-            let _permit = self
-                .0
-                .slots
-                .acquire()
-                .await
-                .map_err(|_| BackendError("closed".into()))?;
-            if let Err(e) = &self.0.pre {
-                return Err(BackendError(e.clone()));
+            // A component that cannot be loaded makes the app unreachable (not a failed call).
+            let unusable = match self.0.pre.get() {
+                Some(r) => r.as_ref().err().cloned(),
+                None => {
+                    let me = self.0.clone();
+                    tokio::task::spawn_blocking(move || me.pre().as_ref().err().cloned())
+                        .await
+                        .map_err(|_| BackendError("loading the component panicked".into()))?
+                }
+            };
+            if let Some(e) = unusable {
+                return Err(BackendError(e));
             }
+            let error = |msg: String| {
+                Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
+            };
+            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
+            let deadline = tokio::time::Instant::now() + timeout;
+            // Waiting for a free instance counts in the call's time too.
+            let permit = match self.slot(deadline).await {
+                Ok(p) => p,
+                Err(e) => return error(format!("calling {tool}: {}", e.0)),
+            };
             let (me, tool_s, text, cc) = (
                 self.0.clone(),
                 tool.to_string(),
                 args.to_string(),
                 ctx.clone(),
             );
-            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
-            let task = tokio::task::spawn_blocking(move || me.call_blocking(&tool_s, &text, &cc));
-            let error = |msg: String| {
-                Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
-            };
-            match tokio::time::timeout(timeout, task).await {
+            // The blocking task holds the slot, not this future: a call that timed out keeps its
+            // instance busy until the guest returns (a guest blocked in a host call, e.g. a
+            // sleep, is not interrupted), and max_instances must count it.
+            let task = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                me.call_blocking(&tool_s, &text, &cc)
+            });
+            match tokio::time::timeout_at(deadline, task).await {
                 Err(_) => error(format!(
                     "timed out calling {tool} ({} ms)",
                     timeout.as_millis()
@@ -569,6 +916,46 @@ impl AppBackend for WasmApp {
             }
         })
     }
+}
+
+impl WasmApp {
+    /// A slot to run an instance in, waited for until `deadline`.
+    async fn slot(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> std::result::Result<tokio::sync::OwnedSemaphorePermit, BackendError> {
+        let n = self.0.limits.max_instances;
+        match tokio::time::timeout_at(deadline, self.0.slots.clone().acquire_owned()).await {
+            Err(_) => Err(BackendError(format!(
+                "timed out waiting for one of its {n} instances (max_instances) to be free"
+            ))),
+            Ok(Err(_)) => Err(BackendError("the app is closed".into())),
+            Ok(Ok(p)) => Ok(p),
+        }
+    }
+}
+
+/// Writes a compile cache entry atomically. The temporary file's name is unique to this write:
+/// two threads may compile the same component at once (two installs of it), and with a name
+/// per process (`files::write_atomic`) one could rename the other's half-written file into
+/// place, for another process (the cache folder may be shared) to load.
+fn write_cache(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!(
+        "{}-{:016x}.tmp",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let r = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
 }
 
 /// Reads a component given as a path on the server's machine or as base64.

@@ -18,7 +18,7 @@ pub struct Server {
     pub http: reqwest::blocking::Client,
     /// Extra command-line arguments and environment variables, kept for restarts.
     extra: Vec<String>,
-    env: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
 }
 
 pub fn bin() -> &'static str {

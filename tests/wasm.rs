@@ -1,0 +1,1048 @@
+//! WASM apps end to end, through the real server: the three example apps (Rust, Python,
+//! JavaScript) installed, listed and called over `/apps/call/` and MCP; scopes enforced on a
+//! component's engine calls; name collisions; the compile cache across restarts; hostile
+//! components contained while good calls go on; a component for another world refused.
+//!
+//! The components come from `target/plugins/` (built by `scripts/build-plugins`, run once here:
+//! it does nothing when they are up to date). Compiled components are cached in one folder for
+//! every test (`target/wasm-test-cache`), so the Python and JavaScript apps compile once.
+
+mod common;
+use common::*;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The path of a built component; builds them all once per test run.
+fn component(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = std::process::Command::new(root().join("scripts/build-plugins"))
+            .output()
+            .expect("run scripts/build-plugins");
+        assert!(
+            out.status.success(),
+            "scripts/build-plugins failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    let p = root().join("target/plugins").join(format!("{name}.wasm"));
+    assert!(p.exists(), "{} is missing", p.display());
+    p
+}
+
+fn shared_cache() -> String {
+    let d = root().join("target/wasm-test-cache");
+    std::fs::create_dir_all(&d).unwrap();
+    d.to_string_lossy().into_owned()
+}
+
+/// A server whose compile cache is the shared one.
+fn server() -> Server {
+    Server::start_with_env(&[("DATANOTES_CACHE_DIR", &shared_cache())])
+}
+
+impl Server {
+    /// Installs a component as a WASM app; answers the create answer.
+    fn install(&self, name: &str, file: &str, extra: Value) -> Value {
+        let mut body = json!({"name": name, "wasm_path": component(file)});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (st, v) = self.post("/datanotes/apps/create/", Some(&self.token), &body);
+        assert_eq!(st, 200, "installing {name}: {v}");
+        assert_eq!(v["app"]["kind"], "wasm", "{v}");
+        v
+    }
+
+    /// Calls a tool through `/apps/call/`: answers `{ok, value, servedBy}`.
+    fn tool(&self, tool: &str, args: Value) -> Value {
+        let (st, v) = self.post(
+            "/datanotes/apps/call/",
+            Some(&self.token),
+            &json!({"tool": tool, "arguments": args}),
+        );
+        assert_eq!(st, 200, "{tool}: {v}");
+        v
+    }
+
+    /// Calls a tool that must succeed; answers its structured result (or its text).
+    fn tool_ok(&self, tool: &str, args: Value) -> Value {
+        let v = self.tool(tool, args.clone());
+        assert_eq!(v["ok"], true, "{tool} {args}: {v}");
+        match v["value"].get("structuredContent") {
+            Some(s) => s.clone(),
+            None => v["value"]["content"][0]["text"].clone(),
+        }
+    }
+
+    /// Calls a tool that must fail; answers its error text.
+    fn tool_err(&self, tool: &str, args: Value) -> String {
+        let v = self.tool(tool, args.clone());
+        assert_eq!(v["ok"], false, "{tool} {args} should fail: {v}");
+        v["value"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    fn app(&self, name: &str) -> Value {
+        let (st, v) = self.post(
+            "/datanotes/apps/get/",
+            Some(&self.token),
+            &json!({"name": name}),
+        );
+        assert_eq!(st, 200, "{v}");
+        v["app"].clone()
+    }
+}
+
+/// An MCP session on the server with the owner token.
+struct Mcp {
+    rt: tokio::runtime::Runtime,
+    client: Option<RunningService<RoleClient, ()>>,
+}
+
+impl Mcp {
+    fn open(s: &Server) -> Mcp {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let cfg = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", s.url))
+            .auth_header(s.token.clone());
+        // The transport spawns its worker: it must be made inside the runtime.
+        let client = rt
+            .block_on(async { ().serve(StreamableHttpClientTransport::from_config(cfg)).await })
+            .expect("open an MCP session");
+        Mcp {
+            rt,
+            client: Some(client),
+        }
+    }
+
+    fn tools(&self) -> Vec<String> {
+        let c = self.client.as_ref().unwrap();
+        self.rt
+            .block_on(c.list_all_tools())
+            .expect("tools/list")
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect()
+    }
+
+    fn instructions(&self) -> String {
+        let c = self.client.as_ref().unwrap();
+        c.peer_info()
+            .and_then(|i| i.instructions.clone())
+            .unwrap_or_default()
+    }
+
+    fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let c = self.client.as_ref().unwrap();
+        let mut p = CallToolRequestParams::new(tool.to_string());
+        if let Value::Object(m) = args {
+            p = p.with_arguments(m);
+        }
+        self.rt.block_on(c.call_tool(p)).expect("tools/call")
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = self.rt.block_on(c.cancel());
+        }
+    }
+}
+
+fn text_of(r: &CallToolResult) -> String {
+    serde_json::to_value(&r.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn structured(r: &CallToolResult) -> Value {
+    match &r.structured_content {
+        Some(v) => v.clone(),
+        None => serde_json::from_str(&text_of(r)).unwrap_or(Value::Null),
+    }
+}
+
+#[test]
+fn example_apps_install_list_and_call() {
+    let s = server();
+    // Rust by path, Python by path, JavaScript as base64.
+    let planning = s.install(
+        "planning",
+        "planning",
+        json!({"write": ["personal.tasks.items"], "ddl": true}),
+    );
+    assert_eq!(
+        planning["app"]["tools"],
+        json!([
+            "planning_add_task",
+            "planning_list_tasks",
+            "planning_complete_task"
+        ])
+    );
+    assert!(planning["token"].as_str().unwrap().starts_with("dn_app_"));
+    let journal = s.install(
+        "journal",
+        "journal",
+        json!({"write": ["personal.notes.daily"], "ddl": true}),
+    );
+    assert_eq!(
+        journal["app"]["tools"],
+        json!([
+            "journal_append",
+            "journal_read",
+            "journal_recent",
+            "journal_search"
+        ])
+    );
+    let bytes = std::fs::read(component("bookmarks")).unwrap();
+    let b64 = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&bytes)
+    };
+    let (st, bookmarks) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "bookmarks", "write": ["personal.notes.bookmarks"], "ddl": true, "wasm_base64": b64}),
+    );
+    assert_eq!(st, 200, "{bookmarks}");
+    assert_eq!(
+        bookmarks["app"]["tools"],
+        json!([
+            "bookmarks_add",
+            "bookmarks_search",
+            "bookmarks_by_tag",
+            "bookmarks_tags"
+        ])
+    );
+    assert_eq!(bookmarks["app"]["wasm"]["size"], bytes.len());
+
+    // Listed, with their kind, tools and reachability.
+    let (st, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
+    assert_eq!(st, 200);
+    let names: Vec<&str> = apps["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["planning", "journal", "bookmarks"]);
+    for a in apps["apps"].as_array().unwrap() {
+        assert_eq!(a["kind"], "wasm", "{a}");
+        assert_eq!(a["reachable"], true, "{a}");
+        assert_eq!(a["skippedTools"], json!([]), "{a}");
+        assert_eq!(a["wasm"]["sha256"].as_str().unwrap().len(), 64, "{a}");
+    }
+
+    // Rust: planning.
+    let t = s.tool_ok(
+        "planning_add_task",
+        json!({"title": "Write the guide", "due": "2026-12-01", "tags": ["docs"]}),
+    );
+    let id = t["id"].as_str().unwrap().to_string();
+    s.tool_ok("planning_add_task", json!({"title": "Ship it"}));
+    let list = s.tool_ok("planning_list_tasks", json!({"status": "todo"}));
+    assert_eq!(list["total"], 2, "{list}");
+    s.tool_ok("planning_complete_task", json!({"id": id}));
+    let done = s.tool_ok("planning_list_tasks", json!({"status": "done"}));
+    assert_eq!(done["rows"][0]["id"], id.as_str());
+    let e = s.tool_err(
+        "planning_add_task",
+        json!({"title": "x", "due": "not a date"}),
+    );
+    assert!(
+        e.contains("due"),
+        "the engine's error reaches the agent: {e}"
+    );
+
+    // Python: journal.
+    let a = s.tool_ok(
+        "journal_append",
+        json!({"text": "Installed three apps", "date": "2026-11-30", "tags": ["wasm"]}),
+    );
+    assert_eq!(a, json!({"date": "2026-11-30", "version": 1, "entries": 1}));
+    let a = s.tool_ok(
+        "journal_append",
+        json!({"text": "Wrote tests for them", "date": "2026-11-30", "tags": ["tests"]}),
+    );
+    assert_eq!(a["entries"], 2, "{a}");
+    s.tool_ok(
+        "journal_append",
+        json!({"text": "A quiet day", "date": "2026-11-29"}),
+    );
+    let day = s.tool_ok("journal_read", json!({"date": "2026-11-30"}));
+    let entries = day["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{day}");
+    assert!(
+        entries[0]
+            .as_str()
+            .unwrap()
+            .ends_with("Installed three apps")
+    );
+    assert_eq!(day["tags"], json!(["wasm", "tests"]));
+    let recent = s.tool_ok("journal_recent", json!({"days": 5}));
+    assert_eq!(recent["days"][0]["date"], "2026-11-30", "{recent}");
+    assert_eq!(recent["days"][1]["date"], "2026-11-29", "{recent}");
+    let hits = s.tool_ok("journal_search", json!({"query": "quiet"}));
+    assert_eq!(hits["hits"][0]["date"], "2026-11-29", "{hits}");
+    let e = s.tool_err("journal_read", json!({"date": "2026-13-01"}));
+    assert!(e.contains("YYYY-MM-DD"), "{e}");
+    // The row is a Markdown file, written with the app as actor.
+    let md = std::fs::read_to_string(s.row_path("personal.notes.daily", "2026-11-30")).unwrap();
+    assert!(md.contains("Wrote tests for them"), "{md}");
+    let m = s.migrations(json!({"table": "personal.notes.daily"}));
+    assert_eq!(m[0]["actor"]["app"], "journal", "{}", m[0]);
+
+    // JavaScript: bookmarks.
+    let b = s.tool_ok(
+        "bookmarks_add",
+        json!({"url": "https://example.org/components", "title": "The component model",
+               "tags": ["WASM", "reading"], "note": "Worlds, interfaces and **components**."}),
+    );
+    assert_eq!(b["added"], true, "{b}");
+    let again = s.tool_ok(
+        "bookmarks_add",
+        json!({"url": "https://example.org/components", "tags": ["later"]}),
+    );
+    assert_eq!(again["added"], false);
+    assert_eq!(again["tags"], json!(["wasm", "reading", "later"]));
+    s.tool_ok(
+        "bookmarks_add",
+        json!({"url": "https://example.org/sqlite", "title": "SQLite FTS5", "tags": ["reading"]}),
+    );
+    let found = s.tool_ok("bookmarks_search", json!({"query": "interfaces"}));
+    assert_eq!(
+        found["bookmarks"][0]["url"], "https://example.org/components",
+        "{found}"
+    );
+    let tagged = s.tool_ok("bookmarks_by_tag", json!({"tag": "reading"}));
+    assert_eq!(tagged["bookmarks"].as_array().unwrap().len(), 2, "{tagged}");
+    let tags = s.tool_ok("bookmarks_tags", json!({}));
+    assert_eq!(tags["tags"][0], json!({"tag": "reading", "count": 2}));
+    let e = s.tool_err("bookmarks_add", json!({"url": "ftp://nope"}));
+    assert!(
+        e.contains("constraint_violation") && e.contains("pattern"),
+        "the engine's error, intact: {e}"
+    );
+
+    // describe_table lists the tools that declare the table.
+    let d = s.ok(
+        "describe_table",
+        json!({"table": "personal.notes.bookmarks"}),
+    );
+    let tools: Vec<&str> = d["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{d}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "bookmarks_add",
+            "bookmarks_search",
+            "bookmarks_by_tag",
+            "bookmarks_tags"
+        ]
+    );
+
+    // MCP: the same tools after the operations, the apps' instructions, calls.
+    let mcp = Mcp::open(&s);
+    let tools = mcp.tools();
+    let first_app = tools.iter().position(|t| t == "planning_add_task").unwrap();
+    assert!(tools[..first_app].contains(&"select_rows".to_string()));
+    for t in [
+        "planning_list_tasks",
+        "journal_append",
+        "journal_search",
+        "bookmarks_add",
+        "bookmarks_tags",
+    ] {
+        assert!(tools.contains(&t.to_string()), "{t} missing from {tools:?}");
+    }
+    let ins = mcp.instructions();
+    for app in ["planning", "journal", "bookmarks"] {
+        assert!(
+            ins.contains(&format!("## App {app}")),
+            "instructions: {ins}"
+        );
+    }
+    let r = mcp.call("journal_read", json!({"date": "2026-11-29"}));
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    assert_eq!(structured(&r)["entries"].as_array().unwrap().len(), 1);
+    let r = mcp.call("bookmarks_by_tag", json!({"tag": "later"}));
+    assert_eq!(
+        structured(&r)["bookmarks"][0]["title"],
+        "The component model"
+    );
+    let r = mcp.call("planning_add_task", json!({"title": "Through MCP"}));
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let r = mcp.call("planning_list_tasks", json!({}));
+    assert_eq!(structured(&r)["total"], 3, "{r:?}");
+    let r = mcp.call("journal_append", json!({"text": ""}));
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(text_of(&r).contains("give the entry"), "{r:?}");
+}
+
+/// Asserts a hostile tool's engine call was refused with the engine's 403 error naming `rule`,
+/// and that neither the files nor the journal changed.
+fn assert_refused(s: &Server, tool: &str, args: Value, rule: &str) -> Value {
+    let files = snapshot(&s.dir);
+    let seq = s.seq();
+    let v = s.tool(tool, args.clone());
+    assert_eq!(v["ok"], false, "{tool} {args}: {v}");
+    let e = &v["value"]["structuredContent"];
+    assert_eq!(e["status"], 403, "{tool}: {v}");
+    assert_eq!(e["code"], "forbidden", "{tool}: {v}");
+    assert_eq!(e["error"]["rule"], rule, "{tool}: {v}");
+    assert_error_shape(&e["error"]);
+    assert!(
+        snapshot(&s.dir) == files,
+        "{tool} was refused but changed the files"
+    );
+    assert_eq!(s.seq(), seq, "{tool} was refused but journaled");
+    e["error"].clone()
+}
+
+#[test]
+fn scopes_are_enforced_on_a_components_engine_calls() {
+    let s = server();
+    create_tasks(&s);
+    s.ok(
+        "create_table",
+        json!({"table": "hostile.ok.notes", "columns": {"title": {"type": "text"}}}),
+    );
+    s.install("hostile", "hostile", json!({"write": ["hostile.ok.*"]}));
+
+    // Reads are always allowed; writes inside the scope too.
+    let r = s.tool_ok(
+        "hostile_engine",
+        json!({"op": "select_rows", "args": {"table": PEOPLE}}),
+    );
+    assert_eq!(r["total"], 2, "{r}");
+    let w = s.tool_ok("hostile_write", json!({"table": "hostile.ok.notes"}));
+    assert!(w["seq"].is_i64(), "{w}");
+    let m = s.migrations(json!({"table": "hostile.ok.notes"}));
+    assert_eq!(m[0]["actor"]["app"], "hostile", "{}", m[0]);
+
+    // A write outside `write`.
+    let e = assert_refused(&s, "hostile_write", json!({"table": TASKS}), "write");
+    assert_eq!(e["table"], TASKS);
+    assert!(
+        e["message"].as_str().unwrap().contains("hostile.ok.*"),
+        "{e}"
+    );
+    // Every row op, not only inserts.
+    assert_refused(
+        &s,
+        "hostile_engine",
+        json!({"op": "delete_row", "args": {"table": PEOPLE, "id": "ada"}}),
+        "write",
+    );
+    // A DDL without `ddl`, even inside the write scope.
+    assert_refused(&s, "hostile_ddl", json!({"table": "hostile.ok.new"}), "ddl");
+    assert_refused(
+        &s,
+        "hostile_engine",
+        json!({"op": "drop_table", "args": {"table": "hostile.ok.notes"}}),
+        "ddl",
+    );
+    // Maintenance without `maintain`.
+    assert_refused(&s, "hostile_maintain", json!({"op": "vacuum"}), "maintain");
+    assert_refused(
+        &s,
+        "hostile_maintain",
+        json!({"op": "set_engine_settings"}),
+        "maintain",
+    );
+    assert_refused(
+        &s,
+        "hostile_engine",
+        json!({"op": "undo_migration", "args": {"seq": 1}}),
+        "maintain",
+    );
+
+    // Rights granted by the owner apply to the running component at once...
+    let (st, v) = s.post(
+        "/datanotes/apps/update/",
+        Some(&s.token),
+        &json!({"name": "hostile", "ddl": true}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let c = s.tool_ok("hostile_ddl", json!({"table": "hostile.ok.new"}));
+    assert_eq!(c["table"], "hostile.ok.new", "{c}");
+    // ...and so are rights taken away.
+    let (st, v) = s.post(
+        "/datanotes/apps/update/",
+        Some(&s.token),
+        &json!({"name": "hostile", "write": [], "ddl": false}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_refused(
+        &s,
+        "hostile_write",
+        json!({"table": "hostile.ok.notes"}),
+        "write",
+    );
+}
+
+/// A tiny remote app: an MCP server in this process, on 127.0.0.1:0, whose tools are `names`.
+mod remote {
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    };
+    use rmcp::service::RequestContext;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    use rmcp::{ErrorData, RoleServer, ServerHandler};
+    use serde_json::json;
+    use std::sync::Arc;
+
+    #[derive(Clone)]
+    struct Fake {
+        tools: Vec<Tool>,
+    }
+
+    impl ServerHandler for Fake {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn list_tools(
+            &self,
+            _req: Option<PaginatedRequestParams>,
+            _rc: RequestContext<RoleServer>,
+        ) -> Result<ListToolsResult, ErrorData> {
+            Ok(ListToolsResult::with_all_items(self.tools.clone()))
+        }
+
+        async fn call_tool(
+            &self,
+            req: CallToolRequestParams,
+            _rc: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            Ok(
+                CallToolResult::success(vec![ContentBlock::text(format!("remote {}", req.name))])
+                    .into(),
+            )
+        }
+    }
+
+    /// Serves until the process ends; answers its MCP URL.
+    pub fn serve(names: &[&str]) -> String {
+        let tools: Vec<Tool> = names
+            .iter()
+            .map(|n| {
+                serde_json::from_value(json!({"name": n, "description": "a remote tool", "inputSchema": {"type": "object"}}))
+                    .unwrap()
+            })
+            .collect();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let fake = Fake { tools };
+                let service = StreamableHttpService::new(
+                    move || Ok(fake.clone()),
+                    Arc::new(LocalSessionManager::default()),
+                    StreamableHttpServerConfig::default(),
+                );
+                let app = axum::Router::new().nest_service("/mcp", service);
+                let l = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(l, app).await.unwrap();
+            });
+        });
+        format!("http://{addr}/mcp")
+    }
+}
+
+#[test]
+fn tool_names_taken_by_an_operation_or_an_earlier_app_are_skipped() {
+    let s = server();
+    let url = remote::serve(&["hostile_ok", "remote_hello", "select_rows"]);
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "remote", "mcp_url": url}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["app"]["kind"], "remote");
+    assert_eq!(v["app"]["tools"], json!(["hostile_ok", "remote_hello"]));
+    assert_eq!(
+        v["app"]["skippedTools"],
+        json!([{"name": "select_rows", "takenBy": "engine"}])
+    );
+
+    s.install("hostile", "hostile", json!({}));
+    let h = s.app("hostile");
+    let skipped = h["skippedTools"].as_array().unwrap();
+    assert!(
+        skipped.contains(&json!({"name": "hostile_ok", "takenBy": "remote"})),
+        "{h}"
+    );
+    assert!(
+        skipped.contains(&json!({"name": "list_tables", "takenBy": "engine"})),
+        "{h}"
+    );
+    let tools: Vec<&str> = h["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"hostile_trap") && !tools.contains(&"hostile_ok"));
+
+    // Calls go to whoever holds the name.
+    let v = s.tool("hostile_ok", json!({}));
+    assert_eq!(v["servedBy"], "remote", "{v}");
+    assert_eq!(v["value"]["content"][0]["text"], "remote hostile_ok");
+    let v = s.tool("list_tables", json!({}));
+    assert_eq!(v["servedBy"], "engine", "{v}");
+    assert_eq!(v["value"]["tables"], json!([]), "{v}");
+    let v = s.tool("hostile_engine", json!({"op": "list_tables"}));
+    assert_eq!(v["servedBy"], "hostile", "{v}");
+
+    // When the remote app goes, the WASM app gets the name.
+    let (st, v) = s.post(
+        "/datanotes/apps/delete/",
+        Some(&s.token),
+        &json!({"name": "remote"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let v = s.tool("hostile_ok", json!({}));
+    assert_eq!(v["servedBy"], "hostile", "{v}");
+}
+
+/// The compile cache's files with their modification times and sizes.
+fn cache_files(dir: &Path) -> Vec<(String, std::time::SystemTime, u64)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let m = e.metadata().unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                m.modified().unwrap(),
+                m.len(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_restart_reuses_the_compile_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let cache_dir = cache.path().to_string_lossy().into_owned();
+    let s = Server::start_with_env(&[("DATANOTES_CACHE_DIR", &cache_dir)]);
+    s.install(
+        "planning",
+        "planning",
+        json!({"write": ["personal.tasks.items"], "ddl": true}),
+    );
+    s.install("hostile", "hostile", json!({}));
+    s.tool_ok("planning_add_task", json!({"title": "Before the restart"}));
+    let before = cache_files(cache.path());
+    assert_eq!(
+        before.len(),
+        2,
+        "one compiled artifact per component: {before:?}"
+    );
+    assert!(
+        before
+            .iter()
+            .all(|(n, _, len)| n.ends_with(".cwasm") && *len > 0)
+    );
+    // The installed components are kept by content.
+    let apps_dir = s.dir.join(".datanotes/apps");
+    assert_eq!(std::fs::read_dir(&apps_dir).unwrap().count(), 2);
+
+    let s = s.restart();
+    let started = Instant::now();
+    eventually("the apps are listed after the restart", || {
+        let a = s.app("planning");
+        let h = s.app("hostile");
+        a["tools"].as_array().is_some_and(|t| t.len() == 3)
+            && h["tools"].as_array().is_some_and(|t| !t.is_empty())
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "listed {:?} after start",
+        started.elapsed()
+    );
+    let list = s.tool_ok("planning_list_tasks", json!({}));
+    assert_eq!(list["rows"][0]["values"]["title"], "Before the restart");
+    s.tool_ok("hostile_ok", json!({}));
+    assert_eq!(
+        cache_files(cache.path()),
+        before,
+        "the compile cache was rewritten: the components were compiled again"
+    );
+
+    // A deleted app's component goes; its cache entry stays for a reinstall.
+    let (st, v) = s.post(
+        "/datanotes/apps/delete/",
+        Some(&s.token),
+        &json!({"name": "hostile"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(std::fs::read_dir(&apps_dir).unwrap().count(), 1);
+    s.install("hostile", "hostile", json!({}));
+    assert_eq!(cache_files(cache.path()), before);
+}
+
+#[test]
+fn the_server_starts_before_its_components_are_compiled() {
+    // Installed with the shared cache, restarted with an empty one: the Python component must
+    // be compiled again (seconds), and the server must not wait for it to start serving.
+    let s = server();
+    s.install(
+        "journal",
+        "journal",
+        json!({"write": ["personal.notes.daily"], "ddl": true}),
+    );
+    s.tool_ok(
+        "journal_append",
+        json!({"text": "before the restart", "date": "2026-11-01"}),
+    );
+    let mut s = s;
+    s.stop();
+    let empty = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let s2 = Server::start_opts(
+        &s.dir,
+        &[],
+        &[("DATANOTES_CACHE_DIR", &empty.path().to_string_lossy())],
+    );
+    let serving = started.elapsed();
+    assert_eq!(s2.get("/datanotes/health").0, 200);
+    // It answers while the component compiles, then the app is listed and answers.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while s2.app("journal")["tools"]
+        .as_array()
+        .is_none_or(|t| t.is_empty())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "journal never listed after the restart"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let compiled = started.elapsed();
+    let day = s2.tool_ok("journal_read", json!({"date": "2026-11-01"}));
+    assert_eq!(day["entries"].as_array().unwrap().len(), 1, "{day}");
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 1);
+    assert!(
+        serving < compiled / 2,
+        "serving after {serving:?}, the component compiled after {compiled:?}"
+    );
+    drop(s2);
+    drop(s);
+}
+
+/// Runs `bad` (in another thread) while 50 good calls run 10 at a time; every good call must
+/// succeed, and the app still answers after. Answers what `bad` answered.
+fn during_good_calls(s: &Server, what: &str, bad: impl FnOnce() -> Value + Send) -> Value {
+    std::thread::scope(|scope| {
+        let bad = scope.spawn(bad);
+        let good: Vec<_> = (0..10)
+            .map(|i| {
+                scope.spawn(move || {
+                    for j in 0..5 {
+                        let (tool, args) = if (i + j) % 2 == 0 {
+                            ("hostile_ok", json!({}))
+                        } else {
+                            ("planning_list_tasks", json!({}))
+                        };
+                        let v = s.tool(tool, args);
+                        assert_eq!(v["ok"], true, "{tool} during {what}: {v}");
+                    }
+                })
+            })
+            .collect();
+        for g in good {
+            g.join().expect("a good call failed");
+        }
+        let v = bad.join().unwrap();
+        // After each, the app still answers.
+        let ok = s.tool_ok("hostile_ok", json!({}));
+        assert_eq!(ok["ok"], true, "after {what}: {ok}");
+        v
+    })
+}
+
+/// Calls a hostile tool during good calls: it must fail alone. Answers its error text.
+fn contained(s: &Server, hostile: &str, args: Value) -> String {
+    let v = during_good_calls(s, hostile, || s.tool(hostile, args.clone()));
+    assert_eq!(v["ok"], false, "{hostile} should fail: {v}");
+    assert_eq!(v["servedBy"], "hostile", "{v}");
+    assert_eq!(v["value"]["isError"], true, "{v}");
+    v["value"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn hostile_components_are_contained() {
+    let s = server();
+    s.install(
+        "planning",
+        "planning",
+        json!({"write": ["personal.tasks.items"], "ddl": true}),
+    );
+    s.tool_ok("planning_add_task", json!({"title": "Stay up"}));
+    let v = s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"cpu_ms": 300, "memory_mb": 32, "max_result_bytes": 1_000_000, "max_instances": 4}}),
+    );
+    assert_eq!(v["app"]["wasm"]["limits"]["cpu_ms"], 300);
+
+    let started = Instant::now();
+    let e = contained(&s, "hostile_spin", json!({}));
+    assert!(e.contains("CPU time (300 ms)"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+
+    let e = contained(&s, "hostile_bomb", json!({}));
+    assert!(e.contains("memory limit (32 MiB)"), "{e}");
+
+    let e = contained(&s, "hostile_huge", json!({}));
+    assert!(
+        e.contains("10000000 bytes") && e.contains("limit of 1000000"),
+        "{e}"
+    );
+    // Under the limit, a large result is fine.
+    let big = s.tool_ok("hostile_huge", json!({"bytes": 900_000}));
+    assert_eq!(big.as_str().unwrap().len(), 900_000);
+
+    let e = contained(&s, "hostile_trap", json!({}));
+    assert!(e.contains("trapped"), "{e}");
+    assert!(
+        e.contains("hostile_trap panics on purpose"),
+        "the guest's panic message: {e}"
+    );
+
+    let e = contained(&s, "hostile_stack", json!({}));
+    assert!(e.contains("trapped") || e.contains("stack"), "{e}");
+
+    // A component for another world, installed meanwhile, is refused.
+    let v = during_good_calls(&s, "installing mismatch", || {
+        s.post(
+            "/datanotes/apps/create/",
+            Some(&s.token),
+            &json!({"name": "mismatch", "wasm_path": component("mismatch")}),
+        )
+        .1
+    });
+    assert_eq!(v["error"]["rule"], "world", "{v}");
+
+    // Output past the log's buffer is dropped, never a trap; and an instance that printed is
+    // reused (calls counts the calls an instance answered).
+    let before = s.tool_ok("hostile_ok", json!({}))["calls"]
+        .as_u64()
+        .unwrap();
+    let p = s.tool_ok("hostile_print", json!({"bytes": 200_000}));
+    assert_eq!(p["printed"], 200_000);
+    let after = s.tool_ok("hostile_ok", json!({}))["calls"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        after,
+        before + 2,
+        "the instance that printed was thrown away"
+    );
+
+    // Through MCP: an isError result, and the session goes on.
+    let mcp = Mcp::open(&s);
+    let r = mcp.call("hostile_spin", json!({}));
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert!(text_of(&r).contains("CPU time"), "{r:?}");
+    let r = mcp.call("hostile_ok", json!({}));
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let r = mcp.call("planning_list_tasks", json!({}));
+    assert_eq!(structured(&r)["total"], 1, "{r:?}");
+
+    // The app was never marked unreachable: a trap fails the call, not the app.
+    assert_eq!(s.app("hostile")["reachable"], true);
+}
+
+#[test]
+fn a_call_that_timed_out_keeps_its_instance_until_it_returns() {
+    let s = server();
+    s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"timeout_ms": 500, "max_instances": 1}}),
+    );
+    let started = Instant::now();
+    let e = s.tool_err("hostile_sleep", json!({"ms": 3000}));
+    assert!(
+        e.contains("timed out calling hostile_sleep (500 ms)"),
+        "{e}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(2500));
+    // The sleeping guest still holds the only instance: no second one starts.
+    let e = s.tool_err("hostile_ok", json!({}));
+    assert!(
+        e.contains("max_instances"),
+        "a call while the only instance is busy: {e}"
+    );
+    // Once it returns, the app answers again.
+    eventually("hostile answers after the sleep", || {
+        s.tool("hostile_ok", json!({}))["ok"] == true
+    });
+}
+
+#[test]
+fn a_component_for_another_world_is_refused_at_install() {
+    let s = server();
+    let files = snapshot(&s.dir);
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "mismatch", "wasm_path": component("mismatch")}),
+    );
+    assert_eq!(st, 400, "{v}");
+    let e = &v["error"];
+    assert_error_shape(e);
+    assert_eq!(e["code"], "invalid_argument", "{e}");
+    assert_eq!(e["column"], "wasm", "{e}");
+    assert_eq!(e["rule"], "world", "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains("datanotes:app/tools@0.1.0")
+            && msg.contains("call-tool is func(name: string, arguments: string) -> string")
+            && msg.contains("the world wants func(name: string, arguments: string, ctx: record"),
+        "the error names what differs: {msg}"
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("datanotes:app/app@0.1.0"),
+        "{e}"
+    );
+    // Nothing is left of it: no app, no stored component.
+    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
+    assert_eq!(apps["apps"], json!([]), "{apps}");
+    assert_eq!(
+        std::fs::read_dir(s.dir.join(".datanotes/apps"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert!(snapshot(&s.dir) == files);
+
+    // Not a component at all.
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "garbage", "wasm_base64": "AGFzbQEAAAA="}),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("component"),
+        "{v}"
+    );
+
+    // The server goes on: a good app installs and answers.
+    s.install("hostile", "hostile", json!({}));
+    s.tool_ok("hostile_ok", json!({}));
+}
+
+#[test]
+fn limits_are_checked() {
+    let s = server();
+    for (limits, rule) in [
+        (json!({"memory_mb": 0}), "min"),
+        (json!({"max_result_bytes": 0}), "min"),
+        (json!({"memory_mb": 17_592_186_044_416u64}), "max"),
+        (json!({"max_instances": 100_000}), "max"),
+        (json!({"memory": 64}), "pattern"),
+    ] {
+        let (st, v) = s.post(
+            "/datanotes/apps/create/",
+            Some(&s.token),
+            &json!({"name": "hostile", "wasm_path": component("hostile"), "limits": limits}),
+        );
+        assert_eq!(st, 400, "{limits}: {v}");
+        assert_eq!(v["error"]["column"], "limits", "{limits}: {v}");
+        if rule != "pattern" {
+            assert_eq!(v["error"]["rule"], rule, "{limits}: {v}");
+        }
+    }
+    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
+    assert_eq!(apps["apps"], json!([]));
+    let v = s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"memory_mb": 4096, "max_instances": 1}}),
+    );
+    assert_eq!(v["app"]["wasm"]["limits"]["memory_mb"], 4096);
+    s.tool_ok("hostile_ok", json!({}));
+}
+
+#[test]
+fn an_install_whose_tools_never_come_times_out() {
+    let s = server();
+    let started = Instant::now();
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "sleepy", "wasm_path": component("sleepy"), "limits": {"timeout_ms": 1000}}),
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "install took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["rule"], "list_tools", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("timed out listing tools (1000 ms)"),
+        "{v}"
+    );
+    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
+    assert_eq!(apps["apps"], json!([]));
+    assert_eq!(
+        std::fs::read_dir(s.dir.join(".datanotes/apps"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
