@@ -3,6 +3,7 @@
 
 use super::{Cmd, Engine};
 use crate::engine::journal::Actor;
+use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::{RecursiveMode, Watcher as _};
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
@@ -46,6 +47,14 @@ impl Watcher {
         let (tx, rx) = mpsc::channel::<PathBuf>();
         let mut inner = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
             if let Ok(ev) = ev {
+                // Opening or reading a file changes nothing, and the engine itself opens every
+                // file it scans (and each folder it fsyncs): reacting to that would loop.
+                if matches!(
+                    ev.kind,
+                    EventKind::Access(AccessKind::Open(_) | AccessKind::Close(AccessMode::Read))
+                ) {
+                    return;
+                }
                 for p in ev.paths {
                     let _ = tx.send(p);
                 }
