@@ -205,7 +205,11 @@ fn client() -> reqwest::blocking::Client {
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+    fn sysconf(name: i32) -> i64;
 }
+
+/// `_SC_CLK_TCK` on Linux.
+const SC_CLK_TCK: i32 = 2;
 
 impl Server {
     /// Spawns the server and waits until it answers `/datanotes/health`.
@@ -292,6 +296,24 @@ impl Server {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
             .map(|kb| kb / 1024.0)
             .unwrap_or(f64::NAN)
+    }
+
+    /// CPU time (user + system) the server has used so far, in seconds: steadier than wall time
+    /// on a busy machine.
+    fn cpu_s(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name (which may hold spaces) start at the last ')'.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            f.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        let hz = unsafe { sysconf(SC_CLK_TCK) } as f64;
+        (ticks(11) + ticks(12)) / hz
     }
 
     /// SIGTERM, and wait for the clean exit (the writer checkpoints).
@@ -431,19 +453,21 @@ fn section_load(b: &mut Bench) -> Vec<Figure> {
     progress(format!("first start over {} new files", b.opts.rows));
     let s = b.server();
     let first = s.started_in.as_secs_f64();
+    let cpu = s.cpu_s();
     let rss = s.peak_rss_mib();
     let d = s.call("describe_table", json!({"table": TABLE}));
     let rows = d["rows"].as_i64().unwrap_or(-1);
     assert_eq!(rows as usize, b.opts.rows, "every file is indexed: {d}");
     assert_eq!(d["invalid"], json!([]), "no invalid rows");
     progress(format!(
-        "first start {first:.2} s, peak RSS {rss:.0} MiB, {rows} rows"
+        "first start {first:.2} s (server CPU {cpu:.2} s), peak RSS {rss:.0} MiB, {rows} rows"
     ));
     vec![
         Figure::new(S, "rows", b.opts.rows as f64, "rows"),
         Figure::new(S, "row_files_mib", bytes_total as f64 / 1048576.0, "MiB"),
         Figure::new(S, "write_files_s", write_s, "s"),
         Figure::new(S, "first_start_s", first, "s"),
+        Figure::new(S, "first_start_cpu_s", cpu, "s"),
         Figure::new(S, "first_start_peak_rss_mib", rss, "MiB"),
     ]
 }
@@ -453,9 +477,11 @@ fn section_start(b: &mut Bench) -> Vec<Figure> {
     const S: &str = "start";
     let mut times = vec![];
     let mut rss = vec![];
+    let mut cpu = vec![];
     for i in 0..b.opts.restarts {
         let s = b.restart();
         times.push(s.started_in.as_secs_f64());
+        cpu.push(s.cpu_s());
         rss.push(s.peak_rss_mib());
         progress(format!(
             "start {} with an intact index: {:.3} s",
@@ -467,6 +493,7 @@ fn section_start(b: &mut Bench) -> Vec<Figure> {
     vec![
         Figure::new(S, "start_intact_s", median(times), "s").target(Target::AtMost(3.0)),
         Figure::new(S, "start_intact_max_s", max, "s"),
+        Figure::new(S, "start_intact_cpu_s", median(cpu), "s"),
         Figure::new(S, "start_intact_peak_rss_mib", median(rss), "MiB"),
     ]
 }
@@ -521,6 +548,7 @@ fn section_insert(b: &mut Bench) -> Vec<Figure> {
     let seq0 = s.call("list_migrations", json!({"limit": 1}))["migrations"][0]["seq"]
         .as_i64()
         .unwrap_or(0);
+    let cpu0 = s.cpu_s();
     let go = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..clients)
@@ -564,6 +592,7 @@ fn section_insert(b: &mut Bench) -> Vec<Figure> {
         .collect();
     let elapsed = t0.elapsed().as_secs_f64();
     let s = b.server();
+    let cpu_ms_per_row = (s.cpu_s() - cpu0) * 1e3 / samples.len().max(1) as f64;
     let seq1 = s.call("list_migrations", json!({"limit": 1}))["migrations"][0]["seq"]
         .as_i64()
         .unwrap_or(0);
@@ -574,7 +603,7 @@ fn section_insert(b: &mut Bench) -> Vec<Figure> {
     let rate = samples.len() as f64 / elapsed;
     let l = Latency::of(&samples);
     progress(format!(
-        "insert_row x{clients} clients: {} rows in {elapsed:.2} s = {rate:.0} rows/s (p50 {:.2} ms, p99 {:.2} ms)",
+        "insert_row x{clients} clients: {} rows in {elapsed:.2} s = {rate:.0} rows/s (p50 {:.2} ms, p99 {:.2} ms, server CPU {cpu_ms_per_row:.2} ms/row)",
         samples.len(),
         l.p50,
         l.p99
@@ -583,6 +612,7 @@ fn section_insert(b: &mut Bench) -> Vec<Figure> {
         Figure::new(S, "insert_rows_per_s", rate, "rows/s").target(Target::AtLeast(1000.0)),
         Figure::new(S, "insert_clients", clients as f64, "clients"),
         Figure::new(S, "insert_rows", samples.len() as f64, "rows"),
+        Figure::new(S, "insert_server_cpu_per_row_ms", cpu_ms_per_row, "ms"),
     ];
     out.extend(l.figures(S, "insert", None));
     out
