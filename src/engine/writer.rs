@@ -190,8 +190,16 @@ impl Writer {
 
     fn run(&mut self, jobs: Vec<Job>) {
         // Maintenance that cannot share a transaction runs on its own.
-        let mut batch = vec![];
+        let mut batch: Vec<Job> = vec![];
         for job in jobs {
+            // A scan compares the files with the index, so it must not follow a write in its
+            // batch: that write is in the index already but its file is only written at commit,
+            // and the scan would journal the old file as a hand edit.
+            if matches!(job.cmd, Cmd::Scan { .. })
+                && batch.iter().any(|j| !matches!(j.cmd, Cmd::Scan { .. }))
+            {
+                self.run_batch(std::mem::take(&mut batch));
+            }
             if matches!(job.cmd, Cmd::Vacuum(_) | Cmd::RebuildIndex) {
                 self.run_batch(std::mem::take(&mut batch));
                 let r = match &job.cmd {
@@ -1748,4 +1756,86 @@ pub fn reconcile_index(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(cmd: Cmd) -> (Job, mpsc::Receiver<Result<Value>>) {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let actor = Actor::new(Some("test".into()), None, None, None, None);
+        (
+            Job {
+                cmd,
+                actor,
+                reply: Some(tx),
+            },
+            rx,
+        )
+    }
+
+    fn args<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_scan_batched_after_a_write_sees_no_hand_edit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        std::fs::create_dir_all(root.join(".datanotes")).unwrap();
+        let jr = journal::open(&root.join(".datanotes/journal.db"), true).unwrap();
+        let idx = open_index_checked(&root.join(".datanotes/index.db")).unwrap();
+        let mut w = Writer::new(root, idx, jr, Tables::new(), Weak::new());
+        let table = "a.b.c";
+        let run = |w: &mut Writer, cmds: Vec<Cmd>| {
+            let (jobs, rxs): (Vec<_>, Vec<_>) = cmds.into_iter().map(job).unzip();
+            w.run(jobs);
+            for rx in rxs {
+                rx.recv().unwrap().unwrap();
+            }
+        };
+        run(
+            &mut w,
+            vec![Cmd::CreateTable(args(
+                json!({"table": table, "columns": {"title": {"type": "text"}}}),
+            ))],
+        );
+        run(
+            &mut w,
+            vec![Cmd::Insert(args(
+                json!({"table": table, "id": "x", "values": {"title": "one"}}),
+            ))],
+        );
+        // The file watcher's scan of row x lands in the same batch as the next write of x.
+        run(
+            &mut w,
+            vec![
+                Cmd::Update(args(
+                    json!({"table": table, "id": "x", "values": {"title": "two"}}),
+                )),
+                Cmd::Scan {
+                    table: Some(table.into()),
+                    id: Some("x".into()),
+                },
+                Cmd::Scan {
+                    table: None,
+                    id: None,
+                },
+            ],
+        );
+        let migs = journal::list(
+            &w.jr,
+            &journal::Filter {
+                limit: 100,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let ops: Vec<&str> = migs.iter().map(|m| m.op.as_str()).collect();
+        assert_eq!(ops, ["create_table", "insert", "update"]);
+        let t = w.table(table).unwrap();
+        let row = index::get_row(&w.idx, &t, "x").unwrap().unwrap();
+        assert_eq!((row.version, &row.values["title"]), (2, &json!("two")));
+    }
 }
