@@ -141,6 +141,88 @@ enum FileOp {
     RemoveTableDir(PathBuf),
 }
 
+/// The files of a batch. Row files on distinct paths in folders that exist (the common case) are
+/// written in parallel, each thread mostly waiting on its fsync; a batch that makes or removes
+/// folders is applied in order.
+enum FilePlan {
+    Rows(Vec<RowOp>),
+    Ordered(Vec<FileOp>),
+}
+
+/// The last operation of the batch on one path.
+struct RowOp {
+    path: PathBuf,
+    /// The new content; None removes the file.
+    bytes: Option<Vec<u8>>,
+    row: Option<(String, String)>,
+}
+
+impl FilePlan {
+    fn new(fops: Vec<FileOp>) -> FilePlan {
+        let rows_only = fops.iter().all(|op| match op {
+            FileOp::Write { .. } | FileOp::Remove { .. } => true,
+            FileOp::MakeDir(d) => d.is_dir(),
+            FileOp::RemoveTableDir(_) => false,
+        });
+        if !rows_only {
+            return FilePlan::Ordered(fops);
+        }
+        // Only the last operation on a path matters (a row written twice in one batch).
+        let mut last = HashMap::new();
+        for (i, op) in fops.iter().enumerate() {
+            if let FileOp::Write { path, .. } | FileOp::Remove { path } = op {
+                last.insert(path.clone(), i);
+            }
+        }
+        let ops = fops
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, op)| match op {
+                FileOp::Write { path, bytes, row } if last[&path] == i => Some(RowOp {
+                    path,
+                    bytes: Some(bytes),
+                    row,
+                }),
+                FileOp::Remove { path } if last[&path] == i => Some(RowOp {
+                    path,
+                    bytes: None,
+                    row: None,
+                }),
+                _ => None,
+            })
+            .collect();
+        FilePlan::Rows(ops)
+    }
+
+    /// Writes and fsyncs the temp file of every row write, in parallel (nothing visible yet).
+    fn stage(&self) -> Vec<Option<Result<PathBuf>>> {
+        match self {
+            FilePlan::Ordered(_) => vec![],
+            FilePlan::Rows(ops) => parallel(ops, |op| {
+                op.bytes.as_ref().map(|b| files::stage(&op.path, b))
+            }),
+        }
+    }
+}
+
+/// Runs `f` on every item, on up to 16 threads (for file I/O, which mostly waits on the disk).
+fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if items.len() <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let per_thread = items.len().div_ceil(16);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(per_thread)
+            .map(|chunk| s.spawn(|| chunk.iter().map(&f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("file thread panicked"))
+            .collect()
+    })
+}
+
 pub struct Writer {
     root: PathBuf,
     idx: Connection,
@@ -154,6 +236,9 @@ pub struct Writer {
     settings_dirty: bool,
     /// The newest seq whose files are durable; recorded in the next journal commit.
     files_seq: i64,
+    /// Files of a batch failed after its journal commit: `files_seq` stays where it was, so the
+    /// next start redoes them.
+    files_behind: bool,
 }
 
 fn state(r: &IndexedRow) -> Value {
@@ -185,6 +270,7 @@ impl Writer {
             tables_dirty: false,
             settings_dirty: false,
             files_seq,
+            files_behind: false,
         }
     }
 
@@ -277,37 +363,27 @@ impl Writer {
 
     /// Journal, files, index, publish. On error nothing was acknowledged.
     fn commit(&mut self) -> Result<()> {
-        if !self.migs.is_empty() {
-            let ts = journal::now();
-            self.jr.execute_batch("BEGIN IMMEDIATE")?;
-            let r = (|| {
-                journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string())?;
-                for m in self.migs.iter_mut() {
-                    m.ts = ts.clone();
-                    journal::append(&self.jr, m)?;
-                }
-                self.jr.execute_batch("COMMIT")?;
-                Ok::<_, Error>(())
-            })();
-            if let Err(e) = r {
-                let _ = self.jr.execute_batch("ROLLBACK");
-                self.fops.clear();
-                return Err(e);
-            }
-        }
+        let plan = FilePlan::new(std::mem::take(&mut self.fops));
+        self.commit_journal()?;
+        let staged = plan.stage();
         // From here on the journal holds the batch: a failure below is redone at the next start.
-        let fops = std::mem::take(&mut self.fops);
-        if let Err(e) = self.apply_files(fops) {
-            tracing::error!(
-                "writing files failed after the journal commit; they will be redone at the next start: {e}"
-            );
+        match self.apply_files(plan, staged) {
+            Ok(()) => {}
+            Err(e) => {
+                tracing::error!(
+                    "writing files failed after the journal commit; they will be redone at the next start: {e}"
+                );
+                self.files_behind = true;
+            }
         }
         let last = self.migs.last().map(|m| m.seq);
         if let Some(last) = last {
             index::set_meta(&self.idx, "applied_seq", &last.to_string())?;
         }
         self.idx.execute_batch("COMMIT")?;
-        if let Some(last) = last {
+        if let Some(last) = last
+            && !self.files_behind
+        {
             self.files_seq = last;
         }
         if let Some(engine) = self.engine.upgrade() {
@@ -318,7 +394,74 @@ impl Writer {
         Ok(())
     }
 
-    fn apply_files(&mut self, fops: Vec<FileOp>) -> Result<()> {
+    /// Appends the batch's migrations to the journal and commits (fsync).
+    fn commit_journal(&mut self) -> Result<()> {
+        if self.migs.is_empty() {
+            return Ok(());
+        }
+        let ts = journal::now();
+        self.jr.execute_batch("BEGIN IMMEDIATE")?;
+        let r = (|| {
+            journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string())?;
+            for m in self.migs.iter_mut() {
+                m.ts = ts.clone();
+                journal::append(&self.jr, m)?;
+            }
+            self.jr.execute_batch("COMMIT")?;
+            Ok::<_, Error>(())
+        })();
+        if r.is_err() {
+            let _ = self.jr.execute_batch("ROLLBACK");
+        }
+        r
+    }
+
+    /// Puts the batch's files in place (`staged` is what `plan.stage()` answered), fsyncs their
+    /// folders, and records the new files' stat facts in the index. Goes on past a failure and
+    /// answers the first one.
+    fn apply_files(&mut self, plan: FilePlan, staged: Vec<Option<Result<PathBuf>>>) -> Result<()> {
+        let ops = match plan {
+            FilePlan::Ordered(fops) => return self.apply_ordered(fops),
+            FilePlan::Rows(ops) => ops,
+        };
+        let mut first_err = None;
+        let mut dirs = BTreeSet::new();
+        let mut written = vec![];
+        for (op, staged) in ops.into_iter().zip(staged) {
+            let r = match staged {
+                Some(Ok(tmp)) => std::fs::rename(&tmp, &op.path).map_err(Error::from),
+                Some(Err(e)) => Err(e),
+                None => files::remove_file(&op.path),
+            };
+            match r {
+                Ok(()) => {
+                    dirs.insert(op.path.parent().unwrap_or(&self.root).to_path_buf());
+                    if let (Some(_), Some(row)) = (&op.bytes, op.row) {
+                        written.push((op.path, row));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(path = %op.path.display(), "cannot write the file: {e}");
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        let dirs: Vec<PathBuf> = dirs.into_iter().filter(|d| d.exists()).collect();
+        for r in parallel(&dirs, |d| files::fsync_dir(d)) {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        for (path, (table, id)) in written {
+            if let Some((mtime, size)) = files::stat(&path) {
+                index::touch_file(&self.idx, &table, &id, mtime, size)?;
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Applies file operations one after the other, in order (batches that make or remove folders).
+    fn apply_ordered(&mut self, fops: Vec<FileOp>) -> Result<()> {
         let mut dirs = BTreeSet::new();
         let mut written = vec![];
         for op in fops {
