@@ -2,8 +2,9 @@
 //!
 //! Jobs that arrive together form one batch (group commit): each job is validated and applied to
 //! the index inside a savepoint (a refused job rolls back alone and changes nothing), then the
-//! batch's migrations are committed to the journal (one fsync), the files are written (temp,
-//! fsync, rename, fsync of each folder), the index is committed, and only then is anyone answered.
+//! batch's migrations are committed to the journal (one fsync) while the row files are staged (temp
+//! files written and fsynced, in parallel), the temp files are renamed into place and each folder
+//! fsynced, the index is committed, and only then is anyone answered.
 
 use super::args;
 use super::files::{self, RowFile};
@@ -194,6 +195,17 @@ impl FilePlan {
         FilePlan::Rows(ops)
     }
 
+    /// What `stage` answers when it could not run.
+    fn failed(&self, why: &str) -> Vec<Option<Result<PathBuf>>> {
+        match self {
+            FilePlan::Ordered(_) => vec![],
+            FilePlan::Rows(ops) => ops
+                .iter()
+                .map(|op| op.bytes.as_ref().map(|_| Err(Error::internal(why))))
+                .collect(),
+        }
+    }
+
     /// Writes and fsyncs the temp file of every row write, in parallel (nothing visible yet).
     fn stage(&self) -> Vec<Option<Result<PathBuf>>> {
         match self {
@@ -364,8 +376,21 @@ impl Writer {
     /// Journal, files, index, publish. On error nothing was acknowledged.
     fn commit(&mut self) -> Result<()> {
         let plan = FilePlan::new(std::mem::take(&mut self.fops));
-        self.commit_journal()?;
-        let staged = plan.stage();
+        // The row files are staged (temp files written and fsynced) while the journal commits:
+        // a temp file is not a row, and nothing is renamed into place before the journal holds
+        // the batch, so a crash in between leaves only temp files behind.
+        let (journaled, staged) = std::thread::scope(|s| {
+            let staging = s.spawn(|| plan.stage());
+            let journaled = self.commit_journal();
+            (journaled, staging.join())
+        });
+        let staged = staged.unwrap_or_else(|_| plan.failed("staging the files panicked"));
+        if let Err(e) = journaled {
+            for tmp in staged.into_iter().flatten().flatten() {
+                let _ = files::remove_file(&tmp);
+            }
+            return Err(e);
+        }
         // From here on the journal holds the batch: a failure below is redone at the next start.
         match self.apply_files(plan, staged) {
             Ok(()) => {}
