@@ -251,7 +251,20 @@ pub struct Writer {
     /// Files of a batch failed after its journal commit: `files_seq` stays where it was, so the
     /// next start redoes them.
     files_behind: bool,
+    /// The tables and settings a failed batch, and a failed job, roll back to.
+    batch_base: (Tables, Settings),
+    job_base: (Tables, Settings),
+    /// The batch is one folder scan, which commits every `SCAN_CHUNK` hand edits.
+    solo_scan: bool,
 }
+
+/// The hand edits a folder scan journals per commit: a folder of new files (a first start over
+/// hand-made rows, a checkout) is not held in memory all at once (each pending migration takes
+/// ~2.5 KB). Smaller chunks cost CPU: each commit rewrites the index pages the chunk touched.
+#[cfg(not(test))]
+const SCAN_CHUNK: usize = 20_000;
+#[cfg(test)]
+const SCAN_CHUNK: usize = 3;
 
 fn state(r: &IndexedRow) -> Value {
     r.state()
@@ -283,6 +296,9 @@ impl Writer {
             settings_dirty: false,
             files_seq,
             files_behind: false,
+            batch_base: Default::default(),
+            job_base: Default::default(),
+            solo_scan: false,
         }
     }
 
@@ -298,7 +314,11 @@ impl Writer {
             {
                 self.run_batch(std::mem::take(&mut batch));
             }
-            if matches!(job.cmd, Cmd::Vacuum(_) | Cmd::RebuildIndex) {
+            // A folder scan runs alone in its batch, so that it may commit as it goes.
+            if matches!(job.cmd, Cmd::Scan { id: None, .. }) {
+                self.run_batch(std::mem::take(&mut batch));
+                self.run_batch(vec![job]);
+            } else if matches!(job.cmd, Cmd::Vacuum(_) | Cmd::RebuildIndex) {
                 self.run_batch(std::mem::take(&mut batch));
                 let r = match &job.cmd {
                     Cmd::Vacuum(v) => self.vacuum(v.before_seq),
@@ -327,11 +347,12 @@ impl Writer {
             }
             return;
         }
-        let (tables0, settings0) = (self.tables.clone(), self.settings.clone());
+        self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });
+        self.batch_base = (self.tables.clone(), self.settings.clone());
         let mut results = vec![];
         for job in jobs {
             let (m0, f0) = (self.migs.len(), self.fops.len());
-            let (t0, s0) = (self.tables.clone(), self.settings.clone());
+            self.job_base = (self.tables.clone(), self.settings.clone());
             let _ = self.idx.execute_batch("SAVEPOINT job");
             let r = self.apply(job.cmd, &job.actor);
             if r.is_ok() {
@@ -340,17 +361,16 @@ impl Writer {
                 let _ = self.idx.execute_batch("ROLLBACK TO job; RELEASE job");
                 self.migs.truncate(m0);
                 self.fops.truncate(f0);
-                self.tables = t0;
-                self.settings = s0;
+                (self.tables, self.settings) = self.job_base.clone();
             }
             results.push((job.reply, r, m0..self.migs.len()));
         }
+        self.solo_scan = false;
         let outcome = self.commit();
         if let Err(e) = &outcome {
             tracing::error!("batch failed: {e}");
             let _ = self.idx.execute_batch("ROLLBACK");
-            self.tables = tables0;
-            self.settings = settings0;
+            (self.tables, self.settings) = self.batch_base.clone();
         }
         let migs = std::mem::take(&mut self.migs);
         for (reply, r, range) in results {
@@ -1412,12 +1432,34 @@ impl Writer {
                     continue;
                 }
                 found += self.check_file(&t, &f.id, k, &actor)? as usize;
+                self.commit_scan_chunk()?;
             }
             for (id, k) in known {
                 found += self.check_file(&t, &id, Some(k), &actor)? as usize;
+                self.commit_scan_chunk()?;
             }
         }
         Ok(json!({"hand_edits": found}))
+    }
+
+    /// In a folder scan alone in its batch, commits the hand edits found so far once there are
+    /// `SCAN_CHUNK` of them, and goes on in a new transaction (each hand edit stands on its own).
+    fn commit_scan_chunk(&mut self) -> Result<()> {
+        if !self.solo_scan || self.migs.len() < SCAN_CHUNK {
+            return Ok(());
+        }
+        self.idx.execute_batch("RELEASE job")?;
+        let r = self.commit();
+        self.migs.clear();
+        if r.is_err() {
+            let _ = self.idx.execute_batch("ROLLBACK");
+            (self.tables, self.settings) = self.job_base.clone();
+        } else {
+            self.batch_base = (self.tables.clone(), self.settings.clone());
+            self.job_base = self.batch_base.clone();
+        }
+        self.idx.execute_batch("BEGIN; SAVEPOINT job")?;
+        r
     }
 
     /// Compares one file with the index; journals a difference as a hand edit.
@@ -1947,22 +1989,84 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    #[test]
-    fn a_scan_batched_after_a_write_sees_no_hand_edit() {
+    fn writer() -> (tempfile::TempDir, Writer) {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         std::fs::create_dir_all(root.join(".datanotes")).unwrap();
         let jr = journal::open(&root.join(".datanotes/journal.db"), true).unwrap();
         let idx = open_index_checked(&root.join(".datanotes/index.db")).unwrap();
-        let mut w = Writer::new(root, idx, jr, Tables::new(), Weak::new());
+        (tmp, Writer::new(root, idx, jr, Tables::new(), Weak::new()))
+    }
+
+    fn run(w: &mut Writer, cmds: Vec<Cmd>) -> Vec<Value> {
+        let (jobs, rxs): (Vec<_>, Vec<_>) = cmds.into_iter().map(job).unzip();
+        w.run(jobs);
+        rxs.into_iter()
+            .map(|rx| rx.recv().unwrap().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_folder_scan_commits_in_chunks_and_loses_nothing() {
+        let (tmp, mut w) = writer();
         let table = "a.b.c";
-        let run = |w: &mut Writer, cmds: Vec<Cmd>| {
-            let (jobs, rxs): (Vec<_>, Vec<_>) = cmds.into_iter().map(job).unzip();
-            w.run(jobs);
-            for rx in rxs {
-                rx.recv().unwrap().unwrap();
-            }
-        };
+        run(
+            &mut w,
+            vec![Cmd::CreateTable(args(
+                json!({"table": table, "columns": {"title": {"type": "text", "required": true}}}),
+            ))],
+        );
+        let dir = tmp.path().join("a/b/c");
+        for i in 0..10 {
+            std::fs::write(
+                dir.join(format!("r{i}.md")),
+                format!("---\ntitle: row {i}\n---\n"),
+            )
+            .unwrap();
+        }
+        std::fs::write(dir.join("bad.md"), "---\nnope: 1\n---\n").unwrap();
+        let out = run(
+            &mut w,
+            vec![Cmd::Scan {
+                table: None,
+                id: None,
+            }],
+        );
+        assert_eq!(out[0]["hand_edits"], 11);
+        let migs = journal::list(
+            &w.jr,
+            &journal::Filter {
+                limit: 100,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(migs.len(), 12);
+        assert!(migs[1..].iter().all(|m| m.op == "hand_edit"));
+        let t = w.table(table).unwrap();
+        assert_eq!(index::count(&w.idx, table).unwrap(), 10);
+        assert_eq!(index::invalid_rows(&w.idx, table).unwrap().len(), 1);
+        assert_eq!(
+            index::get_meta(&w.idx, "applied_seq").unwrap().as_deref(),
+            Some("12")
+        );
+        let row = index::get_row(&w.idx, &t, "r7").unwrap().unwrap();
+        assert_eq!(row.values["title"], "row 7");
+        // A second scan finds nothing new.
+        let out = run(
+            &mut w,
+            vec![Cmd::Scan {
+                table: None,
+                id: None,
+            }],
+        );
+        assert_eq!(out[0]["hand_edits"], 0);
+    }
+
+    #[test]
+    fn a_scan_batched_after_a_write_sees_no_hand_edit() {
+        let (_tmp, mut w) = writer();
+        let table = "a.b.c";
         run(
             &mut w,
             vec![Cmd::CreateTable(args(
