@@ -1418,12 +1418,14 @@ impl Writer {
                     _ => false,
                 };
                 if !same {
-                    found += self.check_file(&t, id, known, &actor)? as usize;
+                    let seen = look_at(&self.root, &t, id.clone(), known)?;
+                    found += self.check_file(&t, seen, &actor)? as usize;
                 }
                 continue;
             }
             let dir = files::table_dir(&self.root, &name);
             let mut known = index::known_files(&self.idx, &name)?;
+            let mut todo = vec![];
             for f in files::list_rows(&dir) {
                 let k = known.remove(&f.id);
                 if k.as_ref()
@@ -1431,13 +1433,10 @@ impl Writer {
                 {
                     continue;
                 }
-                found += self.check_file(&t, &f.id, k, &actor)? as usize;
-                self.commit_scan_chunk()?;
+                todo.push((f.id, k));
             }
-            for (id, k) in known {
-                found += self.check_file(&t, &id, Some(k), &actor)? as usize;
-                self.commit_scan_chunk()?;
-            }
+            todo.extend(known.into_iter().map(|(id, k)| (id, Some(k))));
+            found += self.check_files(&t, todo, &actor)?;
         }
         Ok(json!({"hand_edits": found}))
     }
@@ -1462,23 +1461,14 @@ impl Writer {
         r
     }
 
-    /// Compares one file with the index; journals a difference as a hand edit.
-    fn check_file(
-        &mut self,
-        t: &Table,
-        id: &str,
-        known: Option<index::KnownFile>,
-        actor: &Actor,
-    ) -> Result<bool> {
-        let path = files::row_path(&self.root, &t.name, id);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e.into()),
-        };
+    /// Compares one file (as `look_at` saw it) with the index; journals a difference as a hand
+    /// edit.
+    fn check_file(&mut self, t: &Table, seen: SeenRow, actor: &Actor) -> Result<bool> {
+        let SeenRow { id, known, file } = seen;
+        let id = id.as_str();
         let cur = self.get(t, id)?;
         let before = cur.as_ref().map(state).unwrap_or(Value::Null);
-        let Some(bytes) = bytes else {
+        let Some(file) = file else {
             if known.is_none() {
                 return Ok(false);
             }
@@ -1493,15 +1483,13 @@ impl Writer {
             );
             return Ok(true);
         };
-        let (mtime, size) = files::stat(&path).unwrap_or((0, bytes.len() as i64));
-        let hash = files::hash(&bytes);
-        if known.as_ref().is_some_and(|k| k.hash == hash) {
-            index::touch_file(&self.idx, &t.name, id, mtime, size)?;
+        let facts = file.facts;
+        let Some(checked) = file.checked else {
+            index::touch_file(&self.idx, &t.name, id, facts.mtime, facts.size)?;
             return Ok(false);
-        }
-        let facts = FileFacts { mtime, size, hash };
+        };
         let version = cur.as_ref().map(|c| c.version).unwrap_or(0) + 1;
-        let checked = validate_file(t, &bytes).and_then(|rf| {
+        let checked = checked.and_then(|rf| {
             self.check_refs(t, id, &rf.values)
                 .map_err(|e| e.message.clone())?;
             Ok(rf)
@@ -1538,6 +1526,43 @@ impl Writer {
             }
         }
         Ok(true)
+    }
+
+    /// Checks many files of a table: another thread reads, hashes and validates them ahead
+    /// while this one compares them with the index and journals the differences.
+    fn check_files(
+        &mut self,
+        t: &Table,
+        todo: Vec<(String, Option<index::KnownFile>)>,
+        actor: &Actor,
+    ) -> Result<usize> {
+        let mut found = 0;
+        if todo.len() < 64 {
+            for (id, known) in todo {
+                let seen = look_at(&self.root, t, id, known)?;
+                found += self.check_file(t, seen, actor)? as usize;
+                self.commit_scan_chunk()?;
+            }
+            return Ok(found);
+        }
+        let root = self.root.clone();
+        std::thread::scope(|s| {
+            let (tx, rx) = mpsc::sync_channel(256);
+            s.spawn(move || {
+                for (id, known) in todo {
+                    let seen = look_at(&root, t, id, known);
+                    let failed = seen.is_err();
+                    if tx.send(seen).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            for seen in rx {
+                found += self.check_file(t, seen?, actor)? as usize;
+                self.commit_scan_chunk()?;
+            }
+            Ok(found)
+        })
     }
 
     /// Table definitions added, changed or removed by hand.
@@ -1667,6 +1692,47 @@ fn same_state(cur: Option<&Value>, target: &Value) -> bool {
 
 pub fn defhash(def: &TableDef) -> String {
     files::hash(&files::render_table_def(def))
+}
+
+/// A row file as a scan sees it, before comparing it with the index.
+struct SeenRow {
+    id: String,
+    known: Option<index::KnownFile>,
+    /// None: there is no such file.
+    file: Option<SeenFile>,
+}
+
+struct SeenFile {
+    facts: FileFacts,
+    /// The parsed and validated row; None when the content is the one the index knows (only
+    /// the file's stat changed).
+    checked: Option<std::result::Result<RowFile, String>>,
+}
+
+/// Reads, hashes and validates a row file: everything a scan does without the index, so it can
+/// run on another thread. The stat is taken before the read, so a change racing the scan is
+/// seen again by the next one.
+fn look_at(root: &Path, t: &Table, id: String, known: Option<index::KnownFile>) -> Result<SeenRow> {
+    let path = files::row_path(root, &t.name, &id);
+    let stat = files::stat(&path);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let file = bytes.map(|bytes| {
+        let (mtime, size) = stat.unwrap_or((0, bytes.len() as i64));
+        let hash = files::hash(&bytes);
+        let checked = known
+            .as_ref()
+            .is_none_or(|k| k.hash != hash)
+            .then(|| validate_file(t, &bytes));
+        SeenFile {
+            facts: FileFacts { mtime, size, hash },
+            checked,
+        }
+    });
+    Ok(SeenRow { id, known, file })
 }
 
 fn validate_file(t: &Table, bytes: &[u8]) -> std::result::Result<RowFile, String> {
@@ -2017,7 +2083,7 @@ mod tests {
             ))],
         );
         let dir = tmp.path().join("a/b/c");
-        for i in 0..10 {
+        for i in 0..70 {
             std::fs::write(
                 dir.join(format!("r{i}.md")),
                 format!("---\ntitle: row {i}\n---\n"),
@@ -2032,23 +2098,23 @@ mod tests {
                 id: None,
             }],
         );
-        assert_eq!(out[0]["hand_edits"], 11);
+        assert_eq!(out[0]["hand_edits"], 71);
         let migs = journal::list(
             &w.jr,
             &journal::Filter {
-                limit: 100,
+                limit: 1000,
                 ..Default::default()
             },
         )
         .unwrap();
-        assert_eq!(migs.len(), 12);
+        assert_eq!(migs.len(), 72);
         assert!(migs[1..].iter().all(|m| m.op == "hand_edit"));
         let t = w.table(table).unwrap();
-        assert_eq!(index::count(&w.idx, table).unwrap(), 10);
+        assert_eq!(index::count(&w.idx, table).unwrap(), 70);
         assert_eq!(index::invalid_rows(&w.idx, table).unwrap().len(), 1);
         assert_eq!(
             index::get_meta(&w.idx, "applied_seq").unwrap().as_deref(),
-            Some("12")
+            Some("72")
         );
         let row = index::get_row(&w.idx, &t, "r7").unwrap().unwrap();
         assert_eq!(row.values["title"], "row 7");
