@@ -119,6 +119,14 @@ pub fn parse_table_def(text: &str) -> std::result::Result<TableDef, String> {
 
 /// Writes a file atomically: temp file, fsync, rename. The caller fsyncs the folder.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = stage(path, bytes)?;
+    fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// The first half of `write_atomic`: writes and fsyncs the temp file beside `path` (hidden, and
+/// not a row file), and answers its path; renaming it onto `path` is the second half.
+pub fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     let dir = path
         .parent()
         .ok_or_else(|| Error::internal("file has no folder"))?;
@@ -127,9 +135,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = fs::File::create(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
-    drop(f);
-    fs::rename(&tmp, path)?;
-    Ok(())
+    Ok(tmp)
 }
 
 pub fn fsync_dir(dir: &Path) -> Result<()> {

@@ -200,8 +200,13 @@ pub fn put_row(c: &Connection, t: &Table, row: &IndexedRow, facts: &FileFacts) -
         vals.push(to_sql(col.ty, row.values.get(n).unwrap_or(&Value::Null)));
     }
     let ph: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
+    // DELETE then INSERT rather than INSERT OR REPLACE: a REPLACE into a table with indexes opens
+    // a statement journal, and every statement savepoint makes FTS5 flush its pending terms to
+    // disk, so the FTS index would be written (and merged) one row at a time.
+    c.prepare_cached(&format!("DELETE FROM {tn} WHERE id=?1"))?
+        .execute([&row.id])?;
     c.prepare_cached(&format!(
-        "INSERT OR REPLACE INTO {tn}({}) VALUES({})",
+        "INSERT INTO {tn}({}) VALUES({})",
         cols.join(","),
         ph.join(",")
     ))?
@@ -232,13 +237,26 @@ fn put_file(
     f: &FileFacts,
     error: Option<&str>,
 ) -> Result<i64> {
-    Ok(c.prepare_cached(
-        "INSERT INTO files(tbl,id,mtime,size,hash,error) VALUES(?1,?2,?3,?4,?5,?6)
-         ON CONFLICT(tbl,id) DO UPDATE SET mtime=?3, size=?4, hash=?5, error=?6 RETURNING fid",
-    )?
-    .query_row(params![table, id, f.mtime, f.size, f.hash, error], |r| {
-        r.get(0)
-    })?)
+    // Look up, then UPDATE or INSERT: an upsert with RETURNING would open a statement journal
+    // (see put_row).
+    let fid: Option<i64> = c
+        .prepare_cached("SELECT fid FROM files WHERE tbl=?1 AND id=?2")?
+        .query_row([table, id], |r| r.get(0))
+        .optional()?;
+    match fid {
+        Some(fid) => {
+            c.prepare_cached("UPDATE files SET mtime=?2, size=?3, hash=?4, error=?5 WHERE fid=?1")?
+                .execute(params![fid, f.mtime, f.size, f.hash, error])?;
+            Ok(fid)
+        }
+        None => {
+            c.prepare_cached(
+                "INSERT INTO files(tbl,id,mtime,size,hash,error) VALUES(?1,?2,?3,?4,?5,?6)",
+            )?
+            .execute(params![table, id, f.mtime, f.size, f.hash, error])?;
+            Ok(c.last_insert_rowid())
+        }
+    }
 }
 
 /// Records a file that does not validate: it stays out of the typed table and is reported.

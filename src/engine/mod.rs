@@ -7,8 +7,8 @@
 //! - `writer`: the single writer thread: validation, group commit, hand-edit scans;
 //! - this module: opening (recovery), and the read operations.
 //!
-//! Write order inside a batch: journal commit (fsync) → files (fsync, rename, fsync folder) →
-//! index commit → acknowledgement. At start, migrations newer than the files' checkpoint are
+//! Write order inside a batch: journal commit (fsync), while the files' temp files are written and
+//! fsynced → renames, fsync folder → index commit → acknowledgement. At start, migrations newer than the files' checkpoint are
 //! redone (idempotently), rows newer than the index's checkpoint are re-indexed, and any other
 //! difference between files and index is a hand edit.
 

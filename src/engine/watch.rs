@@ -3,14 +3,27 @@
 
 use super::{Cmd, Engine};
 use crate::engine::journal::Actor;
+use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::{RecursiveMode, Watcher as _};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Weak, mpsc};
+use std::sync::{Arc, Mutex, Weak, mpsc};
 use std::time::Duration;
 
 pub struct Watcher {
-    _inner: notify::RecommendedWatcher,
+    _inner: Arc<Mutex<notify::RecommendedWatcher>>,
+}
+
+/// The catalog folders of the root (`.datanotes/` is not a name, so it is never one of them).
+fn catalogs(root: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| e.file_name().to_str().is_some_and(crate::names::is_name))
+        .map(|e| e.path())
+        .collect()
 }
 
 /// What a changed path means: (table, Some(row id)) or (table, None) for its definition.
@@ -45,21 +58,51 @@ fn classify(root: &Path, path: &Path) -> Option<(Option<String>, Option<String>)
     }
 }
 
+/// A catalog or schema folder (`c` or `c/s` under the root) that exists: the prefix (`c.` or
+/// `c.s.`) of the tables it holds.
+fn folder_prefix(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let parts: Vec<&str> = rel
+        .components()
+        .map(|c| match c {
+            Component::Normal(s) => s.to_str(),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let ok = (1..=2).contains(&parts.len())
+        && parts.iter().all(|p| crate::names::is_name(p))
+        && path.is_dir();
+    ok.then(|| format!("{}.", parts.join(".")))
+}
+
 impl Watcher {
     pub fn start(engine: &Arc<Engine>) -> notify::Result<Watcher> {
         let root = engine.root.clone();
         let (tx, rx) = mpsc::channel::<PathBuf>();
         let mut inner = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            // Reads (and the engine's own folder fsyncs) open files: only changes matter.
-            if let Ok(ev) = ev
-                && !matches!(ev.kind, notify::EventKind::Access(_))
-            {
+            if let Ok(ev) = ev {
+                // Opening or reading a file changes nothing, and the engine itself opens every
+                // file it scans (and each folder it fsyncs): reacting to that would loop.
+                if matches!(
+                    ev.kind,
+                    EventKind::Access(AccessKind::Open(_) | AccessKind::Close(AccessMode::Read))
+                ) {
+                    return;
+                }
                 for p in ev.paths {
                     let _ = tx.send(p);
                 }
             }
         })?;
-        inner.watch(&root, RecursiveMode::Recursive)?;
+        // The root alone, then each catalog folder with everything below it: the engine's own
+        // `.datanotes/` (journal and index WAL writes) stays unwatched.
+        inner.watch(&root, RecursiveMode::NonRecursive)?;
+        let mut watched: HashSet<PathBuf> = catalogs(&root).into_iter().collect();
+        for c in &watched {
+            inner.watch(c, RecursiveMode::Recursive)?;
+        }
+        let inner = Arc::new(Mutex::new(inner));
+        let watcher = inner.clone();
         let weak: Weak<Engine> = Arc::downgrade(engine);
         std::thread::Builder::new()
             .name("datanotes-watch".into())
@@ -72,6 +115,33 @@ impl Watcher {
                     }
                     let Some(engine) = weak.upgrade() else { break };
                     let mut seen = BTreeSet::new();
+                    // A catalog or schema folder that appeared: the tables in it may have been
+                    // made before a watch covered them, so scan them (a new catalog gets its watch).
+                    for p in &paths {
+                        let Some(prefix) = folder_prefix(&root, p) else {
+                            continue;
+                        };
+                        if p.parent() == Some(root.as_path()) && watched.insert(p.clone()) {
+                            let mut w = watcher.lock().unwrap();
+                            if let Err(e) = w.watch(p, RecursiveMode::Recursive) {
+                                tracing::warn!("cannot watch {}: {e}", p.display());
+                            }
+                        }
+                        for (table, _) in super::files::find_tables(&root) {
+                            if table.starts_with(&prefix)
+                                && seen.insert((Some(table.clone()), None))
+                            {
+                                engine.writer.submit_nowait(
+                                    Cmd::Scan {
+                                        table: Some(table),
+                                        id: None,
+                                    },
+                                    Actor::hand_edit(),
+                                );
+                            }
+                        }
+                    }
+                    watched.retain(|p| p.is_dir());
                     for p in paths {
                         if let Some(what) = classify(&root, &p)
                             && seen.insert(what.clone())

@@ -2,8 +2,9 @@
 //!
 //! Jobs that arrive together form one batch (group commit): each job is validated and applied to
 //! the index inside a savepoint (a refused job rolls back alone and changes nothing), then the
-//! batch's migrations are committed to the journal (one fsync), the files are written (temp,
-//! fsync, rename, fsync of each folder), the index is committed, and only then is anyone answered.
+//! batch's migrations are committed to the journal (one fsync) while the row files are staged (temp
+//! files written and fsynced, in parallel), the temp files are renamed into place and each folder
+//! fsynced, the index is committed, and only then is anyone answered.
 
 use super::args;
 use super::files::{self, RowFile};
@@ -141,6 +142,99 @@ enum FileOp {
     RemoveTableDir(PathBuf),
 }
 
+/// The files of a batch. Row files on distinct paths in folders that exist (the common case) are
+/// written in parallel, each thread mostly waiting on its fsync; a batch that makes or removes
+/// folders is applied in order.
+enum FilePlan {
+    Rows(Vec<RowOp>),
+    Ordered(Vec<FileOp>),
+}
+
+/// The last operation of the batch on one path.
+struct RowOp {
+    path: PathBuf,
+    /// The new content; None removes the file.
+    bytes: Option<Vec<u8>>,
+    row: Option<(String, String)>,
+}
+
+impl FilePlan {
+    fn new(fops: Vec<FileOp>) -> FilePlan {
+        let rows_only = fops.iter().all(|op| match op {
+            FileOp::Write { .. } | FileOp::Remove { .. } => true,
+            FileOp::MakeDir(d) => d.is_dir(),
+            FileOp::RemoveTableDir(_) => false,
+        });
+        if !rows_only {
+            return FilePlan::Ordered(fops);
+        }
+        // Only the last operation on a path matters (a row written twice in one batch).
+        let mut last = HashMap::new();
+        for (i, op) in fops.iter().enumerate() {
+            if let FileOp::Write { path, .. } | FileOp::Remove { path } = op {
+                last.insert(path.clone(), i);
+            }
+        }
+        let ops = fops
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, op)| match op {
+                FileOp::Write { path, bytes, row } if last[&path] == i => Some(RowOp {
+                    path,
+                    bytes: Some(bytes),
+                    row,
+                }),
+                FileOp::Remove { path } if last[&path] == i => Some(RowOp {
+                    path,
+                    bytes: None,
+                    row: None,
+                }),
+                _ => None,
+            })
+            .collect();
+        FilePlan::Rows(ops)
+    }
+
+    /// What `stage` answers when it could not run.
+    fn failed(&self, why: &str) -> Vec<Option<Result<PathBuf>>> {
+        match self {
+            FilePlan::Ordered(_) => vec![],
+            FilePlan::Rows(ops) => ops
+                .iter()
+                .map(|op| op.bytes.as_ref().map(|_| Err(Error::internal(why))))
+                .collect(),
+        }
+    }
+
+    /// Writes and fsyncs the temp file of every row write, in parallel (nothing visible yet).
+    fn stage(&self) -> Vec<Option<Result<PathBuf>>> {
+        match self {
+            FilePlan::Ordered(_) => vec![],
+            FilePlan::Rows(ops) => parallel(ops, |op| {
+                op.bytes.as_ref().map(|b| files::stage(&op.path, b))
+            }),
+        }
+    }
+}
+
+/// Runs `f` on every item, on up to 16 threads (for file I/O, which mostly waits on the disk).
+fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if items.len() <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let per_thread = items.len().div_ceil(16);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks(per_thread)
+            .map(|chunk| s.spawn(|| chunk.iter().map(&f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("file thread panicked"))
+            .collect()
+    })
+}
+
 pub struct Writer {
     root: PathBuf,
     idx: Connection,
@@ -154,7 +248,23 @@ pub struct Writer {
     settings_dirty: bool,
     /// The newest seq whose files are durable; recorded in the next journal commit.
     files_seq: i64,
+    /// Files of a batch failed after its journal commit: `files_seq` stays where it was, so the
+    /// next start redoes them.
+    files_behind: bool,
+    /// The tables and settings a failed batch, and a failed job, roll back to.
+    batch_base: (Tables, Settings),
+    job_base: (Tables, Settings),
+    /// The batch is one folder scan, which commits every `SCAN_CHUNK` hand edits.
+    solo_scan: bool,
 }
+
+/// The hand edits a folder scan journals per commit: a folder of new files (a first start over
+/// hand-made rows, a checkout) is not held in memory all at once (each pending migration takes
+/// ~2.5 KB). Smaller chunks cost CPU: each commit rewrites the index pages the chunk touched.
+#[cfg(not(test))]
+const SCAN_CHUNK: usize = 20_000;
+#[cfg(test)]
+const SCAN_CHUNK: usize = 3;
 
 fn state(r: &IndexedRow) -> Value {
     r.state()
@@ -185,16 +295,27 @@ impl Writer {
             tables_dirty: false,
             settings_dirty: false,
             files_seq,
+            files_behind: false,
+            batch_base: Default::default(),
+            job_base: Default::default(),
+            solo_scan: false,
         }
     }
 
     fn run(&mut self, jobs: Vec<Job>) {
         // Maintenance that cannot share a transaction runs on its own.
-        let mut batch = vec![];
+        let mut batch: Vec<Job> = vec![];
         for job in jobs {
-            if matches!(job.cmd, Cmd::Scan { .. }) {
-                // A scan compares files with the index: the files of the writes before it must be
-                // on disk first, so it starts a batch of its own.
+            // A scan compares the files with the index, so it must not follow a write in its
+            // batch: that write is in the index already but its file is only written at commit,
+            // and the scan would journal the old file as a hand edit.
+            if matches!(job.cmd, Cmd::Scan { .. })
+                && batch.iter().any(|j| !matches!(j.cmd, Cmd::Scan { .. }))
+            {
+                self.run_batch(std::mem::take(&mut batch));
+            }
+            // A folder scan runs alone in its batch, so that it may commit as it goes.
+            if matches!(job.cmd, Cmd::Scan { id: None, .. }) {
                 self.run_batch(std::mem::take(&mut batch));
                 self.run_batch(vec![job]);
             } else if matches!(job.cmd, Cmd::Vacuum(_) | Cmd::RebuildIndex) {
@@ -226,11 +347,12 @@ impl Writer {
             }
             return;
         }
-        let (tables0, settings0) = (self.tables.clone(), self.settings.clone());
+        self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });
+        self.batch_base = (self.tables.clone(), self.settings.clone());
         let mut results = vec![];
         for job in jobs {
             let (m0, f0) = (self.migs.len(), self.fops.len());
-            let (t0, s0) = (self.tables.clone(), self.settings.clone());
+            self.job_base = (self.tables.clone(), self.settings.clone());
             let _ = self.idx.execute_batch("SAVEPOINT job");
             let r = self.apply(job.cmd, &job.actor);
             if r.is_ok() {
@@ -239,17 +361,16 @@ impl Writer {
                 let _ = self.idx.execute_batch("ROLLBACK TO job; RELEASE job");
                 self.migs.truncate(m0);
                 self.fops.truncate(f0);
-                self.tables = t0;
-                self.settings = s0;
+                (self.tables, self.settings) = self.job_base.clone();
             }
             results.push((job.reply, r, m0..self.migs.len()));
         }
+        self.solo_scan = false;
         let outcome = self.commit();
         if let Err(e) = &outcome {
             tracing::error!("batch failed: {e}");
             let _ = self.idx.execute_batch("ROLLBACK");
-            self.tables = tables0;
-            self.settings = settings0;
+            (self.tables, self.settings) = self.batch_base.clone();
         }
         let migs = std::mem::take(&mut self.migs);
         for (reply, r, range) in results {
@@ -276,37 +397,40 @@ impl Writer {
 
     /// Journal, files, index, publish. On error nothing was acknowledged.
     fn commit(&mut self) -> Result<()> {
-        if !self.migs.is_empty() {
-            let ts = journal::now();
-            self.jr.execute_batch("BEGIN IMMEDIATE")?;
-            let r = (|| {
-                journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string())?;
-                for m in self.migs.iter_mut() {
-                    m.ts = ts.clone();
-                    journal::append(&self.jr, m)?;
-                }
-                self.jr.execute_batch("COMMIT")?;
-                Ok::<_, Error>(())
-            })();
-            if let Err(e) = r {
-                let _ = self.jr.execute_batch("ROLLBACK");
-                self.fops.clear();
-                return Err(e);
+        let plan = FilePlan::new(std::mem::take(&mut self.fops));
+        // The row files are staged (temp files written and fsynced) while the journal commits:
+        // a temp file is not a row, and nothing is renamed into place before the journal holds
+        // the batch, so a crash in between leaves only temp files behind.
+        let (journaled, staged) = std::thread::scope(|s| {
+            let staging = s.spawn(|| plan.stage());
+            let journaled = self.commit_journal();
+            (journaled, staging.join())
+        });
+        let staged = staged.unwrap_or_else(|_| plan.failed("staging the files panicked"));
+        if let Err(e) = journaled {
+            for tmp in staged.into_iter().flatten().flatten() {
+                let _ = files::remove_file(&tmp);
             }
+            return Err(e);
         }
         // From here on the journal holds the batch: a failure below is redone at the next start.
-        let fops = std::mem::take(&mut self.fops);
-        if let Err(e) = self.apply_files(fops) {
-            tracing::error!(
-                "writing files failed after the journal commit; they will be redone at the next start: {e}"
-            );
+        match self.apply_files(plan, staged) {
+            Ok(()) => {}
+            Err(e) => {
+                tracing::error!(
+                    "writing files failed after the journal commit; they will be redone at the next start: {e}"
+                );
+                self.files_behind = true;
+            }
         }
         let last = self.migs.last().map(|m| m.seq);
         if let Some(last) = last {
             index::set_meta(&self.idx, "applied_seq", &last.to_string())?;
         }
         self.idx.execute_batch("COMMIT")?;
-        if let Some(last) = last {
+        if let Some(last) = last
+            && !self.files_behind
+        {
             self.files_seq = last;
         }
         if let Some(engine) = self.engine.upgrade() {
@@ -322,7 +446,74 @@ impl Writer {
         Ok(())
     }
 
-    fn apply_files(&mut self, fops: Vec<FileOp>) -> Result<()> {
+    /// Appends the batch's migrations to the journal and commits (fsync).
+    fn commit_journal(&mut self) -> Result<()> {
+        if self.migs.is_empty() {
+            return Ok(());
+        }
+        let ts = journal::now();
+        self.jr.execute_batch("BEGIN IMMEDIATE")?;
+        let r = (|| {
+            journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string())?;
+            for m in self.migs.iter_mut() {
+                m.ts = ts.clone();
+                journal::append(&self.jr, m)?;
+            }
+            self.jr.execute_batch("COMMIT")?;
+            Ok::<_, Error>(())
+        })();
+        if r.is_err() {
+            let _ = self.jr.execute_batch("ROLLBACK");
+        }
+        r
+    }
+
+    /// Puts the batch's files in place (`staged` is what `plan.stage()` answered), fsyncs their
+    /// folders, and records the new files' stat facts in the index. Goes on past a failure and
+    /// answers the first one.
+    fn apply_files(&mut self, plan: FilePlan, staged: Vec<Option<Result<PathBuf>>>) -> Result<()> {
+        let ops = match plan {
+            FilePlan::Ordered(fops) => return self.apply_ordered(fops),
+            FilePlan::Rows(ops) => ops,
+        };
+        let mut first_err = None;
+        let mut dirs = BTreeSet::new();
+        let mut written = vec![];
+        for (op, staged) in ops.into_iter().zip(staged) {
+            let r = match staged {
+                Some(Ok(tmp)) => std::fs::rename(&tmp, &op.path).map_err(Error::from),
+                Some(Err(e)) => Err(e),
+                None => files::remove_file(&op.path),
+            };
+            match r {
+                Ok(()) => {
+                    dirs.insert(op.path.parent().unwrap_or(&self.root).to_path_buf());
+                    if let (Some(_), Some(row)) = (&op.bytes, op.row) {
+                        written.push((op.path, row));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(path = %op.path.display(), "cannot write the file: {e}");
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        let dirs: Vec<PathBuf> = dirs.into_iter().filter(|d| d.exists()).collect();
+        for r in parallel(&dirs, |d| files::fsync_dir(d)) {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        for (path, (table, id)) in written {
+            if let Some((mtime, size)) = files::stat(&path) {
+                index::touch_file(&self.idx, &table, &id, mtime, size)?;
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Applies file operations one after the other, in order (batches that make or remove folders).
+    fn apply_ordered(&mut self, fops: Vec<FileOp>) -> Result<()> {
         let mut dirs = BTreeSet::new();
         let mut written = vec![];
         for op in fops {
@@ -1237,12 +1428,14 @@ impl Writer {
                     _ => false,
                 };
                 if !same {
-                    found += self.check_file(&t, id, known, &actor)? as usize;
+                    let seen = look_at(&self.root, &t, id.clone(), known)?;
+                    found += self.check_file(&t, seen, &actor)? as usize;
                 }
                 continue;
             }
             let dir = files::table_dir(&self.root, &name);
             let mut known = index::known_files(&self.idx, &name)?;
+            let mut todo = vec![];
             for f in files::list_rows(&dir) {
                 let k = known.remove(&f.id);
                 if k.as_ref()
@@ -1250,32 +1443,42 @@ impl Writer {
                 {
                     continue;
                 }
-                found += self.check_file(&t, &f.id, k, &actor)? as usize;
+                todo.push((f.id, k));
             }
-            for (id, k) in known {
-                found += self.check_file(&t, &id, Some(k), &actor)? as usize;
-            }
+            todo.extend(known.into_iter().map(|(id, k)| (id, Some(k))));
+            found += self.check_files(&t, todo, &actor)?;
         }
         Ok(json!({"hand_edits": found}))
     }
 
-    /// Compares one file with the index; journals a difference as a hand edit.
-    fn check_file(
-        &mut self,
-        t: &Table,
-        id: &str,
-        known: Option<index::KnownFile>,
-        actor: &Actor,
-    ) -> Result<bool> {
-        let path = files::row_path(&self.root, &t.name, id);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e.into()),
-        };
+    /// In a folder scan alone in its batch, commits the hand edits found so far once there are
+    /// `SCAN_CHUNK` of them, and goes on in a new transaction (each hand edit stands on its own).
+    fn commit_scan_chunk(&mut self) -> Result<()> {
+        if !self.solo_scan || self.migs.len() < SCAN_CHUNK {
+            return Ok(());
+        }
+        self.idx.execute_batch("RELEASE job")?;
+        let r = self.commit();
+        self.migs.clear();
+        if r.is_err() {
+            let _ = self.idx.execute_batch("ROLLBACK");
+            (self.tables, self.settings) = self.job_base.clone();
+        } else {
+            self.batch_base = (self.tables.clone(), self.settings.clone());
+            self.job_base = self.batch_base.clone();
+        }
+        self.idx.execute_batch("BEGIN; SAVEPOINT job")?;
+        r
+    }
+
+    /// Compares one file (as `look_at` saw it) with the index; journals a difference as a hand
+    /// edit.
+    fn check_file(&mut self, t: &Table, seen: SeenRow, actor: &Actor) -> Result<bool> {
+        let SeenRow { id, known, file } = seen;
+        let id = id.as_str();
         let cur = self.get(t, id)?;
         let before = cur.as_ref().map(state).unwrap_or(Value::Null);
-        let Some(bytes) = bytes else {
+        let Some(file) = file else {
             if known.is_none() {
                 return Ok(false);
             }
@@ -1290,15 +1493,13 @@ impl Writer {
             );
             return Ok(true);
         };
-        let (mtime, size) = files::stat(&path).unwrap_or((0, bytes.len() as i64));
-        let hash = files::hash(&bytes);
-        if known.as_ref().is_some_and(|k| k.hash == hash) {
-            index::touch_file(&self.idx, &t.name, id, mtime, size)?;
+        let facts = file.facts;
+        let Some(checked) = file.checked else {
+            index::touch_file(&self.idx, &t.name, id, facts.mtime, facts.size)?;
             return Ok(false);
-        }
-        let facts = FileFacts { mtime, size, hash };
+        };
         let version = cur.as_ref().map(|c| c.version).unwrap_or(0) + 1;
-        let checked = validate_file(t, &bytes).and_then(|rf| {
+        let checked = checked.and_then(|rf| {
             self.check_refs(t, id, &rf.values)
                 .map_err(|e| e.message.clone())?;
             Ok(rf)
@@ -1335,6 +1536,43 @@ impl Writer {
             }
         }
         Ok(true)
+    }
+
+    /// Checks many files of a table: another thread reads, hashes and validates them ahead
+    /// while this one compares them with the index and journals the differences.
+    fn check_files(
+        &mut self,
+        t: &Table,
+        todo: Vec<(String, Option<index::KnownFile>)>,
+        actor: &Actor,
+    ) -> Result<usize> {
+        let mut found = 0;
+        if todo.len() < 64 {
+            for (id, known) in todo {
+                let seen = look_at(&self.root, t, id, known)?;
+                found += self.check_file(t, seen, actor)? as usize;
+                self.commit_scan_chunk()?;
+            }
+            return Ok(found);
+        }
+        let root = self.root.clone();
+        std::thread::scope(|s| {
+            let (tx, rx) = mpsc::sync_channel(256);
+            s.spawn(move || {
+                for (id, known) in todo {
+                    let seen = look_at(&root, t, id, known);
+                    let failed = seen.is_err();
+                    if tx.send(seen).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            for seen in rx {
+                found += self.check_file(t, seen?, actor)? as usize;
+                self.commit_scan_chunk()?;
+            }
+            Ok(found)
+        })
     }
 
     /// Table definitions added, changed or removed by hand.
@@ -1528,6 +1766,47 @@ fn same_state(cur: Option<&Value>, target: &Value) -> bool {
 
 pub fn defhash(def: &TableDef) -> String {
     files::hash(&files::render_table_def(def))
+}
+
+/// A row file as a scan sees it, before comparing it with the index.
+struct SeenRow {
+    id: String,
+    known: Option<index::KnownFile>,
+    /// None: there is no such file.
+    file: Option<SeenFile>,
+}
+
+struct SeenFile {
+    facts: FileFacts,
+    /// The parsed and validated row; None when the content is the one the index knows (only
+    /// the file's stat changed).
+    checked: Option<std::result::Result<RowFile, String>>,
+}
+
+/// Reads, hashes and validates a row file: everything a scan does without the index, so it can
+/// run on another thread. The stat is taken before the read, so a change racing the scan is
+/// seen again by the next one.
+fn look_at(root: &Path, t: &Table, id: String, known: Option<index::KnownFile>) -> Result<SeenRow> {
+    let path = files::row_path(root, &t.name, &id);
+    let stat = files::stat(&path);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let file = bytes.map(|bytes| {
+        let (mtime, size) = stat.unwrap_or((0, bytes.len() as i64));
+        let hash = files::hash(&bytes);
+        let checked = known
+            .as_ref()
+            .is_none_or(|k| k.hash != hash)
+            .then(|| validate_file(t, &bytes));
+        SeenFile {
+            facts: FileFacts { mtime, size, hash },
+            checked,
+        }
+    });
+    Ok(SeenRow { id, known, file })
 }
 
 fn validate_file(t: &Table, bytes: &[u8]) -> std::result::Result<RowFile, String> {
@@ -1939,4 +2218,148 @@ pub fn reconcile_index(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(cmd: Cmd) -> (Job, mpsc::Receiver<Result<Value>>) {
+        let (tx, rx) = mpsc::sync_channel(1);
+        let actor = Actor::new(Some("test".into()), None, None, None, None);
+        (
+            Job {
+                cmd,
+                actor,
+                reply: Some(tx),
+            },
+            rx,
+        )
+    }
+
+    fn args<T: serde::de::DeserializeOwned>(v: Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn writer() -> (tempfile::TempDir, Writer) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        std::fs::create_dir_all(root.join(".datanotes")).unwrap();
+        let jr = journal::open(&root.join(".datanotes/journal.db"), true).unwrap();
+        let idx = open_index_checked(&root.join(".datanotes/index.db")).unwrap();
+        (tmp, Writer::new(root, idx, jr, Tables::new(), Weak::new()))
+    }
+
+    fn run(w: &mut Writer, cmds: Vec<Cmd>) -> Vec<Value> {
+        let (jobs, rxs): (Vec<_>, Vec<_>) = cmds.into_iter().map(job).unzip();
+        w.run(jobs);
+        rxs.into_iter()
+            .map(|rx| rx.recv().unwrap().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_folder_scan_commits_in_chunks_and_loses_nothing() {
+        let (tmp, mut w) = writer();
+        let table = "a.b.c";
+        run(
+            &mut w,
+            vec![Cmd::CreateTable(args(
+                json!({"table": table, "columns": {"title": {"type": "text", "required": true}}}),
+            ))],
+        );
+        let dir = tmp.path().join("a/b/c");
+        for i in 0..70 {
+            std::fs::write(
+                dir.join(format!("r{i}.md")),
+                format!("---\ntitle: row {i}\n---\n"),
+            )
+            .unwrap();
+        }
+        std::fs::write(dir.join("bad.md"), "---\nnope: 1\n---\n").unwrap();
+        let out = run(
+            &mut w,
+            vec![Cmd::Scan {
+                table: None,
+                id: None,
+            }],
+        );
+        assert_eq!(out[0]["hand_edits"], 71);
+        let migs = journal::list(
+            &w.jr,
+            &journal::Filter {
+                limit: 1000,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(migs.len(), 72);
+        assert!(migs[1..].iter().all(|m| m.op == "hand_edit"));
+        let t = w.table(table).unwrap();
+        assert_eq!(index::count(&w.idx, table).unwrap(), 70);
+        assert_eq!(index::invalid_rows(&w.idx, table).unwrap().len(), 1);
+        assert_eq!(
+            index::get_meta(&w.idx, "applied_seq").unwrap().as_deref(),
+            Some("72")
+        );
+        let row = index::get_row(&w.idx, &t, "r7").unwrap().unwrap();
+        assert_eq!(row.values["title"], "row 7");
+        // A second scan finds nothing new.
+        let out = run(
+            &mut w,
+            vec![Cmd::Scan {
+                table: None,
+                id: None,
+            }],
+        );
+        assert_eq!(out[0]["hand_edits"], 0);
+    }
+
+    #[test]
+    fn a_scan_batched_after_a_write_sees_no_hand_edit() {
+        let (_tmp, mut w) = writer();
+        let table = "a.b.c";
+        run(
+            &mut w,
+            vec![Cmd::CreateTable(args(
+                json!({"table": table, "columns": {"title": {"type": "text"}}}),
+            ))],
+        );
+        run(
+            &mut w,
+            vec![Cmd::Insert(args(
+                json!({"table": table, "id": "x", "values": {"title": "one"}}),
+            ))],
+        );
+        // The file watcher's scan of row x lands in the same batch as the next write of x.
+        run(
+            &mut w,
+            vec![
+                Cmd::Update(args(
+                    json!({"table": table, "id": "x", "values": {"title": "two"}}),
+                )),
+                Cmd::Scan {
+                    table: Some(table.into()),
+                    id: Some("x".into()),
+                },
+                Cmd::Scan {
+                    table: None,
+                    id: None,
+                },
+            ],
+        );
+        let migs = journal::list(
+            &w.jr,
+            &journal::Filter {
+                limit: 100,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let ops: Vec<&str> = migs.iter().map(|m| m.op.as_str()).collect();
+        assert_eq!(ops, ["create_table", "insert", "update"]);
+        let t = w.table(table).unwrap();
+        let row = index::get_row(&w.idx, &t, "x").unwrap().unwrap();
+        assert_eq!((row.version, &row.values["title"]), (2, &json!("two")));
+    }
 }

@@ -1,0 +1,748 @@
+//! Benchmarks of the real `datanotes` server, over HTTP, on a temporary database.
+//!
+//! ```sh
+//! cargo build --release
+//! cargo run --release --example bench                 # 100,000 rows
+//! cargo run --release --example bench -- --quick      # 10,000 rows, fewer calls
+//! cargo run --release --example bench -- --json       # one JSON object of named figures on stdout
+//! ```
+//!
+//! The server binary is `target/release/datanotes`, found next to this example's own executable
+//! (`DATANOTES_BIN` overrides it). When run through cargo, the bench first asks cargo to bring that
+//! binary up to date, so it never measures a stale build (`--no-build` skips that).
+//!
+//! Each section is one function `fn(&mut Bench) -> Vec<Figure>` listed in [`SECTIONS`]; they
+//! share a server (`Bench::server`, `Bench::restart`) and the percentile helper
+//! ([`Latency::of`]). Progress goes to stderr; the report (table or JSON) to stdout.
+
+use datanotes::engine::files;
+use datanotes::engine::schema::Table;
+use serde_json::{Map, Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const TABLE: &str = "bench.perf.items";
+const STATUSES: [&str; 4] = ["todo", "doing", "done", "blocked"];
+const OWNERS: [&str; 20] = [
+    "ada", "alan", "barbara", "claude", "donald", "edsger", "frances", "grace", "john", "ken",
+    "leslie", "linus", "margaret", "niklaus", "radia", "robin", "shafi", "sophie", "tony",
+    "yukihiro",
+];
+const WORDS: [&str; 24] = [
+    "index", "journal", "markdown", "sqlite", "ranking", "query", "table", "schema", "write",
+    "durable", "commit", "fsync", "note", "folder", "change", "feed", "token", "engine", "batch",
+    "filter", "column", "search", "value", "row",
+];
+
+/// A section: sets up what it needs on the shared bench, measures, answers named figures.
+type Section = fn(&mut Bench) -> Vec<Figure>;
+
+/// The sections, in order. Later ones (change feed, MCP aggregator, WASM apps) go here.
+const SECTIONS: &[(&str, Section)] = &[
+    ("load", section_load),
+    ("start", section_start),
+    ("select", section_select),
+    ("insert", section_insert),
+];
+
+// ---- options ----
+
+struct Opts {
+    quick: bool,
+    json: bool,
+    build: bool,
+    /// Rows of the big table.
+    rows: usize,
+    /// Intact-index restarts measured.
+    restarts: usize,
+    select_warmup: usize,
+    select_calls: usize,
+    insert_clients: usize,
+    insert_time: Duration,
+}
+
+impl Opts {
+    fn parse() -> Opts {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let has = |f: &str| args.iter().any(|a| a == f);
+        for a in &args {
+            if !["--quick", "--json", "--no-build", "--"].contains(&a.as_str()) {
+                eprintln!("unknown argument {a:?}; use --quick, --json, --no-build");
+                std::process::exit(2);
+            }
+        }
+        let quick = has("--quick");
+        Opts {
+            quick,
+            json: has("--json"),
+            build: !has("--no-build"),
+            rows: if quick { 10_000 } else { 100_000 },
+            restarts: if quick { 2 } else { 3 },
+            select_warmup: if quick { 10 } else { 30 },
+            select_calls: if quick { 100 } else { 200 },
+            insert_clients: 4,
+            insert_time: Duration::from_secs(if quick { 2 } else { 6 }),
+        }
+    }
+}
+
+// ---- figures ----
+
+#[derive(Clone, Copy)]
+enum Target {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+struct Figure {
+    section: &'static str,
+    name: String,
+    value: f64,
+    unit: &'static str,
+    target: Option<Target>,
+}
+
+impl Figure {
+    fn new(section: &'static str, name: impl Into<String>, value: f64, unit: &'static str) -> Self {
+        Figure {
+            section,
+            name: name.into(),
+            value,
+            unit,
+            target: None,
+        }
+    }
+    fn target(mut self, t: Target) -> Self {
+        self.target = Some(t);
+        self
+    }
+    fn met(&self) -> Option<bool> {
+        self.target.map(|t| match t {
+            Target::AtMost(x) => self.value <= x,
+            Target::AtLeast(x) => self.value >= x,
+        })
+    }
+}
+
+/// Latency percentiles of a set of samples.
+struct Latency {
+    p50: f64,
+    p99: f64,
+    mean: f64,
+    max: f64,
+    n: usize,
+}
+
+impl Latency {
+    /// Nearest-rank percentiles, in milliseconds.
+    fn of(samples: &[Duration]) -> Latency {
+        let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        ms.sort_by(f64::total_cmp);
+        let pct = |p: f64| -> f64 {
+            if ms.is_empty() {
+                return f64::NAN;
+            }
+            let rank = ((p / 100.0) * ms.len() as f64).ceil() as usize;
+            ms[rank.clamp(1, ms.len()) - 1]
+        };
+        Latency {
+            p50: pct(50.0),
+            p99: pct(99.0),
+            mean: ms.iter().sum::<f64>() / ms.len().max(1) as f64,
+            max: ms.last().copied().unwrap_or(f64::NAN),
+            n: ms.len(),
+        }
+    }
+    /// `<prefix>_p50_ms`, `_p99_ms`, `_mean_ms`, `_max_ms`; the target applies to p50 and p99.
+    fn figures(&self, section: &'static str, prefix: &str, target: Option<Target>) -> Vec<Figure> {
+        let mut out = vec![];
+        for (name, v, t) in [
+            ("p50", self.p50, target),
+            ("p99", self.p99, target),
+            ("mean", self.mean, None),
+            ("max", self.max, None),
+        ] {
+            let mut f = Figure::new(section, format!("{prefix}_{name}_ms"), v, "ms");
+            f.target = t;
+            out.push(f);
+        }
+        out
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[(v.len() - 1) / 2]
+}
+
+// ---- the server ----
+
+/// A running server over the bench's database.
+struct Server {
+    child: Child,
+    url: String,
+    token: String,
+    http: reqwest::blocking::Client,
+    /// From spawn until `/datanotes/health` answered.
+    started_in: Duration,
+}
+
+fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(300))
+        .pool_max_idle_per_host(4)
+        .build()
+        .expect("http client")
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+    fn sysconf(name: i32) -> i64;
+}
+
+/// `_SC_CLK_TCK` on Linux.
+const SC_CLK_TCK: i32 = 2;
+
+impl Server {
+    /// Spawns the server and waits until it answers `/datanotes/health`.
+    fn start(bin: &Path, dir: &Path) -> Server {
+        let t0 = Instant::now();
+        let mut child = Command::new(bin)
+            .args(["serve", "--database"])
+            .arg(dir)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("DATANOTES_LOG", "error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("the server exited before listening")
+                .expect("read the server's stdout");
+            if let Some(rest) = line.strip_prefix("datanotes serving ") {
+                break rest.rsplit(" on ").next().unwrap().trim().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        let http = client();
+        loop {
+            if let Ok(r) = http.get(format!("{url}/datanotes/health")).send()
+                && r.status().is_success()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let started_in = t0.elapsed();
+        let token = std::fs::read_to_string(dir.join(".datanotes/owner-token"))
+            .expect("owner token")
+            .trim()
+            .to_string();
+        Server {
+            child,
+            url,
+            token,
+            http,
+            started_in,
+        }
+    }
+
+    /// Runs an operation; Err on anything but HTTP 200.
+    fn call_with(
+        http: &reqwest::blocking::Client,
+        url: &str,
+        token: &str,
+        op: &str,
+        args: &Value,
+    ) -> Result<Value, String> {
+        let resp = http
+            .post(format!("{url}/datanotes/{op}/"))
+            .bearer_auth(token)
+            .header("X-Datanotes-Actor", "bench / none")
+            .json(args)
+            .send()
+            .map_err(|e| format!("{op}: {e}"))?;
+        let status = resp.status().as_u16();
+        let text = resp.text().map_err(|e| format!("{op}: {e}"))?;
+        if status != 200 {
+            return Err(format!("{op} answered {status}: {text}"));
+        }
+        serde_json::from_str(&text).map_err(|e| format!("{op}: {e}"))
+    }
+
+    fn call(&self, op: &str, args: Value) -> Value {
+        Server::call_with(&self.http, &self.url, &self.token, op, &args)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Peak resident memory of the server so far (VmHWM), in MiB.
+    fn peak_rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+            .unwrap_or(f64::NAN)
+    }
+
+    /// CPU time (user + system) the server has used so far, in seconds: steadier than wall time
+    /// on a busy machine.
+    fn cpu_s(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name (which may hold spaces) start at the last ')'.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| {
+            f.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        let hz = unsafe { sysconf(SC_CLK_TCK) } as f64;
+        (ticks(11) + ticks(12)) / hz
+    }
+
+    /// SIGTERM, and wait for the clean exit (the writer checkpoints).
+    fn stop(mut self) {
+        unsafe { libc_kill(self.child.id() as i32, 15) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+// ---- the bench ----
+
+struct Bench {
+    opts: Opts,
+    bin: PathBuf,
+    dir: PathBuf,
+    _tmp: tempfile::TempDir,
+    server: Option<Server>,
+}
+
+impl Bench {
+    /// The running server (started if needed).
+    fn server(&mut self) -> &Server {
+        if self.server.is_none() {
+            self.server = Some(Server::start(&self.bin, &self.dir));
+        }
+        self.server.as_ref().unwrap()
+    }
+    fn stop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+    }
+    /// Stops (cleanly) and starts again; answers the new server.
+    fn restart(&mut self) -> &Server {
+        self.stop();
+        self.server()
+    }
+}
+
+fn progress(msg: impl AsRef<str>) {
+    eprintln!("[bench] {}", msg.as_ref());
+}
+
+/// A small deterministic generator (xorshift64*), so every run builds the same data.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[(self.next() % from.len() as u64) as usize]
+    }
+}
+
+/// Row values like the ones a tasks table holds.
+fn row_values(rng: &mut Rng, i: usize) -> (Map<String, Value>, String) {
+    let words: Vec<&str> = (0..4).map(|_| rng.pick(&WORDS)).collect();
+    let title = format!("Item {i}: {}", words.join(" "));
+    let status = rng.pick(&STATUSES);
+    let owner = rng.pick(&OWNERS);
+    let estimate = (rng.next() % 40) as i64;
+    let due = format!("2026-{:02}-{:02}", 1 + rng.next() % 12, 1 + rng.next() % 28);
+    let tags: Vec<&str> = (0..(rng.next() % 3)).map(|_| rng.pick(&WORDS)).collect();
+    let body_words: Vec<&str> = (0..30).map(|_| rng.pick(&WORDS)).collect();
+    let body = format!("Notes on item {i}.\n\n{}.\n", body_words.join(" "));
+    let mut v = Map::new();
+    v.insert("title".into(), json!(title));
+    v.insert("status".into(), json!(status));
+    v.insert("owner".into(), json!(owner));
+    v.insert("estimate".into(), json!(estimate));
+    v.insert("due".into(), json!(due));
+    v.insert("tags".into(), json!(tags));
+    (v, body)
+}
+
+// ---- sections ----
+
+/// Creates the table through the server, then writes the row files straight into its folder
+/// while the server is stopped (the format `render_row` writes), and measures the first start,
+/// which finds them all as hand edits.
+fn section_load(b: &mut Bench) -> Vec<Figure> {
+    const S: &str = "load";
+    let s = b.server();
+    s.call(
+        "create_table",
+        json!({"table": TABLE, "description": "bench rows", "columns": {
+            "title": {"type": "text", "required": true},
+            "status": {"type": "enum", "values": STATUSES, "default": "todo"},
+            "owner": {"type": "text"},
+            "estimate": {"type": "integer", "min": 0, "max": 100},
+            "due": {"type": "date"},
+            "tags": {"type": "list"},
+        }}),
+    );
+    b.stop();
+    let dir = files::table_dir(&b.dir, TABLE);
+    let def = std::fs::read_to_string(dir.join(files::TABLE_FILE)).expect("table definition");
+    let table = Table::compile(
+        TABLE,
+        files::parse_table_def(&def).expect("definition parses"),
+    )
+    .expect("definition compiles");
+    progress(format!("writing {} row files", b.opts.rows));
+    let t0 = Instant::now();
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut bytes_total = 0usize;
+    for i in 0..b.opts.rows {
+        let (values, body) = row_values(&mut rng, i);
+        let values = table.check_row(&values).expect("generated row is valid");
+        let bytes = files::render_row(&table, &values, &body);
+        bytes_total += bytes.len();
+        std::fs::write(dir.join(format!("r{i:07}.md")), bytes).expect("write row file");
+    }
+    let write_s = t0.elapsed().as_secs_f64();
+    progress(format!("first start over {} new files", b.opts.rows));
+    let s = b.server();
+    let first = s.started_in.as_secs_f64();
+    let cpu = s.cpu_s();
+    let rss = s.peak_rss_mib();
+    let d = s.call("describe_table", json!({"table": TABLE}));
+    let rows = d["rows"].as_i64().unwrap_or(-1);
+    assert_eq!(rows as usize, b.opts.rows, "every file is indexed: {d}");
+    assert_eq!(d["invalid"], json!([]), "no invalid rows");
+    progress(format!(
+        "first start {first:.2} s (server CPU {cpu:.2} s), peak RSS {rss:.0} MiB, {rows} rows"
+    ));
+    vec![
+        Figure::new(S, "rows", b.opts.rows as f64, "rows"),
+        Figure::new(S, "row_files_mib", bytes_total as f64 / 1048576.0, "MiB"),
+        Figure::new(S, "write_files_s", write_s, "s"),
+        Figure::new(S, "first_start_s", first, "s"),
+        Figure::new(S, "first_start_cpu_s", cpu, "s"),
+        Figure::new(S, "first_start_peak_rss_mib", rss, "MiB"),
+    ]
+}
+
+/// Start over an intact index: stop cleanly, start again, time until health answers.
+fn section_start(b: &mut Bench) -> Vec<Figure> {
+    const S: &str = "start";
+    let mut times = vec![];
+    let mut rss = vec![];
+    let mut cpu = vec![];
+    for i in 0..b.opts.restarts {
+        let s = b.restart();
+        times.push(s.started_in.as_secs_f64());
+        cpu.push(s.cpu_s());
+        rss.push(s.peak_rss_mib());
+        progress(format!(
+            "start {} with an intact index: {:.3} s",
+            i + 1,
+            s.started_in.as_secs_f64()
+        ));
+    }
+    let max = times.iter().copied().fold(f64::NAN, f64::max);
+    vec![
+        Figure::new(S, "start_intact_s", median(times), "s").target(Target::AtMost(3.0)),
+        Figure::new(S, "start_intact_max_s", max, "s"),
+        Figure::new(S, "start_intact_cpu_s", median(cpu), "s"),
+        Figure::new(S, "start_intact_peak_rss_mib", median(rss), "MiB"),
+    ]
+}
+
+/// `select_rows` with one `=` filter over the big table, one client, after a warm-up.
+fn section_select(b: &mut Bench) -> Vec<Figure> {
+    const S: &str = "select";
+    let (warmup, calls) = (b.opts.select_warmup, b.opts.select_calls);
+    let s = b.server();
+    let run = |column: &str, values: &[&str]| -> Latency {
+        let mut samples = vec![];
+        for i in 0..warmup + calls {
+            let v = values[i % values.len()];
+            let args =
+                json!({"table": TABLE, "where": [{"column": column, "op": "=", "value": v}]});
+            let t0 = Instant::now();
+            let r = s.call("select_rows", args);
+            let dt = t0.elapsed();
+            assert!(
+                r["total"].as_i64().unwrap_or(0) > 0,
+                "select found rows: {r}"
+            );
+            if i >= warmup {
+                samples.push(dt);
+            }
+        }
+        samples_note(column, &samples);
+        Latency::of(&samples)
+    };
+    let by_enum = run("status", &STATUSES);
+    let by_text = run("owner", &OWNERS);
+    let mut out = by_enum.figures(S, "select_enum_eq", Some(Target::AtMost(20.0)));
+    out.extend(by_text.figures(S, "select_text_eq", Some(Target::AtMost(20.0))));
+    out.push(Figure::new(S, "select_calls", by_enum.n as f64, "calls"));
+    out
+}
+
+fn samples_note(what: &str, samples: &[Duration]) {
+    let l = Latency::of(samples);
+    progress(format!(
+        "select_rows {what} = …: p50 {:.2} ms, p99 {:.2} ms over {} calls",
+        l.p50, l.p99, l.n
+    ));
+}
+
+/// Durable `insert_row` from concurrent clients (each waits for its answer), into the big table.
+fn section_insert(b: &mut Bench) -> Vec<Figure> {
+    const S: &str = "insert";
+    let (clients, run_for) = (b.opts.insert_clients, b.opts.insert_time);
+    let s = b.server();
+    let (url, token) = (s.url.clone(), s.token.clone());
+    let seq0 = s.call("list_migrations", json!({"limit": 1}))["migrations"][0]["seq"]
+        .as_i64()
+        .unwrap_or(0);
+    let cpu0 = s.cpu_s();
+    let go = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..clients)
+        .map(|c| {
+            let (url, token, go, stop) = (url.clone(), token.clone(), go.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let http = client();
+                let mut rng = Rng(0xc0ffee ^ (c as u64 + 1) << 20);
+                let mut samples = vec![];
+                let mut i = 0usize;
+                // Warm the connection up before the clock starts.
+                let insert = |i: usize, rng: &mut Rng| {
+                    let (values, body) = row_values(rng, i);
+                    let args = json!({"table": TABLE, "id": format!("c{c}-{i:07}"), "values": values, "body": body});
+                    Server::call_with(&http, &url, &token, "insert_row", &args)
+                        .unwrap_or_else(|e| panic!("{e}"));
+                };
+                insert(i, &mut rng);
+                i += 1;
+                while !go.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                while !stop.load(Ordering::Relaxed) {
+                    let t0 = Instant::now();
+                    insert(i, &mut rng);
+                    samples.push(t0.elapsed());
+                    i += 1;
+                }
+                samples
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    go.store(true, Ordering::Relaxed);
+    std::thread::sleep(run_for);
+    stop.store(true, Ordering::Relaxed);
+    let samples: Vec<Duration> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("insert client"))
+        .collect();
+    let elapsed = t0.elapsed().as_secs_f64();
+    let s = b.server();
+    let cpu_ms_per_row = (s.cpu_s() - cpu0) * 1e3 / samples.len().max(1) as f64;
+    let seq1 = s.call("list_migrations", json!({"limit": 1}))["migrations"][0]["seq"]
+        .as_i64()
+        .unwrap_or(0);
+    assert!(
+        seq1 - seq0 >= samples.len() as i64,
+        "every insert is journaled"
+    );
+    let rate = samples.len() as f64 / elapsed;
+    let l = Latency::of(&samples);
+    progress(format!(
+        "insert_row x{clients} clients: {} rows in {elapsed:.2} s = {rate:.0} rows/s (p50 {:.2} ms, p99 {:.2} ms, server CPU {cpu_ms_per_row:.2} ms/row)",
+        samples.len(),
+        l.p50,
+        l.p99
+    ));
+    let mut out = vec![
+        Figure::new(S, "insert_rows_per_s", rate, "rows/s").target(Target::AtLeast(1000.0)),
+        Figure::new(S, "insert_clients", clients as f64, "clients"),
+        Figure::new(S, "insert_rows", samples.len() as f64, "rows"),
+        Figure::new(S, "insert_server_cpu_per_row_ms", cpu_ms_per_row, "ms"),
+    ];
+    out.extend(l.figures(S, "insert", None));
+    out
+}
+
+// ---- main ----
+
+/// The server binary: `DATANOTES_BIN`, else `datanotes` beside this example's folder.
+fn server_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("DATANOTES_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    // target/release/examples/bench -> target/release/datanotes
+    let dir = exe.parent().and_then(Path::parent).expect("target folder");
+    dir.join(format!("datanotes{}", std::env::consts::EXE_SUFFIX))
+}
+
+/// Under cargo, makes sure the server binary is built from the current sources.
+fn build_server(opts: &Opts) {
+    let Some(cargo) = std::env::var_os("CARGO").filter(|_| opts.build) else {
+        return;
+    };
+    if std::env::var_os("DATANOTES_BIN").is_some() {
+        return;
+    }
+    progress("cargo build --release --bin datanotes");
+    let ok = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--bin", "datanotes"])
+        .arg("--manifest-path")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("building the server failed; run `cargo build --release` and retry");
+        std::process::exit(1);
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else if (v.fract() == 0.0 && v.abs() < 1e12) || v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn main() {
+    let opts = Opts::parse();
+    build_server(&opts);
+    let bin = server_bin();
+    if !bin.is_file() {
+        eprintln!(
+            "no server binary at {}: run `cargo build --release` first (or set DATANOTES_BIN)",
+            bin.display()
+        );
+        std::process::exit(1);
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("datanotes-bench-")
+        .tempdir()
+        .expect("temp folder");
+    let dir = tmp.path().join("db");
+    progress(format!(
+        "server {} over {} ({} rows{})",
+        bin.display(),
+        dir.display(),
+        opts.rows,
+        if opts.quick { ", quick" } else { "" }
+    ));
+    let mut b = Bench {
+        opts,
+        bin,
+        dir,
+        _tmp: tmp,
+        server: None,
+    };
+    let t0 = Instant::now();
+    let mut figures = vec![];
+    for (name, section) in SECTIONS {
+        progress(format!("== {name}"));
+        figures.extend(section(&mut b));
+    }
+    b.stop();
+    let total = t0.elapsed().as_secs_f64();
+    if b.opts.json {
+        let mut o = Map::new();
+        o.insert("quick".into(), json!(b.opts.quick));
+        for f in &figures {
+            o.insert(f.name.clone(), json!(f.value));
+        }
+        o.insert("bench_total_s".into(), json!(total));
+        let missed: Vec<&str> = figures
+            .iter()
+            .filter(|f| f.met() == Some(false))
+            .map(|f| f.name.as_str())
+            .collect();
+        o.insert("missed_targets".into(), json!(missed));
+        println!("{}", Value::Object(o));
+        return;
+    }
+    println!(
+        "{:<8} {:<28} {:>12} {:<7} {:>12}",
+        "section", "figure", "value", "unit", "target"
+    );
+    for f in &figures {
+        let target = match f.target {
+            None => String::new(),
+            Some(Target::AtMost(x)) => format!("<= {}", fmt_value(x)),
+            Some(Target::AtLeast(x)) => format!(">= {}", fmt_value(x)),
+        };
+        let mark = match f.met() {
+            Some(true) => "ok",
+            Some(false) => "MISSED",
+            None => "",
+        };
+        println!(
+            "{:<8} {:<28} {:>12} {:<7} {:>12} {mark}",
+            f.section,
+            f.name,
+            fmt_value(f.value),
+            f.unit,
+            target
+        );
+    }
+    println!("(bench ran {total:.1} s)");
+}
