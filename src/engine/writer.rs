@@ -21,6 +21,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 /// A write the engine can be asked to do.
 #[derive(Debug)]
@@ -98,12 +99,20 @@ impl Handle {
     }
 }
 
+/// The most jobs in one batch.
+const MAX_BATCH: usize = 256;
+
+/// How long after answering a batch the writer may wait for its callers' next writes.
+const LINGER: Duration = Duration::from_millis(2);
+
 pub fn spawn(mut w: Writer) -> Handle {
     let (tx, rx) = mpsc::channel::<Msg>();
     let thread = std::thread::Builder::new()
         .name("datanotes-writer".into())
         .spawn(move || {
             let mut stop = false;
+            // The callers the previous batch answered, and when.
+            let mut answered = (0, Instant::now());
             while !stop {
                 let Ok(first) = rx.recv() else { break };
                 let mut jobs = vec![];
@@ -111,14 +120,31 @@ pub fn spawn(mut w: Writer) -> Handle {
                     Msg::Job(j) => jobs.push(*j),
                     Msg::Stop => stop = true,
                 }
-                while jobs.len() < 256 && !stop {
+                while jobs.len() < MAX_BATCH && !stop {
                     match rx.try_recv() {
                         Ok(Msg::Job(j)) => jobs.push(*j),
                         Ok(Msg::Stop) => stop = true,
                         Err(_) => break,
                     }
                 }
+                // Group commit: the callers the previous batch just answered are likely about to
+                // write again; wait a moment for them, so that one round of fsyncs serves them
+                // all (a lone caller never waits).
+                let deadline = answered.1 + LINGER;
+                while jobs.len() < answered.0 && !stop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    match rx.recv_timeout(left) {
+                        Ok(Msg::Job(j)) => jobs.push(*j),
+                        Ok(Msg::Stop) => stop = true,
+                        Err(_) => break,
+                    }
+                }
+                let waiting = jobs.iter().filter(|j| j.reply.is_some()).count();
                 w.run(jobs);
+                answered = (waiting, Instant::now());
             }
             w.checkpoint();
         })
