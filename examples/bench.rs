@@ -219,7 +219,10 @@ impl Server {
             .args(["serve", "--database"])
             .arg(dir)
             .args(["--listen", "127.0.0.1:0"])
-            .env("DATANOTES_LOG", "error")
+            .env(
+                "DATANOTES_LOG",
+                std::env::var("DATANOTES_LOG").unwrap_or_else(|_| "error".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

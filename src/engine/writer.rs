@@ -21,6 +21,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 /// A write the engine can be asked to do.
 #[derive(Debug)]
@@ -98,12 +99,20 @@ impl Handle {
     }
 }
 
+/// The most jobs in one batch.
+const MAX_BATCH: usize = 256;
+
+/// How long after answering a batch the writer may wait for its callers' next writes.
+const LINGER: Duration = Duration::from_millis(2);
+
 pub fn spawn(mut w: Writer) -> Handle {
     let (tx, rx) = mpsc::channel::<Msg>();
     let thread = std::thread::Builder::new()
         .name("datanotes-writer".into())
         .spawn(move || {
             let mut stop = false;
+            // The callers the previous batch answered, and when.
+            let mut answered = (0, Instant::now());
             while !stop {
                 let Ok(first) = rx.recv() else { break };
                 let mut jobs = vec![];
@@ -111,14 +120,31 @@ pub fn spawn(mut w: Writer) -> Handle {
                     Msg::Job(j) => jobs.push(*j),
                     Msg::Stop => stop = true,
                 }
-                while jobs.len() < 256 && !stop {
+                while jobs.len() < MAX_BATCH && !stop {
                     match rx.try_recv() {
                         Ok(Msg::Job(j)) => jobs.push(*j),
                         Ok(Msg::Stop) => stop = true,
                         Err(_) => break,
                     }
                 }
+                // Group commit: the callers the previous batch just answered are likely about to
+                // write again; wait a moment for them, so that one round of fsyncs serves them
+                // all (a lone caller never waits).
+                let deadline = answered.1 + LINGER;
+                while jobs.len() < answered.0 && !stop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    match rx.recv_timeout(left) {
+                        Ok(Msg::Job(j)) => jobs.push(*j),
+                        Ok(Msg::Stop) => stop = true,
+                        Err(_) => break,
+                    }
+                }
+                let waiting = jobs.iter().filter(|j| j.reply.is_some()).count();
                 w.run(jobs);
+                answered = (waiting, Instant::now());
             }
             w.checkpoint();
         })
@@ -347,6 +373,8 @@ impl Writer {
             }
             return;
         }
+        let started = std::time::Instant::now();
+        let n_jobs = jobs.len();
         self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });
         self.batch_base = (self.tables.clone(), self.settings.clone());
         let mut results = vec![];
@@ -366,6 +394,11 @@ impl Writer {
             results.push((job.reply, r, m0..self.migs.len()));
         }
         self.solo_scan = false;
+        tracing::debug!(
+            jobs = n_jobs,
+            apply_ms = started.elapsed().as_secs_f64() * 1e3,
+            "batch applied"
+        );
         let outcome = self.commit();
         if let Err(e) = &outcome {
             tracing::error!("batch failed: {e}");
@@ -397,6 +430,7 @@ impl Writer {
 
     /// Journal, files, index, publish. On error nothing was acknowledged.
     fn commit(&mut self) -> Result<()> {
+        let t0 = std::time::Instant::now();
         let plan = FilePlan::new(std::mem::take(&mut self.fops));
         // The row files are staged (temp files written and fsynced) while the journal commits:
         // a temp file is not a row, and nothing is renamed into place before the journal holds
@@ -414,20 +448,46 @@ impl Writer {
             return Err(e);
         }
         // From here on the journal holds the batch: a failure below is redone at the next start.
-        match self.apply_files(plan, staged) {
-            Ok(()) => {}
-            Err(e) => {
-                tracing::error!(
-                    "writing files failed after the journal commit; they will be redone at the next start: {e}"
-                );
-                self.files_behind = true;
-            }
-        }
+        let t1 = t0.elapsed();
+        let (dirs, placed) = self.apply_files(plan, staged);
+        let t2 = t0.elapsed();
         let last = self.migs.last().map(|m| m.seq);
         if let Some(last) = last {
             index::set_meta(&self.idx, "applied_seq", &last.to_string())?;
         }
-        self.idx.execute_batch("COMMIT")?;
+        // The folders are fsynced while the index commits (the index is derived from the files,
+        // and nobody is answered before both are done).
+        let (synced, committed) = std::thread::scope(|s| {
+            if dirs.is_empty() {
+                return (None, self.idx.execute_batch("COMMIT"));
+            }
+            let syncing = s.spawn(|| {
+                parallel(&dirs, |d| files::fsync_dir(d))
+                    .into_iter()
+                    .find_map(|r| r.err())
+            });
+            let committed = self.idx.execute_batch("COMMIT");
+            let synced = syncing
+                .join()
+                .unwrap_or_else(|_| Some(Error::internal("fsync of the folders panicked")));
+            (synced, committed)
+        });
+        if let Some(e) = placed.err().or(synced) {
+            tracing::error!(
+                "writing files failed after the journal commit; they will be redone at the next start: {e}"
+            );
+            self.files_behind = true;
+        }
+        committed?;
+        let t3 = t0.elapsed();
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        tracing::debug!(
+            migrations = self.migs.len(),
+            journal_ms = ms(t1),
+            place_ms = ms(t2 - t1),
+            index_ms = ms(t3 - t2),
+            "batch committed"
+        );
         if let Some(last) = last
             && !self.files_behind
         {
@@ -468,12 +528,16 @@ impl Writer {
         r
     }
 
-    /// Puts the batch's files in place (`staged` is what `plan.stage()` answered), fsyncs their
-    /// folders, and records the new files' stat facts in the index. Goes on past a failure and
-    /// answers the first one.
-    fn apply_files(&mut self, plan: FilePlan, staged: Vec<Option<Result<PathBuf>>>) -> Result<()> {
+    /// Puts the batch's files in place (`staged` is what `plan.stage()` answered) and records the
+    /// new files' stat facts in the index. Answers the folders left to fsync, and the first
+    /// failure (it goes on past one).
+    fn apply_files(
+        &mut self,
+        plan: FilePlan,
+        staged: Vec<Option<Result<PathBuf>>>,
+    ) -> (Vec<PathBuf>, Result<()>) {
         let ops = match plan {
-            FilePlan::Ordered(fops) => return self.apply_ordered(fops),
+            FilePlan::Ordered(fops) => return (vec![], self.apply_ordered(fops)),
             FilePlan::Rows(ops) => ops,
         };
         let mut first_err = None;
@@ -498,18 +562,15 @@ impl Writer {
                 }
             }
         }
-        let dirs: Vec<PathBuf> = dirs.into_iter().filter(|d| d.exists()).collect();
-        for r in parallel(&dirs, |d| files::fsync_dir(d)) {
-            if let Err(e) = r {
+        for (path, (table, id)) in written {
+            if let Some((mtime, size)) = files::stat(&path)
+                && let Err(e) = index::touch_file(&self.idx, &table, &id, mtime, size)
+            {
                 first_err.get_or_insert(e);
             }
         }
-        for (path, (table, id)) in written {
-            if let Some((mtime, size)) = files::stat(&path) {
-                index::touch_file(&self.idx, &table, &id, mtime, size)?;
-            }
-        }
-        first_err.map_or(Ok(()), Err)
+        let dirs = dirs.into_iter().filter(|d| d.exists()).collect();
+        (dirs, first_err.map_or(Ok(()), Err))
     }
 
     /// Applies file operations one after the other, in order (batches that make or remove folders).
