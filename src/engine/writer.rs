@@ -221,6 +221,14 @@ impl FilePlan {
         FilePlan::Rows(ops)
     }
 
+    /// Whether `stage` has files to write.
+    fn writes(&self) -> bool {
+        match self {
+            FilePlan::Ordered(_) => false,
+            FilePlan::Rows(ops) => ops.iter().any(|op| op.bytes.is_some()),
+        }
+    }
+
     /// What `stage` answers when it could not run.
     fn failed(&self, why: &str) -> Vec<Option<Result<PathBuf>>> {
         match self {
@@ -434,6 +442,9 @@ impl Writer {
         // a temp file is not a row, and nothing is renamed into place before the journal holds
         // the batch, so a crash in between leaves only temp files behind.
         let (journaled, staged) = std::thread::scope(|s| {
+            if !plan.writes() {
+                return (self.commit_journal(), Ok(plan.stage()));
+            }
             let staging = s.spawn(|| plan.stage());
             let journaled = self.commit_journal();
             (journaled, staging.join())
