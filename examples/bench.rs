@@ -5,6 +5,7 @@
 //! cargo run --release --example bench                 # 100,000 rows
 //! cargo run --release --example bench -- --quick      # 10,000 rows, fewer calls
 //! cargo run --release --example bench -- --json       # one JSON object of named figures on stdout
+//! cargo run --release --example bench -- --rows 30000 --insert-secs 10   # other sizes
 //! ```
 //!
 //! The server binary is `target/release/datanotes`, found next to this example's own executable
@@ -69,10 +70,24 @@ impl Opts {
     fn parse() -> Opts {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let has = |f: &str| args.iter().any(|a| a == f);
-        for a in &args {
-            if !["--quick", "--json", "--no-build", "--"].contains(&a.as_str()) {
-                eprintln!("unknown argument {a:?}; use --quick, --json, --no-build");
-                std::process::exit(2);
+        let usage = "use --quick, --json, --no-build, --rows N, --insert-secs N";
+        let mut values = std::collections::HashMap::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--quick" | "--json" | "--no-build" | "--" => {}
+                "--rows" | "--insert-secs" => {
+                    let v = it.next().and_then(|v| v.parse::<u64>().ok());
+                    let Some(v) = v else {
+                        eprintln!("{a} takes a number; {usage}");
+                        std::process::exit(2);
+                    };
+                    values.insert(a.as_str(), v);
+                }
+                _ => {
+                    eprintln!("unknown argument {a:?}; {usage}");
+                    std::process::exit(2);
+                }
             }
         }
         let quick = has("--quick");
@@ -80,12 +95,20 @@ impl Opts {
             quick,
             json: has("--json"),
             build: !has("--no-build"),
-            rows: if quick { 10_000 } else { 100_000 },
+            rows: values
+                .get("--rows")
+                .map(|&v| v as usize)
+                .unwrap_or(if quick { 10_000 } else { 100_000 }),
             restarts: if quick { 2 } else { 3 },
             select_warmup: if quick { 10 } else { 30 },
             select_calls: if quick { 100 } else { 200 },
             insert_clients: 4,
-            insert_time: Duration::from_secs(if quick { 2 } else { 6 }),
+            insert_time: Duration::from_secs(
+                values
+                    .get("--insert-secs")
+                    .copied()
+                    .unwrap_or(if quick { 2 } else { 6 }),
+            ),
         }
     }
 }

@@ -89,8 +89,16 @@ impl Watcher {
                 ) {
                     return;
                 }
+                // Hidden names are never rows or tables: skip them here, the engine's own temp
+                // files (`.<id>.md.<pid>.tmp`) among them, which are most of the events.
                 for p in ev.paths {
-                    let _ = tx.send(p);
+                    let hidden = p
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with('.'));
+                    if !hidden {
+                        let _ = tx.send(p);
+                    }
                 }
             }
         })?;
@@ -109,7 +117,7 @@ impl Watcher {
             .spawn(move || {
                 // Debounce: wait until the folder has been quiet for 150 ms, then scan what changed.
                 while let Ok(first) = rx.recv() {
-                    let mut paths = BTreeSet::from([first]);
+                    let mut paths = HashSet::from([first]);
                     while let Ok(p) = rx.recv_timeout(Duration::from_millis(150)) {
                         paths.insert(p);
                     }

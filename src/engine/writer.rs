@@ -221,6 +221,14 @@ impl FilePlan {
         FilePlan::Rows(ops)
     }
 
+    /// Whether `stage` has files to write.
+    fn writes(&self) -> bool {
+        match self {
+            FilePlan::Ordered(_) => false,
+            FilePlan::Rows(ops) => ops.iter().any(|op| op.bytes.is_some()),
+        }
+    }
+
     /// What `stage` answers when it could not run.
     fn failed(&self, why: &str) -> Vec<Option<Result<PathBuf>>> {
         match self {
@@ -436,6 +444,9 @@ impl Writer {
         // a temp file is not a row, and nothing is renamed into place before the journal holds
         // the batch, so a crash in between leaves only temp files behind.
         let (journaled, staged) = std::thread::scope(|s| {
+            if !plan.writes() {
+                return (self.commit_journal(), Ok(plan.stage()));
+            }
             let staging = s.spawn(|| plan.stage());
             let journaled = self.commit_journal();
             (journaled, staging.join())
@@ -2374,6 +2385,86 @@ mod tests {
             }],
         );
         assert_eq!(out[0]["hand_edits"], 0);
+    }
+
+    /// The full-text index as (table, id, text), sorted.
+    fn fts(w: &Writer) -> Vec<(String, String, String)> {
+        let mut st = w
+            .idx
+            .prepare("SELECT files.tbl, files.id, fts.text FROM fts JOIN files ON files.fid = fts.rowid ORDER BY 1, 2")
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn full_text_follows_every_write_of_a_batch() {
+        let (tmp, mut w) = writer();
+        let t = "a.b.c";
+        run(
+            &mut w,
+            vec![
+                Cmd::CreateTable(args(
+                    json!({"table": t, "columns": {"title": {"type": "text"}}}),
+                )),
+                Cmd::CreateTable(args(
+                    json!({"table": "a.b.d", "columns": {"title": {"type": "text"}}}),
+                )),
+            ],
+        );
+        // One batch: insert, update, insert then delete, a refused job, a row of another table.
+        let (jobs, rxs): (Vec<_>, Vec<_>) = vec![
+            Cmd::Insert(args(
+                json!({"table": t, "id": "x", "values": {"title": "alpha"}, "body": "one"}),
+            )),
+            Cmd::Update(args(
+                json!({"table": t, "id": "x", "values": {"title": "beta"}}),
+            )),
+            Cmd::Insert(args(
+                json!({"table": t, "id": "y", "values": {"title": "gamma"}}),
+            )),
+            Cmd::Delete(args(json!({"table": t, "id": "y"}))),
+            Cmd::Insert(args(
+                json!({"table": t, "id": "x", "values": {"title": "refused"}}),
+            )),
+            Cmd::Insert(args(
+                json!({"table": "a.b.d", "id": "z", "values": {"title": "delta"}}),
+            )),
+        ]
+        .into_iter()
+        .map(job)
+        .unzip();
+        w.run(jobs);
+        let ok: Vec<bool> = rxs
+            .into_iter()
+            .map(|rx| rx.recv().unwrap().is_ok())
+            .collect();
+        assert_eq!(ok, [true, true, true, true, false, true]);
+        let s = |a: &str, b: &str, c: &str| (a.to_string(), b.to_string(), c.to_string());
+        assert_eq!(
+            fts(&w),
+            [s("a.b.c", "x", "beta\none"), s("a.b.d", "z", "delta\n")]
+        );
+        // A hand edit that breaks a row takes it out of the full-text index; a dropped table too.
+        std::fs::write(tmp.path().join("a/b/c/x.md"), "---\ntitle: [1, 2]\n---\n").unwrap();
+        run(
+            &mut w,
+            vec![Cmd::Scan {
+                table: Some(t.into()),
+                id: Some("x".into()),
+            }],
+        );
+        run(
+            &mut w,
+            vec![Cmd::DropTable(args(json!({"table": "a.b.d"})))],
+        );
+        assert_eq!(fts(&w), []);
+        // Rebuilding finds the same.
+        std::fs::write(tmp.path().join("a/b/c/x.md"), "---\ntitle: back\n---\n").unwrap();
+        w.rebuild_index().unwrap();
+        assert_eq!(fts(&w), [s("a.b.c", "x", "back\n")]);
     }
 
     #[test]
