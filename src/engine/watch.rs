@@ -26,18 +26,23 @@ fn catalogs(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// What a changed path means: (table, Some(row id)) or (table, None) for its definition.
-/// A catalog or schema folder (made or removed by hand, possibly with tables inside that the
-/// watcher had no time to see) means: scan everything.
-fn classify(root: &Path, path: &Path) -> Option<(Option<String>, Option<String>)> {
-    let rel = path.strip_prefix(root).ok()?;
-    let parts: Vec<&str> = rel
+/// The components of `path` below `root`, if it is below it and all are plain UTF-8 names.
+fn rel_parts<'a>(root: &Path, path: &'a Path) -> Option<Vec<&'a str>> {
+    path.strip_prefix(root)
+        .ok()?
         .components()
         .map(|c| match c {
             Component::Normal(s) => s.to_str(),
             _ => None,
         })
-        .collect::<Option<Vec<_>>>()?;
+        .collect()
+}
+
+/// What a changed path means: (table, Some(row id)) or (table, None) for its definition.
+/// A catalog or schema folder (made or removed by hand, possibly with tables inside that the
+/// watcher had no time to see) means: scan everything.
+fn classify(root: &Path, path: &Path) -> Option<(Option<String>, Option<String>)> {
+    let parts = rel_parts(root, path)?;
     match parts.as_slice() {
         [c, s, t, file] if [c, s, t].iter().all(|p| crate::names::is_name(p)) => {
             let table = format!("{c}.{s}.{t}");
@@ -61,14 +66,7 @@ fn classify(root: &Path, path: &Path) -> Option<(Option<String>, Option<String>)
 /// A catalog or schema folder (`c` or `c/s` under the root) that exists: the prefix (`c.` or
 /// `c.s.`) of the tables it holds.
 fn folder_prefix(root: &Path, path: &Path) -> Option<String> {
-    let rel = path.strip_prefix(root).ok()?;
-    let parts: Vec<&str> = rel
-        .components()
-        .map(|c| match c {
-            Component::Normal(s) => s.to_str(),
-            _ => None,
-        })
-        .collect::<Option<Vec<_>>>()?;
+    let parts = rel_parts(root, path)?;
     let ok = (1..=2).contains(&parts.len())
         && parts.iter().all(|p| crate::names::is_name(p))
         && path.is_dir();
