@@ -6,6 +6,7 @@
 //! cargo run --release --example bench -- --quick      # 10,000 rows, fewer calls
 //! cargo run --release --example bench -- --json       # one JSON object of named figures on stdout
 //! cargo run --release --example bench -- --rows 30000 --insert-secs 10   # other sizes
+//! cargo run --release --example bench -- --only feed,wasm    # the load section, then these
 //! ```
 //!
 //! The server binary is `target/release/datanotes`, found next to this example's own executable
@@ -18,6 +19,11 @@
 
 use datanotes::engine::files;
 use datanotes::engine::schema::Table;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -42,12 +48,15 @@ const WORDS: [&str; 24] = [
 /// A section: sets up what it needs on the shared bench, measures, answers named figures.
 type Section = fn(&mut Bench) -> Vec<Figure>;
 
-/// The sections, in order. Later ones (change feed, MCP aggregator, WASM apps) go here.
+/// The sections, in order.
 const SECTIONS: &[(&str, Section)] = &[
     ("load", section_load),
     ("start", section_start),
     ("select", section_select),
     ("insert", section_insert),
+    ("feed", section_feed),
+    ("agg", section_aggregator),
+    ("wasm", section_wasm),
 ];
 
 // ---- options ----
@@ -56,6 +65,8 @@ struct Opts {
     quick: bool,
     json: bool,
     build: bool,
+    /// Sections to run (besides `load`, which the others stand on); empty: all.
+    only: Vec<String>,
     /// Rows of the big table.
     rows: usize,
     /// Intact-index restarts measured.
@@ -64,18 +75,47 @@ struct Opts {
     select_calls: usize,
     insert_clients: usize,
     insert_time: Duration,
+    /// SSE consumers on `/changes/stream` during the write load, and how long the load runs.
+    sse_consumers: usize,
+    sse_time: Duration,
+    /// Remote apps (20 tools each) behind the aggregator, of which `apps_down` do not answer.
+    apps: usize,
+    apps_down: usize,
+    /// Measured calls of the aggregator and WASM sections.
+    app_calls: usize,
+    /// Copies of hostile.wasm installed to measure per-app start.
+    wasm_copies: usize,
 }
 
 impl Opts {
     fn parse() -> Opts {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let has = |f: &str| args.iter().any(|a| a == f);
-        let usage = "use --quick, --json, --no-build, --rows N, --insert-secs N";
+        let usage =
+            "use --quick, --json, --no-build, --rows N, --insert-secs N, --only SECTION[,SECTION]";
+        let mut only = vec![];
         let mut values = std::collections::HashMap::new();
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match a.as_str() {
                 "--quick" | "--json" | "--no-build" | "--" => {}
+                "--only" => {
+                    let names: Vec<String> = it
+                        .next()
+                        .map(|v| v.split(',').map(|n| n.trim().to_string()).collect())
+                        .unwrap_or_default();
+                    for n in &names {
+                        if !SECTIONS.iter().any(|(s, _)| s == n) {
+                            let all: Vec<&str> = SECTIONS.iter().map(|(s, _)| *s).collect();
+                            eprintln!(
+                                "--only: no section {n:?}; the sections are {}",
+                                all.join(", ")
+                            );
+                            std::process::exit(2);
+                        }
+                    }
+                    only.extend(names);
+                }
                 "--rows" | "--insert-secs" => {
                     let v = it.next().and_then(|v| v.parse::<u64>().ok());
                     let Some(v) = v else {
@@ -95,6 +135,7 @@ impl Opts {
             quick,
             json: has("--json"),
             build: !has("--no-build"),
+            only,
             rows: values
                 .get("--rows")
                 .map(|&v| v as usize)
@@ -109,6 +150,12 @@ impl Opts {
                     .copied()
                     .unwrap_or(if quick { 2 } else { 6 }),
             ),
+            sse_consumers: if quick { 10 } else { 100 },
+            sse_time: Duration::from_secs(if quick { 2 } else { 5 }),
+            apps: if quick { 5 } else { 50 },
+            apps_down: if quick { 1 } else { 5 },
+            app_calls: if quick { 50 } else { 300 },
+            wasm_copies: if quick { 3 } else { 20 },
         }
     }
 }
@@ -644,6 +691,431 @@ fn section_insert(b: &mut Bench) -> Vec<Figure> {
     out
 }
 
+/// Latest journal seq.
+fn last_seq(s: &Server) -> i64 {
+    s.call("list_migrations", json!({"limit": 1}))["migrations"][0]["seq"]
+        .as_i64()
+        .unwrap_or(0)
+}
+
+/// The change feed: page reads over the whole journal, then SSE fan-out lag under a write load.
+fn section_feed(b: &mut Bench) -> Vec<Figure> {
+    const S: &str = "feed";
+    let (consumers, run_for, writers) =
+        (b.opts.sse_consumers, b.opts.sse_time, b.opts.insert_clients);
+    let s = b.server();
+    // Page reads: the whole journal (the loaded rows and the inserts), pages of 1000.
+    let t0 = Instant::now();
+    let (mut since, mut n) = (0i64, 0usize);
+    loop {
+        let page = s.call("changes", json!({"since": since, "limit": 1000}));
+        let got = page["changes"].as_array().map(Vec::len).unwrap_or(0);
+        if got == 0 {
+            break;
+        }
+        n += got;
+        since = page["next"].as_i64().expect("next cursor");
+    }
+    let read_s = t0.elapsed().as_secs_f64();
+    let rate = n as f64 / read_s;
+    progress(format!(
+        "changes/ pages of 1000: {n} changes in {read_s:.3} s = {rate:.0} changes/s"
+    ));
+
+    // SSE fan-out: consumers connect from the current seq, writers insert, each consumer
+    // notes when each seq arrives; lag = arrival - the write's acknowledgement.
+    let seq0 = last_seq(s);
+    let (url, token) = (s.url.clone(), s.token.clone());
+    let end_seq = Arc::new(std::sync::atomic::AtomicI64::new(i64::MAX));
+    let connected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let readers: Vec<_> = (0..consumers)
+        .map(|_| {
+            let (url, token, end_seq, connected) = (
+                url.clone(),
+                token.clone(),
+                end_seq.clone(),
+                connected.clone(),
+            );
+            std::thread::spawn(move || {
+                let http = reqwest::blocking::Client::builder()
+                    .timeout(run_for + Duration::from_secs(20))
+                    .build()
+                    .expect("http client");
+                let mut seen: Vec<(i64, Instant)> = vec![];
+                let resp = http
+                    .get(format!("{url}/datanotes/changes/stream?since={seq0}"))
+                    .bearer_auth(&token)
+                    .send();
+                connected.fetch_add(1, Ordering::SeqCst);
+                let Ok(resp) = resp else { return seen };
+                for line in BufReader::new(resp).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(id) = line.strip_prefix("id:") {
+                        let seq: i64 = id.trim().parse().unwrap_or(0);
+                        seen.push((seq, Instant::now()));
+                        if seq >= end_seq.load(Ordering::SeqCst) {
+                            break;
+                        }
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    let wait = Instant::now() + Duration::from_secs(20);
+    while connected.load(Ordering::SeqCst) < consumers && Instant::now() < wait {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..writers)
+        .map(|c| {
+            let (url, token, stop) = (url.clone(), token.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let http = client();
+                let mut rng = Rng(0xfeed ^ (c as u64 + 1) << 24);
+                let mut acks: Vec<(i64, Instant)> = vec![];
+                let mut i = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    let (values, body) = row_values(&mut rng, i);
+                    let args = json!({"table": TABLE, "id": format!("f{c}-{i:07}"), "values": values, "body": body});
+                    let v = Server::call_with(&http, &url, &token, "insert_row", &args)
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    acks.push((v["seq"].as_i64().expect("insert_row answers its seq"), Instant::now()));
+                    i += 1;
+                }
+                acks
+            })
+        })
+        .collect();
+    std::thread::sleep(run_for);
+    stop.store(true, Ordering::Relaxed);
+    let acks: std::collections::HashMap<i64, Instant> = handles
+        .into_iter()
+        .flat_map(|h| h.join().expect("feed writer"))
+        .collect();
+    let write_s = t0.elapsed().as_secs_f64();
+    let last = acks.keys().copied().max().unwrap_or(seq0);
+    end_seq.store(last, Ordering::SeqCst);
+    let mut lags = vec![];
+    let mut missing = 0usize;
+    for r in readers {
+        let seen: std::collections::HashMap<i64, Instant> =
+            r.join().expect("SSE consumer").into_iter().collect();
+        for (seq, ack) in &acks {
+            match seen.get(seq) {
+                Some(at) => lags.push(at.saturating_duration_since(*ack)),
+                None => missing += 1,
+            }
+        }
+    }
+    let write_rate = acks.len() as f64 / write_s;
+    let l = Latency::of(&lags);
+    progress(format!(
+        "SSE x{consumers} consumers, {write_rate:.0} writes/s: lag p50 {:.2} ms, p99 {:.2} ms over {} events, {missing} missing",
+        l.p50, l.p99, l.n
+    ));
+    let mut out = vec![
+        Figure::new(S, "changes_per_s", rate, "chg/s").target(Target::AtLeast(100_000.0)),
+        Figure::new(S, "changes_read", n as f64, "changes"),
+        Figure::new(S, "sse_consumers", consumers as f64, "conns"),
+        Figure::new(S, "sse_writes_per_s", write_rate, "rows/s"),
+        Figure::new(S, "sse_events_missing", missing as f64, "events"),
+    ];
+    out.extend(l.figures(S, "sse_lag", None));
+    if let Some(f) = out.iter_mut().find(|f| f.name == "sse_lag_p99_ms") {
+        f.target = Some(Target::AtMost(100.0));
+    }
+    out
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// An MCP client session (rmcp, streamable HTTP).
+fn mcp_connect(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    token: Option<&str>,
+) -> RunningService<RoleClient, ()> {
+    let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(t) = token {
+        cfg = cfg.auth_header(t.to_string());
+    }
+    rt.block_on(async { ().serve(StreamableHttpClientTransport::from_config(cfg)).await })
+        .unwrap_or_else(|e| panic!("MCP connect to {url}: {e}"))
+}
+
+fn examples_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent().expect("examples folder").to_path_buf()
+}
+
+/// A running `remote_app` example; killed on drop.
+struct RemoteApp(Child);
+impl Drop for RemoteApp {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The aggregator: `tools/list` through the engine's `/mcp` with many remote apps (some down),
+/// and `/apps/call/` to a remote app against a direct MCP call to it, interleaved.
+fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
+    const S: &str = "agg";
+    const TOOLS: usize = 20;
+    let remote_bin = examples_dir().join(format!("remote_app{}", std::env::consts::EXE_SUFFIX));
+    if !remote_bin.is_file() {
+        progress(format!(
+            "skipped: no {} (cargo build --release --example remote_app)",
+            remote_bin.display()
+        ));
+        return vec![];
+    }
+    let (apps, down, calls) = (b.opts.apps, b.opts.apps_down, b.opts.app_calls);
+    let s = b.server();
+    let (url, token) = (s.url.clone(), s.token.clone());
+    let mut running = vec![];
+    let mut names = vec![];
+    let mut first_url = String::new();
+    for i in 0..apps - down {
+        let name = format!("ra{i:02}");
+        let v = s.call("apps/create", json!({"name": &name}));
+        let app_token = v["token"].as_str().expect("app token").to_string();
+        let mut cmd = Command::new(&remote_bin);
+        cmd.args([
+            "--engine", &url, "--token", &app_token, "--name", &name, "--bare",
+        ]);
+        for t in 1..=TOOLS {
+            cmd.args(["--tool", &format!("{name}_t{t}")]);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start remote_app");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mcp_url = loop {
+            let line = lines
+                .next()
+                .expect("remote_app exited before listening")
+                .expect("read remote_app");
+            if let Some(u) = line.strip_prefix("listening on ") {
+                break u.trim().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        if i == 0 {
+            first_url = mcp_url;
+        }
+        running.push(RemoteApp(child));
+        names.push(name);
+    }
+    for i in 0..down {
+        let name = format!("down{i:02}");
+        // Nothing listens on port 9 (discard) on this machine: connection refused.
+        s.call(
+            "apps/create",
+            json!({"name": &name, "mcp_url": "http://127.0.0.1:9/mcp"}),
+        );
+        names.push(name);
+    }
+    let rt = runtime();
+    let agent = mcp_connect(&rt, &format!("{url}/mcp"), Some(&token));
+    let want = (apps - down) * TOOLS;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut listed = 0;
+    loop {
+        let tools = rt.block_on(agent.list_all_tools()).expect("tools/list");
+        listed = listed.max(tools.iter().filter(|t| t.name.starts_with("ra")).count());
+        if listed >= want || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    progress(format!(
+        "{} remote apps up, {down} down: {listed} of {want} remote tools listed",
+        apps - down
+    ));
+    let mut samples = vec![];
+    let mut total_tools = 0;
+    for i in 0..10 + calls {
+        let t0 = Instant::now();
+        let tools = rt.block_on(agent.list_all_tools()).expect("tools/list");
+        if i >= 10 {
+            samples.push(t0.elapsed());
+        }
+        total_tools = tools.len();
+    }
+    let list = Latency::of(&samples);
+    progress(format!(
+        "tools/list ({total_tools} tools): p50 {:.2} ms, p99 {:.2} ms",
+        list.p50, list.p99
+    ));
+    // /apps/call/ vs direct, interleaved.
+    let direct = mcp_connect(&rt, &first_url, None);
+    let tool = format!("{}_t1", names[0]);
+    let (mut via, mut dir) = (vec![], vec![]);
+    for i in 0..10 + calls {
+        let t0 = Instant::now();
+        let v = s.call("apps/call", json!({"tool": tool, "arguments": {}}));
+        let d1 = t0.elapsed();
+        assert_eq!(v["ok"], true, "{tool} through /apps/call/: {v}");
+        let p = CallToolRequestParams::new(tool.clone());
+        let t0 = Instant::now();
+        let r = rt.block_on(direct.call_tool(p)).expect("direct tools/call");
+        let d2 = t0.elapsed();
+        assert!(r.is_error != Some(true), "direct call failed");
+        if i >= 10 {
+            via.push(d1);
+            dir.push(d2);
+        }
+    }
+    let (lv, ld) = (Latency::of(&via), Latency::of(&dir));
+    let ratio = lv.p50 / ld.p50;
+    progress(format!(
+        "/apps/call/ p50 {:.2} ms vs direct {:.2} ms = {ratio:.2}x",
+        lv.p50, ld.p50
+    ));
+    let _ = rt.block_on(direct.cancel());
+    let _ = rt.block_on(agent.cancel());
+    drop(running);
+    for n in &names {
+        s.call("apps/delete", json!({"name": n}));
+    }
+    let mut out = vec![
+        Figure::new(S, "agg_apps", apps as f64, "apps"),
+        Figure::new(S, "agg_apps_down", down as f64, "apps"),
+        Figure::new(S, "agg_tools_listed", total_tools as f64, "tools"),
+    ];
+    let mut lf = list.figures(S, "tools_list", None);
+    lf[0].target = Some(Target::AtMost(2.0));
+    out.extend(lf);
+    out.extend(lv.figures(S, "apps_call_remote", None));
+    out.extend(ld.figures(S, "direct_call_remote", None));
+    out.push(Figure::new(S, "apps_call_over_direct", ratio, "x").target(Target::AtMost(1.3)));
+    out
+}
+
+/// Waits until a tool answers `ok` through `/apps/call/`; answers the time it took.
+fn first_ok_call(s: &Server, tool: &str) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(v) = Server::call_with(
+            &s.http,
+            &s.url,
+            &s.token,
+            "apps/call",
+            &json!({"tool": tool, "arguments": {}}),
+        ) && v["ok"] == true
+        {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "{tool} never answered"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// WASM apps: a trivial Rust tool through `/apps/call/`, warm; start from the compile cache.
+fn section_wasm(b: &mut Bench) -> Vec<Figure> {
+    const S: &str = "wasm";
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins");
+    let hostile = plugins.join("hostile.wasm");
+    if !hostile.is_file() {
+        progress(format!(
+            "skipped: no {} (run scripts/build-plugins)",
+            hostile.display()
+        ));
+        return vec![];
+    }
+    let (calls, copies) = (b.opts.app_calls * 4, b.opts.wasm_copies);
+    let s = b.server();
+    s.call(
+        "apps/create",
+        json!({"name": "hostile", "wasm_path": hostile}),
+    );
+    let first = first_ok_call(s, "hostile_ok");
+    let mut samples = vec![];
+    for i in 0..20 + calls {
+        let t0 = Instant::now();
+        let v = s.call("apps/call", json!({"tool": "hostile_ok", "arguments": {}}));
+        let dt = t0.elapsed();
+        assert_eq!(v["ok"], true, "hostile_ok: {v}");
+        if i >= 20 {
+            samples.push(dt);
+        }
+    }
+    let warm = Latency::of(&samples);
+    progress(format!(
+        "hostile_ok via /apps/call/: first (compile) {:.1} ms, warm p50 {:.3} ms, p99 {:.3} ms",
+        first.as_secs_f64() * 1e3,
+        warm.p50,
+        warm.p99
+    ));
+    // Start from the cache: one app, then 1 + N apps (the copies' tools collide with hostile's
+    // and are skipped, but each copy is still an app the server starts).
+    let base = b.restart().started_in;
+    let s = b.server();
+    let cold_call = first_ok_call(s, "hostile_ok");
+    for i in 0..copies {
+        s.call(
+            "apps/create",
+            json!({"name": format!("hcopy{i:02}"), "wasm_path": hostile}),
+        );
+    }
+    let with = b.restart().started_in;
+    let s = b.server();
+    let cold_call_n = first_ok_call(s, "hostile_ok");
+    let per_app_ms = (with.as_secs_f64() - base.as_secs_f64()) * 1e3 / copies as f64;
+    progress(format!(
+        "restart with 1 app {:.1} ms, with {} apps {:.1} ms: {per_app_ms:.2} ms per app; first call after restart {:.2} ms",
+        base.as_secs_f64() * 1e3,
+        copies + 1,
+        with.as_secs_f64() * 1e3,
+        cold_call.as_secs_f64() * 1e3
+    ));
+    for i in 0..copies {
+        s.call("apps/delete", json!({"name": format!("hcopy{i:02}")}));
+    }
+    let mut out = vec![Figure::new(
+        S,
+        "wasm_first_call_compile_ms",
+        first.as_secs_f64() * 1e3,
+        "ms",
+    )];
+    let mut wf = warm.figures(S, "wasm_call_trivial", None);
+    wf[0].target = Some(Target::AtMost(0.150));
+    out.extend(wf);
+    out.extend([
+        Figure::new(S, "wasm_copies", copies as f64, "apps"),
+        Figure::new(S, "wasm_start_per_app_ms", per_app_ms, "ms").target(Target::AtMost(5.0)),
+        Figure::new(
+            S,
+            "wasm_first_call_cached_ms",
+            cold_call.as_secs_f64() * 1e3,
+            "ms",
+        )
+        .target(Target::AtMost(5.0)),
+        Figure::new(
+            S,
+            "wasm_first_call_cached_n_ms",
+            cold_call_n.as_secs_f64() * 1e3,
+            "ms",
+        ),
+    ]);
+    out
+}
+
 // ---- main ----
 
 /// The server binary: `DATANOTES_BIN`, else `datanotes` beside this example's folder.
@@ -665,9 +1137,10 @@ fn build_server(opts: &Opts) {
     if std::env::var_os("DATANOTES_BIN").is_some() {
         return;
     }
-    progress("cargo build --release --bin datanotes");
+    progress("cargo build --release --bin datanotes --example remote_app");
     let ok = Command::new(cargo)
         .args(["build", "--release", "--quiet", "--bin", "datanotes"])
+        .args(["--example", "remote_app"])
         .arg("--manifest-path")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
         .stdout(Stdio::null())
@@ -725,6 +1198,9 @@ fn main() {
     let t0 = Instant::now();
     let mut figures = vec![];
     for (name, section) in SECTIONS {
+        if *name != "load" && !b.opts.only.is_empty() && !b.opts.only.iter().any(|o| o == name) {
+            continue;
+        }
         progress(format!("== {name}"));
         figures.extend(section(&mut b));
     }

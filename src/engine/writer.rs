@@ -3,8 +3,10 @@
 //! Jobs that arrive together form one batch (group commit): each job is validated and applied to
 //! the index inside a savepoint (a refused job rolls back alone and changes nothing), then the
 //! batch's migrations are committed to the journal (one fsync) while the row files are staged (temp
-//! files written and fsynced, in parallel), the temp files are renamed into place and each folder
-//! fsynced, the index is committed, and only then is anyone answered.
+//! files written and fsynced, in parallel), the temp files are renamed into place, the index is
+//! committed, and only then is anyone answered. The folders holding the renames are fsynced while
+//! the next batch's journal commits (or when the writer goes idle, or at stop); the files
+//! checkpoint (`files_seq`, where the redo at start begins) only moves past a batch once they are.
 
 use super::args;
 use super::files::{self, RowFile};
@@ -105,6 +107,9 @@ const MAX_BATCH: usize = 256;
 /// How long after answering a batch the writer may wait for its callers' next writes.
 const LINGER: Duration = Duration::from_millis(2);
 
+/// How long the writer stays idle before it fsyncs the folders of the batches it answered.
+const IDLE_SYNC: Duration = Duration::from_millis(20);
+
 pub fn spawn(mut w: Writer) -> Handle {
     let (tx, rx) = mpsc::channel::<Msg>();
     let thread = std::thread::Builder::new()
@@ -114,7 +119,19 @@ pub fn spawn(mut w: Writer) -> Handle {
             // The callers the previous batch answered, and when.
             let mut answered = (0, Instant::now());
             while !stop {
-                let Ok(first) = rx.recv() else { break };
+                let first = if w.unsynced.is_empty() {
+                    rx.recv().ok()
+                } else {
+                    match rx.recv_timeout(IDLE_SYNC) {
+                        Ok(m) => Some(m),
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            w.sync_unsynced();
+                            continue;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => None,
+                    }
+                };
+                let Some(first) = first else { break };
                 let mut jobs = vec![];
                 match first {
                     Msg::Job(j) => jobs.push(*j),
@@ -252,6 +269,15 @@ impl FilePlan {
 }
 
 /// Runs `f` on every item, on up to 16 threads (for file I/O, which mostly waits on the disk).
+/// Fsyncs folders (those since removed, by a dropped table, are skipped): the first failure.
+fn sync_dirs(dirs: &BTreeSet<PathBuf>) -> Result<()> {
+    let dirs: Vec<&PathBuf> = dirs.iter().filter(|d| d.exists()).collect();
+    parallel(&dirs, |d| files::fsync_dir(d))
+        .into_iter()
+        .find_map(|r| r.err())
+        .map_or(Ok(()), Err)
+}
+
 fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     if items.len() <= 1 {
         return items.iter().map(&f).collect();
@@ -285,6 +311,14 @@ pub struct Writer {
     /// Files of a batch failed after its journal commit: `files_seq` stays where it was, so the
     /// next start redoes them.
     files_behind: bool,
+    /// Folders whose renames are not fsynced yet, and the seq `files_seq` reaches once they are.
+    /// A batch is answered once its journal commit and its row files (fsynced before their
+    /// rename) are done; its folders are fsynced while the next batch's journal commits, or after
+    /// `IDLE_SYNC` of quiet, or at stop. A crash before that may lose a rename: the file is then
+    /// in its before state, and the redo at the next start (everything past `files_seq`) puts it
+    /// in place from the journal.
+    unsynced: BTreeSet<PathBuf>,
+    unsynced_seq: i64,
     /// The tables and settings a failed batch, and a failed job, roll back to.
     batch_base: (Tables, Settings),
     job_base: (Tables, Settings),
@@ -330,6 +364,8 @@ impl Writer {
             settings_dirty: false,
             files_seq,
             files_behind: false,
+            unsynced: BTreeSet::new(),
+            unsynced_seq: files_seq,
             batch_base: Default::default(),
             job_base: Default::default(),
             solo_scan: false,
@@ -443,14 +479,24 @@ impl Writer {
         // The row files are staged (temp files written and fsynced) while the journal commits:
         // a temp file is not a row, and nothing is renamed into place before the journal holds
         // the batch, so a crash in between leaves only temp files behind.
-        let (journaled, staged) = std::thread::scope(|s| {
-            if !plan.writes() {
-                return (self.commit_journal(), Ok(plan.stage()));
-            }
-            let staging = s.spawn(|| plan.stage());
-            let journaled = self.commit_journal();
-            (journaled, staging.join())
+        // The previous batches' folders are fsynced meanwhile too.
+        let to_sync = std::mem::take(&mut self.unsynced);
+        let synced_seq = self.unsynced_seq;
+        let (journaled, staged, synced) = std::thread::scope(|s| {
+            let syncing = (!to_sync.is_empty()).then(|| s.spawn(|| sync_dirs(&to_sync)));
+            let (journaled, staged) = if plan.writes() {
+                let staging = s.spawn(|| plan.stage());
+                (self.commit_journal(), staging.join())
+            } else {
+                (self.commit_journal(), Ok(plan.stage()))
+            };
+            let synced = syncing.map_or(Ok(()), |h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::internal("fsync of the folders panicked")))
+            });
+            (journaled, staged, synced)
         });
+        self.synced(synced, synced_seq);
         let staged = staged.unwrap_or_else(|_| plan.failed("staging the files panicked"));
         if let Err(e) = journaled {
             for tmp in staged.into_iter().flatten().flatten() {
@@ -466,24 +512,9 @@ impl Writer {
         if let Some(last) = last {
             index::set_meta(&self.idx, "applied_seq", &last.to_string())?;
         }
-        // The folders are fsynced while the index commits (the index is derived from the files,
-        // and nobody is answered before both are done).
-        let (synced, committed) = std::thread::scope(|s| {
-            if dirs.is_empty() {
-                return (None, self.idx.execute_batch("COMMIT"));
-            }
-            let syncing = s.spawn(|| {
-                parallel(&dirs, |d| files::fsync_dir(d))
-                    .into_iter()
-                    .find_map(|r| r.err())
-            });
-            let committed = self.idx.execute_batch("COMMIT");
-            let synced = syncing
-                .join()
-                .unwrap_or_else(|_| Some(Error::internal("fsync of the folders panicked")));
-            (synced, committed)
-        });
-        if let Some(e) = placed.err().or(synced) {
+        // The folders are fsynced later (see `unsynced`).
+        let committed = self.idx.execute_batch("COMMIT");
+        if let Err(e) = placed {
             tracing::error!(
                 "writing files failed after the journal commit; they will be redone at the next start: {e}"
             );
@@ -499,10 +530,12 @@ impl Writer {
             index_ms = ms(t3 - t2),
             "batch committed"
         );
-        if let Some(last) = last
-            && !self.files_behind
-        {
-            self.files_seq = last;
+        if let Some(last) = last {
+            self.unsynced.extend(dirs);
+            self.unsynced_seq = last;
+            if self.unsynced.is_empty() && !self.files_behind {
+                self.files_seq = last;
+            }
         }
         if let Some(engine) = self.engine.upgrade() {
             let tables = std::mem::take(&mut self.tables_dirty).then(|| self.tables.clone());
@@ -621,8 +654,33 @@ impl Writer {
         Ok(())
     }
 
+    /// Fsyncs the folders of the batches answered so far, which brings `files_seq` up to them.
+    fn sync_unsynced(&mut self) {
+        if self.unsynced.is_empty() {
+            return;
+        }
+        let dirs = std::mem::take(&mut self.unsynced);
+        let r = sync_dirs(&dirs);
+        self.synced(r, self.unsynced_seq);
+    }
+
+    /// After the folders of every batch up to `seq` were fsynced (or failed to be).
+    fn synced(&mut self, r: Result<()>, seq: i64) {
+        match r {
+            Err(e) => {
+                tracing::error!(
+                    "fsync of the row folders failed; the files will be redone at the next start: {e}"
+                );
+                self.files_behind = true;
+            }
+            Ok(()) if !self.files_behind => self.files_seq = self.files_seq.max(seq),
+            Ok(()) => {}
+        }
+    }
+
     /// Records the files checkpoint so that the next start has nothing to redo.
     fn checkpoint(&mut self) {
+        self.sync_unsynced();
         let _ = journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string());
     }
 
