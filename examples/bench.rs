@@ -986,10 +986,10 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
     ));
     let _ = rt.block_on(direct.cancel());
     let _ = rt.block_on(agent.cancel());
-    drop(running);
     for n in &names {
         s.call("apps/delete", json!({"name": n}));
     }
+    drop(running);
     let mut out = vec![
         Figure::new(S, "agg_apps", apps as f64, "apps"),
         Figure::new(S, "agg_apps_down", down as f64, "apps"),
@@ -1004,115 +1004,311 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
     out
 }
 
-/// Waits until a tool answers `ok` through `/apps/call/`; answers the time it took.
-fn first_ok_call(s: &Server, tool: &str) -> Duration {
+/// The example apps measured, one per language: name, component, write scope, a trivial call
+/// (arguments the guest refuses at once: no engine call) and a read (one or two engine calls).
+const WASM_APPS: &[(&str, &str, &str, &str, &str, &str, &str)] = &[
+    // (lang, app, component, write, trivial tool, read tool, read arguments); `WASM_SEED` adds a
+    // row first, which makes the app's table.
+    (
+        "rust",
+        "planning",
+        "planning",
+        "personal.tasks.*",
+        "planning_complete_task",
+        "planning_list_tasks",
+        "{}",
+    ),
+    (
+        "python",
+        "journal",
+        "journal",
+        "personal.notes.daily",
+        "journal_search",
+        "journal_read",
+        r#"{"date": "2026-11-30"}"#,
+    ),
+    (
+        "js",
+        "bookmarks",
+        "bookmarks",
+        "personal.notes.bookmarks",
+        "bookmarks_by_tag",
+        "bookmarks_tags",
+        "{}",
+    ),
+];
+
+/// One write per example app, before the reads.
+const WASM_SEED: &[(&str, &str)] = &[
+    ("planning_add_task", r#"{"title": "Measure the WASM apps"}"#),
+    (
+        "journal_append",
+        r#"{"text": "Benchmarked the apps", "date": "2026-11-30"}"#,
+    ),
+    (
+        "bookmarks_add",
+        r#"{"url": "https://example.com/bench", "title": "Bench", "tags": ["bench"]}"#,
+    ),
+];
+
+/// Calls a tool through `/apps/call/`: the time and the answer.
+fn app_call(s: &Server, tool: &str, args: &Value) -> (Duration, Value) {
     let t0 = Instant::now();
+    let v = s.call("apps/call", json!({"tool": tool, "arguments": args}));
+    (t0.elapsed(), v)
+}
+
+/// Until every app of the server is reachable (its tools listed from a live instance).
+fn wait_reachable(s: &Server, apps: usize) {
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        if let Ok(v) = Server::call_with(
-            &s.http,
-            &s.url,
-            &s.token,
-            "apps/call",
-            &json!({"tool": tool, "arguments": {}}),
-        ) && v["ok"] == true
-        {
-            return t0.elapsed();
+        let v = s.call("apps", json!({}));
+        let list = v["apps"].as_array().cloned().unwrap_or_default();
+        let up = list.iter().filter(|a| a["reachable"] == true).count();
+        if up >= apps {
+            return;
         }
         assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "{tool} never answered"
+            Instant::now() < deadline,
+            "only {up} of {apps} apps reachable: {v}"
         );
         std::thread::sleep(Duration::from_millis(1));
     }
 }
 
-/// WASM apps: a trivial Rust tool through `/apps/call/`, warm; start from the compile cache.
+/// Resident memory of the server now (VmRSS), in MiB.
+fn rss_mib(s: &Server) -> f64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// WASM apps: install (compile), trivial and read calls through `/apps/call/` for the Rust,
+/// Python and JS example apps (interleaved), a call on a fresh instance after a trap, start from
+/// the compile cache and memory per idle app, then the same calls inside the engine (the
+/// aggregator in this process, no HTTP).
 fn section_wasm(b: &mut Bench) -> Vec<Figure> {
     const S: &str = "wasm";
     let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins");
-    let hostile = plugins.join("hostile.wasm");
-    if !hostile.is_file() {
+    let missing: Vec<String> = WASM_APPS
+        .iter()
+        .map(|a| a.2)
+        .chain(["hostile"])
+        .filter(|c| !plugins.join(format!("{c}.wasm")).is_file())
+        .map(String::from)
+        .collect();
+    if !missing.is_empty() {
         progress(format!(
-            "skipped: no {} (run scripts/build-plugins)",
-            hostile.display()
+            "skipped: no {} in {} (run scripts/build-plugins)",
+            missing.join(", "),
+            plugins.display()
         ));
         return vec![];
     }
     let (calls, copies) = (b.opts.app_calls * 4, b.opts.wasm_copies);
+    let mut out = vec![];
     let s = b.server();
+    for (lang, app, file, write, ..) in WASM_APPS {
+        let t0 = Instant::now();
+        s.call(
+            "apps/create",
+            json!({"name": app, "write": [write], "ddl": true,
+                   "wasm_path": plugins.join(format!("{file}.wasm"))}),
+        );
+        let dt = t0.elapsed().as_secs_f64();
+        progress(format!(
+            "install {app} ({lang}): {dt:.2} s (validate, compile, list)"
+        ));
+        out.push(Figure::new(S, format!("install_{lang}_s"), dt, "s"));
+    }
     s.call(
         "apps/create",
-        json!({"name": "hostile", "wasm_path": hostile}),
+        json!({"name": "hostile", "wasm_path": plugins.join("hostile.wasm")}),
     );
-    let first = first_ok_call(s, "hostile_ok");
-    let mut samples = vec![];
+    let base_apps = WASM_APPS.len() + 1;
+    wait_reachable(s, base_apps);
+
+    let args_of = |t: &str| serde_json::from_str::<Value>(t).expect("arguments");
+    for (tool, args) in WASM_SEED {
+        let (_, v) = app_call(s, tool, &args_of(args));
+        assert_eq!(v["ok"], true, "{tool}: {v}");
+    }
+    // Warm calls, interleaved across the languages.
+    let mut trivial = vec![vec![]; WASM_APPS.len()];
+    let mut read = vec![vec![]; WASM_APPS.len()];
     for i in 0..20 + calls {
-        let t0 = Instant::now();
-        let v = s.call("apps/call", json!({"tool": "hostile_ok", "arguments": {}}));
-        let dt = t0.elapsed();
-        assert_eq!(v["ok"], true, "hostile_ok: {v}");
-        if i >= 20 {
-            samples.push(dt);
+        for (k, (_, _, _, _, tool, rtool, rargs)) in WASM_APPS.iter().enumerate() {
+            let (dt, v) = app_call(s, tool, &json!({}));
+            assert!(v["servedBy"] != "engine", "{tool}: {v}");
+            assert_eq!(v["ok"], false, "{tool} refuses empty arguments: {v}");
+            let (dr, v) = app_call(s, rtool, &args_of(rargs));
+            assert_eq!(v["ok"], true, "{rtool}: {v}");
+            if i >= 20 {
+                trivial[k].push(dt);
+                read[k].push(dr);
+            }
         }
     }
-    let warm = Latency::of(&samples);
+    for (k, (lang, ..)) in WASM_APPS.iter().enumerate() {
+        let (t, r) = (Latency::of(&trivial[k]), Latency::of(&read[k]));
+        progress(format!(
+            "{lang}: trivial call via /apps/call/ p50 {:.3} ms, p99 {:.3} ms; read p50 {:.3} ms, p99 {:.3} ms",
+            t.p50, t.p99, r.p50, r.p99
+        ));
+        let mut tf = t.figures(S, &format!("call_{lang}"), None);
+        if *lang == "rust" {
+            tf[0].target = Some(Target::AtMost(0.150));
+        }
+        out.extend(tf.into_iter().take(2));
+        out.extend(
+            r.figures(S, &format!("read_{lang}"), None)
+                .into_iter()
+                .take(2),
+        );
+    }
+
+    // A fresh instance after a trap (the Rust test component: the example apps never trap).
+    let mut fresh = vec![];
+    for i in 0..5 + calls / 4 {
+        let (_, v) = app_call(s, "hostile_trap", &json!({}));
+        assert_eq!(v["ok"], false, "hostile_trap: {v}");
+        let (dt, v) = app_call(s, "hostile_ok", &json!({}));
+        assert_eq!(v["ok"], true, "hostile_ok: {v}");
+        if i >= 5 {
+            fresh.push(dt);
+        }
+    }
+    let fresh = Latency::of(&fresh);
     progress(format!(
-        "hostile_ok via /apps/call/: first (compile) {:.1} ms, warm p50 {:.3} ms, p99 {:.3} ms",
-        first.as_secs_f64() * 1e3,
-        warm.p50,
-        warm.p99
+        "rust, after a trap (fresh instance): p50 {:.3} ms, p99 {:.3} ms",
+        fresh.p50, fresh.p99
     ));
-    // Start from the cache: one app, then 1 + N apps (the copies' tools collide with hostile's
-    // and are skipped, but each copy is still an app the server starts).
-    let base = b.restart().started_in;
+    out.extend(
+        fresh
+            .figures(S, "after_trap_rust", None)
+            .into_iter()
+            .take(2),
+    );
+
+    // Start from the cache: the time until every app is reachable, with the base apps and with
+    // `copies` more (copies of the Rust example: their tools collide and are skipped, but each is
+    // an app the server loads, instantiates and lists), and the memory of the idle apps.
+    let ready = |b: &mut Bench, apps: usize| {
+        let s = b.restart();
+        let t0 = Instant::now();
+        wait_reachable(s, apps);
+        let dt = s.started_in + t0.elapsed();
+        std::thread::sleep(Duration::from_millis(200));
+        (dt, rss_mib(b.server()))
+    };
+    let (base, base_rss) = ready(b, base_apps);
     let s = b.server();
-    let cold_call = first_ok_call(s, "hostile_ok");
     for i in 0..copies {
         s.call(
             "apps/create",
-            json!({"name": format!("hcopy{i:02}"), "wasm_path": hostile}),
+            json!({"name": format!("copy{i:02}"), "write": ["personal.tasks.*"],
+                   "wasm_path": plugins.join("planning.wasm")}),
         );
     }
-    let with = b.restart().started_in;
-    let s = b.server();
-    let cold_call_n = first_ok_call(s, "hostile_ok");
+    let (with, with_rss) = ready(b, base_apps + copies);
     let per_app_ms = (with.as_secs_f64() - base.as_secs_f64()) * 1e3 / copies as f64;
+    let per_app_mib = (with_rss - base_rss) / copies as f64;
     progress(format!(
-        "restart with 1 app {:.1} ms, with {} apps {:.1} ms: {per_app_ms:.2} ms per app; first call after restart {:.2} ms",
+        "start until all apps reachable: {} apps {:.1} ms, {} apps {:.1} ms: {per_app_ms:.2} ms per app; RSS {base_rss:.1} -> {with_rss:.1} MiB: {per_app_mib:.2} MiB per idle app",
+        base_apps,
         base.as_secs_f64() * 1e3,
-        copies + 1,
+        base_apps + copies,
         with.as_secs_f64() * 1e3,
-        cold_call.as_secs_f64() * 1e3
     ));
-    for i in 0..copies {
-        s.call("apps/delete", json!({"name": format!("hcopy{i:02}")}));
-    }
-    let mut out = vec![Figure::new(
-        S,
-        "wasm_first_call_compile_ms",
-        first.as_secs_f64() * 1e3,
-        "ms",
-    )];
-    let mut wf = warm.figures(S, "wasm_call_trivial", None);
-    wf[0].target = Some(Target::AtMost(0.150));
-    out.extend(wf);
     out.extend([
-        Figure::new(S, "wasm_copies", copies as f64, "apps"),
-        Figure::new(S, "wasm_start_per_app_ms", per_app_ms, "ms").target(Target::AtMost(5.0)),
-        Figure::new(
-            S,
-            "wasm_first_call_cached_ms",
-            cold_call.as_secs_f64() * 1e3,
-            "ms",
-        )
-        .target(Target::AtMost(5.0)),
-        Figure::new(
-            S,
-            "wasm_first_call_cached_n_ms",
-            cold_call_n.as_secs_f64() * 1e3,
-            "ms",
-        ),
+        Figure::new(S, "start_apps", (base_apps + copies) as f64, "apps"),
+        Figure::new(S, "start_ready_ms", with.as_secs_f64() * 1e3, "ms"),
+        Figure::new(S, "start_per_app_ms", per_app_ms, "ms").target(Target::AtMost(5.0)),
+        Figure::new(S, "idle_app_rss_mib", per_app_mib, "MiB"),
     ]);
+    let s = b.server();
+    for i in 0..copies {
+        s.call("apps/delete", json!({"name": format!("copy{i:02}")}));
+    }
+
+    // Inside the engine: this process opens the database and calls through the aggregator.
+    b.stop();
+    out.extend(wasm_in_engine(&b.dir, calls));
+    out
+}
+
+/// The WASM calls again, inside the engine: the aggregator's `call` in this process, no HTTP.
+fn wasm_in_engine(dir: &Path, calls: usize) -> Vec<Figure> {
+    use datanotes::apps::{Registry, aggregator::Aggregator, wasm::WasmRuntime};
+    const S: &str = "wasm";
+    let rt = runtime();
+    let engine = datanotes::engine::Engine::open(dir).expect("open the bench database");
+    let registry = Registry::open(&engine.meta_dir).expect("open the apps registry");
+    let wasm = WasmRuntime::new(engine.clone()).expect("wasm runtime");
+    let agg = Aggregator::new(engine.clone(), registry, wasm);
+    let ctx = || datanotes::ops::Ctx::owner("bench");
+    let mut out = vec![];
+    rt.block_on(async {
+        for (_, app, ..) in WASM_APPS {
+            agg.refresh(app).await.expect("refresh");
+        }
+        agg.refresh("hostile").await.expect("refresh");
+        let mut trivial = vec![vec![]; WASM_APPS.len()];
+        for i in 0..50 + calls * 4 {
+            for (k, (_, _, _, _, tool, ..)) in WASM_APPS.iter().enumerate() {
+                let t0 = Instant::now();
+                let r = agg.call(tool, json!({}), ctx()).await;
+                let dt = t0.elapsed();
+                assert!(!r.ok && r.served_by != "engine", "{tool}: {}", r.value);
+                if i >= 50 {
+                    trivial[k].push(dt);
+                }
+            }
+        }
+        for (k, (lang, ..)) in WASM_APPS.iter().enumerate() {
+            let t = Latency::of(&trivial[k]);
+            progress(format!(
+                "{lang}: trivial call inside the engine p50 {:.1} µs, p99 {:.1} µs",
+                t.p50 * 1e3,
+                t.p99 * 1e3
+            ));
+            let mut tf = t.figures(S, &format!("engine_call_{lang}"), None);
+            if *lang == "rust" {
+                tf[0].target = Some(Target::AtMost(0.020));
+            }
+            out.extend(tf.into_iter().take(2));
+        }
+        let mut fresh = vec![];
+        for i in 0..5 + calls {
+            let r = agg.call("hostile_trap", json!({}), ctx()).await;
+            assert!(!r.ok, "hostile_trap: {}", r.value);
+            let t0 = Instant::now();
+            let r = agg.call("hostile_ok", json!({}), ctx()).await;
+            let dt = t0.elapsed();
+            assert!(r.ok, "hostile_ok: {}", r.value);
+            if i >= 5 {
+                fresh.push(dt);
+            }
+        }
+        let f = Latency::of(&fresh);
+        progress(format!(
+            "rust, after a trap, inside the engine: p50 {:.1} µs, p99 {:.1} µs",
+            f.p50 * 1e3,
+            f.p99 * 1e3
+        ));
+        out.extend(
+            f.figures(S, "engine_after_trap_rust", None)
+                .into_iter()
+                .take(2),
+        );
+    });
+    drop(agg);
+    engine.shutdown();
     out
 }
 
