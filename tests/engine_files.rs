@@ -487,6 +487,34 @@ fn files_that_are_not_rows_are_ignored() {
 }
 
 #[test]
+fn temporary_files_left_by_a_crash_are_removed_at_start() {
+    let mut s = Server::start();
+    create_tasks(&s);
+    let dir = s.row_path(TASKS, "x").parent().unwrap().to_path_buf();
+    let seq = s.seq();
+    s.stop();
+    // What a server killed between writing a row's temp file and renaming it leaves behind.
+    let stale = [".t1.md.4242.tmp", "._table.yaml.4242.tmp"];
+    for name in stale {
+        write_by_hand(&dir.join(name), "---\ntitle: half\n---\n");
+    }
+    // Look-alikes that are not ours stay.
+    let kept = [".t1.md.tmp", ".notes.x.tmp", "t2.md.4242.tmp"];
+    for name in kept {
+        write_by_hand(&dir.join(name), "keep\n");
+    }
+    let s = s.restart();
+    for name in stale {
+        assert!(!dir.join(name).exists(), "{name} was removed");
+    }
+    for name in kept {
+        assert!(dir.join(name).exists(), "{name} was left alone");
+    }
+    assert_eq!(s.seq(), seq, "nothing was journaled");
+    assert!(s.ids(json!({"table": TASKS})).is_empty());
+}
+
+#[test]
 fn the_engines_own_writes_are_not_hand_edits() {
     let s = Server::start();
     create_tasks(&s);

@@ -458,7 +458,9 @@ impl Aggregator {
             },
             session: ctx.actor.session.clone(),
         };
+        let t0 = std::time::Instant::now();
         let r = backend.call(tool, args, &cc).await;
+        tracing::debug!(app = %app, tool, us = t0.elapsed().as_micros() as u64, ok = r.is_ok(), "app call");
         {
             let mut slots = self.slots.write().unwrap();
             if let Some(s) = slots

@@ -218,12 +218,36 @@ pub struct SeenFile {
     pub size: i64,
 }
 
-/// Lists the row files of a table folder with their size and mtime.
+/// Whether a file name is a temporary file of [`stage`] left by another process (one that
+/// crashed between writing it and renaming it into place): `.<name>.<pid>.tmp`.
+fn stale_temp(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        return false;
+    };
+    let Some((file, pid)) = rest.rsplit_once('.') else {
+        return false;
+    };
+    !file.is_empty() && pid.parse::<u32>().is_ok_and(|p| p != std::process::id())
+}
+
+/// Lists the row files of a table folder with their size and mtime. Temporary files a crashed
+/// server left behind are removed on the way (the journal redoes what they were for).
 pub fn list_rows(dir: &Path) -> Vec<SeenFile> {
     let mut out = vec![];
     for e in fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
+        if stale_temp(name) {
+            match fs::remove_file(e.path()) {
+                Ok(()) => {
+                    tracing::info!(path = %e.path().display(), "removed a temporary file left by a crash")
+                }
+                Err(err) => {
+                    tracing::warn!(path = %e.path().display(), "cannot remove a stale temporary file: {err}")
+                }
+            }
+            continue;
+        }
         let Some(id) = name.strip_suffix(".md") else {
             continue;
         };
