@@ -39,19 +39,8 @@ fn cname(col: &str) -> String {
     format!("\"c:{col}\"")
 }
 
-pub fn get_meta(c: &Connection, key: &str) -> Result<Option<String>> {
-    Ok(
-        c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
-            .optional()?,
-    )
-}
-pub fn set_meta(c: &Connection, key: &str, value: &str) -> Result<()> {
-    c.execute(
-        "INSERT INTO meta(key,value) VALUES(?1,?2) ON CONFLICT(key) DO UPDATE SET value=?2",
-        [key, value],
-    )?;
-    Ok(())
-}
+// Both databases keep their checkpoints in a `meta` table of the same shape.
+pub use super::journal::{get_meta, set_meta};
 
 /// (Re)creates the typed table of a datanotes table, empty.
 pub fn create_table(c: &Connection, t: &Table, defhash: &str) -> Result<()> {

@@ -106,6 +106,7 @@ pub fn open(path: &Path, writer: bool) -> Result<Connection> {
     Ok(c)
 }
 
+/// A value of the `meta` table (the journal's and the index's have the same shape).
 pub fn get_meta(c: &Connection, key: &str) -> Result<Option<String>> {
     Ok(
         c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
