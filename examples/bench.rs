@@ -989,9 +989,27 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
             (t0.elapsed(), v)
         })
     };
+    // The floor under the first: one HTTP round trip to the engine that does nothing.
+    let health = || {
+        rt.block_on(async {
+            let t0 = Instant::now();
+            let r = http
+                .get(format!("{url}/datanotes/health"))
+                .send()
+                .await
+                .expect("health");
+            let _ = r.bytes().await;
+            t0.elapsed()
+        })
+    };
+    let mut hop = vec![];
     for i in 0..10 + calls {
         let (d1, v) = via_call();
         assert_eq!(v["ok"], true, "{tool} through /apps/call/: {v}");
+        let h = health();
+        if i >= 10 {
+            hop.push(h);
+        }
         let p = CallToolRequestParams::new(tool.clone());
         let t0 = Instant::now();
         let r = rt.block_on(direct.call_tool(p)).expect("direct tools/call");
@@ -1002,11 +1020,11 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
             dir.push(d2);
         }
     }
-    let (lv, ld) = (Latency::of(&via), Latency::of(&dir));
+    let (lv, ld, lh) = (Latency::of(&via), Latency::of(&dir), Latency::of(&hop));
     let ratio = lv.p50 / ld.p50;
     progress(format!(
-        "/apps/call/ p50 {:.2} ms vs direct {:.2} ms = {ratio:.2}x",
-        lv.p50, ld.p50
+        "/apps/call/ p50 {:.2} ms vs direct {:.2} ms = {ratio:.2}x; an HTTP round trip to the engine (GET /health) p50 {:.2} ms",
+        lv.p50, ld.p50, lh.p50
     ));
     let _ = rt.block_on(direct.cancel());
     let _ = rt.block_on(agent.cancel());
@@ -1024,6 +1042,11 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
     out.extend(lf);
     out.extend(lv.figures(S, "apps_call_remote", None));
     out.extend(ld.figures(S, "direct_call_remote", None));
+    out.extend(
+        lh.figures(S, "engine_http_roundtrip", None)
+            .into_iter()
+            .take(2),
+    );
     out.push(Figure::new(S, "apps_call_over_direct", ratio, "x").target(Target::AtMost(1.3)));
     out
 }
