@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS files(
   mtime INTEGER NOT NULL, size INTEGER NOT NULL, hash TEXT NOT NULL, error TEXT,
   UNIQUE(tbl, id));
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(text, tokenize='unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS fts_pending(n INTEGER PRIMARY KEY, fid INTEGER NOT NULL, text TEXT);
 ";
 
 pub fn open(path: &Path) -> Result<Connection> {
@@ -78,7 +79,7 @@ pub fn create_table(c: &Connection, t: &Table, defhash: &str) -> Result<()> {
 pub fn drop_table(c: &Connection, table: &str) -> Result<()> {
     c.execute_batch(&format!("DROP TABLE IF EXISTS {};", tname(table)))?;
     c.execute(
-        "DELETE FROM fts WHERE rowid IN (SELECT fid FROM files WHERE tbl=?1)",
+        "INSERT INTO fts_pending(fid, text) SELECT fid, NULL FROM files WHERE tbl=?1",
         [table],
     )?;
     c.execute("DELETE FROM files WHERE tbl=?1", [table])?;
@@ -214,8 +215,35 @@ pub fn put_row(c: &Connection, t: &Table, row: &IndexedRow, facts: &FileFacts) -
         text.push('\n');
     }
     text.push_str(&row.body);
-    c.prepare_cached("INSERT OR REPLACE INTO fts(rowid, text) VALUES(?1, ?2)")?
+    c.prepare_cached("INSERT INTO fts_pending(fid, text) VALUES(?1, ?2)")?
         .execute(params![fid, text])?;
+    Ok(())
+}
+
+/// Applies the full-text changes queued by [`put_row`], [`put_invalid`], [`delete_row`] and
+/// [`drop_table`], in order; called right before the index commits.
+///
+/// Why a queue: each job of a batch runs in a savepoint (a refused job rolls back alone), and
+/// every savepoint makes FTS5 flush its pending terms to disk, so writing the FTS table inside
+/// them would write (and later merge) one small segment per row. The queue is a plain table,
+/// rolled back with its job; the FTS table is written once per batch, outside any savepoint.
+pub fn flush_fts(c: &Connection) -> Result<()> {
+    let queued: Vec<(i64, Option<String>)> = c
+        .prepare_cached("SELECT fid, text FROM fts_pending ORDER BY n")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    if queued.is_empty() {
+        return Ok(());
+    }
+    let mut del = c.prepare_cached("DELETE FROM fts WHERE rowid=?1")?;
+    let mut put = c.prepare_cached("INSERT INTO fts(rowid, text) VALUES(?1, ?2)")?;
+    for (fid, text) in queued {
+        del.execute([fid])?;
+        if let Some(text) = text {
+            put.execute(params![fid, text])?;
+        }
+    }
+    c.execute("DELETE FROM fts_pending", [])?;
     Ok(())
 }
 
@@ -259,7 +287,7 @@ pub fn put_invalid(
     c.prepare_cached(&format!("DELETE FROM {} WHERE id=?1", tname(table)))?
         .execute([id])?;
     let fid = put_file(c, table, id, facts, Some(error))?;
-    c.prepare_cached("DELETE FROM fts WHERE rowid=?1")?
+    c.prepare_cached("INSERT INTO fts_pending(fid, text) VALUES(?1, NULL)")?
         .execute([fid])?;
     Ok(())
 }
@@ -268,7 +296,7 @@ pub fn delete_row(c: &Connection, table: &str, id: &str) -> Result<()> {
     c.prepare_cached(&format!("DELETE FROM {} WHERE id=?1", tname(table)))?
         .execute([id])?;
     c.prepare_cached(
-        "DELETE FROM fts WHERE rowid IN (SELECT fid FROM files WHERE tbl=?1 AND id=?2)",
+        "INSERT INTO fts_pending(fid, text) SELECT fid, NULL FROM files WHERE tbl=?1 AND id=?2",
     )?
     .execute([table, id])?;
     c.prepare_cached("DELETE FROM files WHERE tbl=?1 AND id=?2")?

@@ -513,7 +513,10 @@ impl Writer {
             index::set_meta(&self.idx, "applied_seq", &last.to_string())?;
         }
         // The folders are fsynced later (see `unsynced`).
-        let committed = self.idx.execute_batch("COMMIT");
+        let committed = index::flush_fts(&self.idx).and_then(|()| {
+            self.idx.execute_batch("COMMIT")?;
+            Ok(())
+        });
         if let Err(e) = placed {
             tracing::error!(
                 "writing files failed after the journal commit; they will be redone at the next start: {e}"
@@ -1956,7 +1959,9 @@ fn wipe_index(c: &Connection) -> Result<()> {
     for t in index::indexed_tables(c)? {
         index::drop_table(c, &t)?;
     }
-    c.execute_batch("DELETE FROM files; DELETE FROM fts; DELETE FROM tables;")?;
+    c.execute_batch(
+        "DELETE FROM files; DELETE FROM fts; DELETE FROM fts_pending; DELETE FROM tables;",
+    )?;
     index::set_meta(c, "layout", index::LAYOUT)?;
     Ok(())
 }
@@ -2148,6 +2153,10 @@ pub fn open_index_checked(path: &Path) -> anyhow::Result<Connection> {
         if index::get_meta(&c, "layout")?.as_deref() != Some(index::LAYOUT) {
             wipe_index(&c)?;
         }
+        // Full-text changes queued but not applied (a rebuild stopped half-way).
+        c.execute_batch("BEGIN")?;
+        index::flush_fts(&c)?;
+        c.execute_batch("COMMIT")?;
         Ok(c)
     };
     match check(path) {
@@ -2338,6 +2347,7 @@ pub fn reconcile_index(
             }
         }
         index::set_meta(c, "applied_seq", &journal::last_seq(j)?.to_string())?;
+        index::flush_fts(c)?;
         Ok(())
     })();
     match r {
@@ -2505,6 +2515,12 @@ mod tests {
             fts(&w),
             [s("a.b.c", "x", "beta\none"), s("a.b.d", "z", "delta\n")]
         );
+        // Applied at the commit: nothing stays queued (see `index::flush_fts`).
+        let queued: i64 = w
+            .idx
+            .query_row("SELECT count(*) FROM fts_pending", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(queued, 0);
         // A hand edit that breaks a row takes it out of the full-text index; a dropped table too.
         std::fs::write(tmp.path().join("a/b/c/x.md"), "---\ntitle: [1, 2]\n---\n").unwrap();
         run(
