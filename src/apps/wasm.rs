@@ -8,6 +8,10 @@
 //!   network, no inherited stdio); guest stdout/stderr go to the log.
 //! - Limits per app: memory, a CPU deadline (epoch interruption), a wall-clock timeout, a cap on
 //!   result size and on concurrent instances.
+//! - Async: guests run on wasmtime's async API, inside the caller's task. A running guest yields
+//!   to the executor at every epoch tick; the wall-clock timeout drops the call's future, which
+//!   cancels the guest wherever it is (spinning, or blocked in a host call such as a sleep). The
+//!   cancelled instance is thrown away and its slot is free at once.
 //! - Fast: compiled once at install into a cache keyed by the component's SHA-256 and the engine
 //!   configuration; instances are kept warm and reused, and thrown away after a trap or limit.
 
@@ -27,7 +31,13 @@ use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 mod bindings {
-    wasmtime::component::bindgen!({ path: "wit", world: "app" });
+    wasmtime::component::bindgen!({
+        path: "wit",
+        world: "app",
+        // Engine calls may wait on the writer: they run in a blocking thread, awaited.
+        imports: { "datanotes:app/engine.call": async },
+        exports: { default: async },
+    });
 }
 
 use bindings::datanotes::app::types::{EngineError, Level};
@@ -45,9 +55,9 @@ const TICK: Duration = Duration::from_millis(10);
 pub struct Limits {
     /// Linear memory, in MiB.
     pub memory_mb: u64,
-    /// How long one call may run, in ms: counted in epoch ticks of wall-clock time (engine calls
-    /// included) and enforced by epoch interruption, so a guest that spins is stopped. A guest
-    /// blocked in a host call (a sleep) is not: `timeout_ms` answers for it.
+    /// How long one call may run, in ms: wall-clock time from the call's start (engine calls
+    /// included), checked at every epoch tick while guest code runs, so a guest that spins is
+    /// stopped with a trap. A guest blocked in a host call (a sleep) is cancelled by `timeout_ms`.
     pub cpu_ms: u64,
     /// Wall-clock time one call may take, in ms.
     pub timeout_ms: u64,
@@ -136,6 +146,8 @@ pub struct Host {
     engine: Arc<Engine>,
     scope: Arc<AppScope>,
     actor: Actor,
+    /// When the current call runs out of its CPU time (`cpu_ms`).
+    cpu_deadline: std::time::Instant,
     stdout: LogPipe,
     stderr: LogPipe,
 }
@@ -231,17 +243,24 @@ impl WasiView for Host {
 impl bindings::datanotes::app::types::Host for Host {}
 
 impl bindings::datanotes::app::engine::Host for Host {
-    fn call(&mut self, op: String, args: String) -> std::result::Result<String, EngineError> {
+    async fn call(&mut self, op: String, args: String) -> std::result::Result<String, EngineError> {
         let ctx = Ctx {
             caller: Caller::App(self.scope.clone()),
             actor: self.actor.clone(),
         };
-        let r = serde_json::from_str::<Value>(&args)
-            .map_err(|e| {
-                Error::invalid(format!("the arguments are not JSON: {e}"))
-                    .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
-            })
-            .and_then(|a| ops::call(&self.engine, &ctx, &op, a));
+        let engine = self.engine.clone();
+        // `ops::call` reads SQLite and waits on the writer: not on an executor thread. If the
+        // guest's call is cancelled meanwhile, the operation still finishes (it is atomic).
+        let r = tokio::task::spawn_blocking(move || {
+            serde_json::from_str::<Value>(&args)
+                .map_err(|e| {
+                    Error::invalid(format!("the arguments are not JSON: {e}"))
+                        .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
+                })
+                .and_then(|a| ops::call(&engine, &ctx, &op, a))
+        })
+        .await
+        .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
         r.map(|v| v.to_string()).map_err(|e| EngineError {
             status: e.status,
             code: e.code.to_string(),
@@ -281,7 +300,7 @@ impl WasmRuntime {
         let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
         let engine = wasmtime::Engine::new(&config).map_err(wt)?;
         let mut linker = Linker::<Host>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(wt)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wt)?;
         bindings::App::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h).map_err(wt)?;
         let apps_dir = db.meta_dir.join("apps");
         let cache_dir = std::env::var_os("DATANOTES_CACHE_DIR")
@@ -470,8 +489,21 @@ impl Inner {
         })
     }
 
-    fn instantiate(&self) -> std::result::Result<Instance, String> {
-        let pre = self.pre().as_ref().map_err(Clone::clone)?;
+    /// The component ready to instantiate, loaded (or compiled) in a blocking thread if needed.
+    async fn loaded(self: &Arc<Self>) -> std::result::Result<&bindings::AppPre<Host>, String> {
+        if self.pre.get().is_none() {
+            let me = self.clone();
+            tokio::task::spawn_blocking(move || {
+                me.pre();
+            })
+            .await
+            .map_err(|_| "loading the component panicked".to_string())?;
+        }
+        self.pre().as_ref().map_err(Clone::clone)
+    }
+
+    async fn instantiate(self: &Arc<Self>) -> std::result::Result<Instance, String> {
+        let pre = self.loaded().await?;
         let (stdout, stderr) = (LogPipe::default(), LogPipe::default());
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
@@ -490,36 +522,53 @@ impl Inner {
             engine: self.rt.db.clone(),
             scope: self.scope.clone(),
             actor: Actor::default(),
+            cpu_deadline: std::time::Instant::now() + self.cpu(),
             stdout,
             stderr,
         };
         let mut store = Store::new(&self.rt.engine, host);
         store.limiter(|h| &mut h.limits);
-        store.set_epoch_deadline(self.ticks());
+        // At every tick while guest code runs: trap once the call's CPU time is spent, else
+        // yield to the executor (so a spinning guest shares its thread, and a timeout can cancel
+        // it) and check again at the next tick.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| {
+            Ok(if std::time::Instant::now() >= ctx.data().cpu_deadline {
+                wasmtime::UpdateDeadline::Interrupt
+            } else {
+                wasmtime::UpdateDeadline::Yield(1)
+            })
+        });
         let app = pre
-            .instantiate(&mut store)
+            .instantiate_async(&mut store)
+            .await
             .map_err(|e| format!("cannot instantiate: {e:#}"))?;
         Ok(Instance { store, app })
     }
 
-    fn ticks(&self) -> u64 {
-        (self.limits.cpu_ms.min(self.limits.timeout_ms) / TICK.as_millis() as u64).max(1)
+    /// How long one call may run guest code (`cpu_ms`, at most `timeout_ms`).
+    fn cpu(&self) -> Duration {
+        Duration::from_millis(self.limits.cpu_ms.min(self.limits.timeout_ms))
     }
 
-    /// Runs `f` on a warm instance (or a fresh one). A trap or limit throws the instance away.
-    fn with_instance<T>(
-        &self,
-        actor: Actor,
-        f: impl FnOnce(&mut Instance) -> wasmtime::Result<T>,
-    ) -> std::result::Result<T, String> {
+    /// A warm instance (or a fresh one), ready for a call made for `actor`. Hand it back with
+    /// [`Inner::checkin`]; an instance dropped instead (a cancelled call) is simply gone.
+    async fn checkout(self: &Arc<Self>, actor: Actor) -> std::result::Result<Instance, String> {
         let inst = self.warm.lock().unwrap().pop();
         let mut inst = match inst {
             Some(i) => i,
-            None => self.instantiate()?,
+            None => self.instantiate().await?,
         };
-        inst.store.data_mut().actor = actor;
-        inst.store.set_epoch_deadline(self.ticks());
-        let r = f(&mut inst);
+        let h = inst.store.data_mut();
+        h.actor = actor;
+        h.cpu_deadline = std::time::Instant::now() + self.cpu();
+        inst.store.set_epoch_deadline(1);
+        Ok(inst)
+    }
+
+    /// After a call: its output goes to the log; the instance is kept warm unless the call
+    /// trapped or hit a limit (then it is thrown away).
+    fn checkin<T>(&self, inst: Instance, r: wasmtime::Result<T>) -> std::result::Result<T, String> {
         let h = inst.store.data();
         // The call's output goes to the log, and the pipes start empty for the next call.
         let (stdout, stderr) = (h.stdout.take(), h.stderr.take());
@@ -550,15 +599,20 @@ impl Inner {
         }
     }
 
-    fn list_blocking(&self) -> std::result::Result<Listing, BackendError> {
-        let (tools, instructions) = self
-            .with_instance(Actor::default(), |i| {
-                let t = i.app.datanotes_app_tools();
-                let tools = t.call_list_tools(&mut i.store)?;
-                let ins = t.call_instructions(&mut i.store)?;
-                Ok((tools, ins))
-            })
+    async fn list_tools(self: &Arc<Self>) -> std::result::Result<Listing, BackendError> {
+        let mut inst = self
+            .checkout(Actor::default())
+            .await
             .map_err(BackendError)?;
+        let t = inst.app.datanotes_app_tools();
+        let r = match t.call_list_tools(&mut inst.store).await {
+            Ok(tools) => t
+                .call_instructions(&mut inst.store)
+                .await
+                .map(|ins| (tools, ins)),
+            Err(e) => Err(e),
+        };
+        let (tools, instructions) = self.checkin(inst, r).map_err(BackendError)?;
         let mut out = vec![];
         for t in tools {
             let schema: Value = serde_json::from_str(&t.input_schema).map_err(|e| {
@@ -583,8 +637,8 @@ impl Inner {
         })
     }
 
-    fn call_blocking(
-        &self,
+    async fn call_tool(
+        self: &Arc<Self>,
         tool: &str,
         args: &str,
         cc: &CallContext,
@@ -606,11 +660,13 @@ impl Inner {
             model,
             session: cc.session.clone(),
         };
-        let r = self.with_instance(actor, |i| {
-            i.app
-                .datanotes_app_tools()
-                .call_call_tool(&mut i.store, tool, args, &wctx)
-        })?;
+        let mut inst = self.checkout(actor).await?;
+        let r = inst
+            .app
+            .datanotes_app_tools()
+            .call_call_tool(&mut inst.store, tool, args, &wctx)
+            .await;
+        let r = self.checkin(inst, r)?;
         let max = self.limits.max_result_bytes as usize;
         let text = match r {
             Ok(t) | Err(t) if t.len() > max => {
@@ -844,19 +900,15 @@ impl AppBackend for WasmApp {
         Box::pin(async move {
             let timeout = Duration::from_millis(self.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
-            let permit = self.slot(deadline).await?;
-            let me = self.0.clone();
-            let task = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                me.list_blocking()
-            });
-            match tokio::time::timeout_at(deadline, task).await {
+            let _permit = self.slot(deadline).await?;
+            // A timeout drops the listing's future: the guest is cancelled wherever it is, its
+            // instance thrown away, and the slot freed with `_permit`.
+            match tokio::time::timeout_at(deadline, self.0.list_tools()).await {
                 Err(_) => Err(BackendError(format!(
                     "timed out listing tools ({} ms)",
                     timeout.as_millis()
                 ))),
-                Ok(Err(_)) => Err(BackendError("the listing panicked".into())),
-                Ok(Ok(r)) => r,
+                Ok(r) => r,
             }
         })
     }
@@ -869,16 +921,7 @@ impl AppBackend for WasmApp {
     ) -> BoxFuture<'a, std::result::Result<Value, BackendError>> {
         Box::pin(async move {
             // A component that cannot be loaded makes the app unreachable (not a failed call).
-            let unusable = match self.0.pre.get() {
-                Some(r) => r.as_ref().err().cloned(),
-                None => {
-                    let me = self.0.clone();
-                    tokio::task::spawn_blocking(move || me.pre().as_ref().err().cloned())
-                        .await
-                        .map_err(|_| BackendError("loading the component panicked".into()))?
-                }
-            };
-            if let Some(e) = unusable {
+            if let Err(e) = self.0.loaded().await {
                 return Err(BackendError(e));
             }
             let error = |msg: String| {
@@ -887,32 +930,22 @@ impl AppBackend for WasmApp {
             let timeout = Duration::from_millis(self.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
             // Waiting for a free instance counts in the call's time too.
-            let permit = match self.slot(deadline).await {
+            let _permit = match self.slot(deadline).await {
                 Ok(p) => p,
                 Err(e) => return error(format!("calling {tool}: {}", e.0)),
             };
-            let (me, tool_s, text, cc) = (
-                self.0.clone(),
-                tool.to_string(),
-                args.to_string(),
-                ctx.clone(),
-            );
-            // The blocking task holds the slot, not this future: a call that timed out keeps its
-            // instance busy until the guest returns (a guest blocked in a host call, e.g. a
-            // sleep, is not interrupted), and max_instances must count it.
-            let task = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                me.call_blocking(&tool_s, &text, &cc)
-            });
-            match tokio::time::timeout_at(deadline, task).await {
+            let text = args.to_string();
+            // A timeout drops the call's future, which cancels the guest even when it is blocked
+            // in a host call (a sleep): its instance is thrown away (a cancelled store is never
+            // reused) and the slot is free as soon as this returns.
+            match tokio::time::timeout_at(deadline, self.0.call_tool(tool, &text, ctx)).await {
                 Err(_) => error(format!(
                     "timed out calling {tool} ({} ms)",
                     timeout.as_millis()
                 )),
-                Ok(Err(_)) => error(format!("calling {tool} panicked")),
                 // A trap or a limit fails this call only: the app stays usable.
-                Ok(Ok(Err(msg))) => error(msg),
-                Ok(Ok(Ok(v))) => Ok(v),
+                Ok(Err(msg)) => error(msg),
+                Ok(Ok(v)) => Ok(v),
             }
         })
     }
