@@ -5,7 +5,9 @@
 //! one permission check applies to them as to its token over HTTP.
 //!
 //! - Sandbox: WASI p2 is linked with nothing granted (no preopened folder, no environment, no
-//!   network, no inherited stdio); guest stdout/stderr go to the log.
+//!   sockets, no inherited stdio); guest stdout/stderr go to the log. wasi:http is linked too,
+//!   but a request goes out only to a host the owner listed in the app's `allow_hosts`
+//!   (`net.rs`); without it every request is denied.
 //! - Limits per app: memory, a CPU deadline (epoch interruption), a wall-clock timeout, a cap on
 //!   result size and on concurrent instances.
 //! - Async: guests run on wasmtime's async API, inside the caller's task. A running guest yields
@@ -16,6 +18,7 @@
 //!   configuration; instances are kept warm and reused, and thrown away after a trap or limit.
 
 use super::backend::{AppBackend, BackendError, CallContext, Listing};
+use super::net::{Allowed, Outgoing};
 use crate::auth::{AppScope, Caller};
 use crate::engine::{Actor, Engine};
 use crate::error::{Error, Result};
@@ -29,6 +32,7 @@ use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -136,11 +140,17 @@ pub struct WasmInfo {
     pub size: u64,
     #[serde(default)]
     pub limits: Limits,
+    /// The hosts the app may send HTTP requests to (owner-granted; none by default).
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
 }
 
-/// A store's data: WASI with nothing granted, the app's scope, the current call's actor.
+/// A store's data: WASI with nothing granted, wasi:http behind the app's `allow_hosts`, the
+/// app's scope, the current call's actor.
 pub struct Host {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    outgoing: Outgoing,
     table: ResourceTable,
     limits: StoreLimits,
     engine: Arc<Engine>,
@@ -240,6 +250,16 @@ impl WasiView for Host {
     }
 }
 
+impl WasiHttpView for Host {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outgoing,
+        }
+    }
+}
+
 impl bindings::datanotes::app::types::Host for Host {}
 
 impl bindings::datanotes::app::engine::Host for Host {
@@ -301,6 +321,8 @@ impl WasmRuntime {
         let engine = wasmtime::Engine::new(&config).map_err(wt)?;
         let mut linker = Linker::<Host>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wt)?;
+        // Every request is checked against the app's allow_hosts (`net::Outgoing`).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(wt)?;
         bindings::App::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h).map_err(wt)?;
         let apps_dir = db.meta_dir.join("apps");
         let cache_dir = std::env::var_os("DATANOTES_CACHE_DIR")
@@ -388,7 +410,8 @@ impl WasmRuntime {
             if !existed {
                 crate::engine::files::write_atomic(&p, &bytes)?;
             }
-            let app = WasmApp::new(me, scope, &s, l);
+            // No allow_hosts while installing: listing tools needs no network.
+            let app = WasmApp::new(me, scope, &s, l, &[]);
             let loaded = app.0.pre().as_ref().err().cloned();
             Ok((existed, app, loaded))
         })
@@ -417,6 +440,7 @@ impl WasmRuntime {
                     sha256: sha,
                     size,
                     limits,
+                    allow_hosts: vec![],
                 },
                 l,
             )),
@@ -446,6 +470,7 @@ struct Inner {
     rt: Arc<WasmRuntime>,
     scope: Arc<AppScope>,
     limits: Limits,
+    allowed: Arc<[Allowed]>,
     sha: String,
     /// The component, ready to instantiate: loaded (or compiled) on first use, in a blocking
     /// thread, so that starting the server never waits for a compilation.
@@ -455,10 +480,17 @@ struct Inner {
 }
 
 impl WasmApp {
-    pub fn new(rt: Arc<WasmRuntime>, scope: AppScope, sha: &str, limits: Limits) -> WasmApp {
+    pub fn new(
+        rt: Arc<WasmRuntime>,
+        scope: AppScope,
+        sha: &str,
+        limits: Limits,
+        allow_hosts: &[String],
+    ) -> WasmApp {
         let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_instances as usize));
         WasmApp(Arc::new(Inner {
             rt,
+            allowed: super::net::parse_list(&scope.name, allow_hosts),
             scope: Arc::new(scope),
             limits,
             sha: sha.to_string(),
@@ -517,6 +549,12 @@ impl Inner {
             .build();
         let host = Host {
             wasi,
+            http: WasiHttpCtx::new(),
+            outgoing: Outgoing {
+                app: self.scope.name.as_str().into(),
+                allowed: self.allowed.clone(),
+                deadline: std::time::Instant::now() + self.cpu(),
+            },
             table: ResourceTable::new(),
             limits,
             engine: self.rt.db.clone(),
@@ -553,7 +591,11 @@ impl Inner {
 
     /// A warm instance (or a fresh one), ready for a call made for `actor`. Hand it back with
     /// [`Inner::checkin`]; an instance dropped instead (a cancelled call) is simply gone.
-    async fn checkout(self: &Arc<Self>, actor: Actor) -> std::result::Result<Instance, String> {
+    async fn checkout(
+        self: &Arc<Self>,
+        actor: Actor,
+        deadline: tokio::time::Instant,
+    ) -> std::result::Result<Instance, String> {
         let inst = self.warm.lock().unwrap().pop();
         let mut inst = match inst {
             Some(i) => i,
@@ -562,6 +604,7 @@ impl Inner {
         let h = inst.store.data_mut();
         h.actor = actor;
         h.cpu_deadline = std::time::Instant::now() + self.cpu();
+        h.outgoing.deadline = deadline.into_std();
         inst.store.set_epoch_deadline(1);
         Ok(inst)
     }
@@ -599,9 +642,12 @@ impl Inner {
         }
     }
 
-    async fn list_tools(self: &Arc<Self>) -> std::result::Result<Listing, BackendError> {
+    async fn list_tools(
+        self: &Arc<Self>,
+        deadline: tokio::time::Instant,
+    ) -> std::result::Result<Listing, BackendError> {
         let mut inst = self
-            .checkout(Actor::default())
+            .checkout(Actor::default(), deadline)
             .await
             .map_err(BackendError)?;
         let t = inst.app.datanotes_app_tools();
@@ -642,6 +688,7 @@ impl Inner {
         tool: &str,
         args: &str,
         cc: &CallContext,
+        deadline: tokio::time::Instant,
     ) -> std::result::Result<Value, String> {
         let (harness, model) = match cc.actor.as_deref().map(|a| a.split_once('/')) {
             Some(Some((h, m))) => (Some(h.trim().to_string()), Some(m.trim().to_string())),
@@ -660,7 +707,7 @@ impl Inner {
             model,
             session: cc.session.clone(),
         };
-        let mut inst = self.checkout(actor).await?;
+        let mut inst = self.checkout(actor, deadline).await?;
         let r = inst
             .app
             .datanotes_app_tools()
@@ -903,12 +950,12 @@ impl AppBackend for WasmApp {
             let _permit = self.slot(deadline).await?;
             // A timeout drops the listing's future: the guest is cancelled wherever it is, its
             // instance thrown away, and the slot freed with `_permit`.
-            match tokio::time::timeout_at(deadline, self.0.list_tools()).await {
-                Err(_) => Err(BackendError(format!(
+            match until(deadline, self.0.list_tools(deadline)).await {
+                None => Err(BackendError(format!(
                     "timed out listing tools ({} ms)",
                     timeout.as_millis()
                 ))),
-                Ok(r) => r,
+                Some(r) => r,
             }
         })
     }
@@ -938,16 +985,27 @@ impl AppBackend for WasmApp {
             // A timeout drops the call's future, which cancels the guest even when it is blocked
             // in a host call (a sleep): its instance is thrown away (a cancelled store is never
             // reused) and the slot is free as soon as this returns.
-            match tokio::time::timeout_at(deadline, self.0.call_tool(tool, &text, ctx)).await {
-                Err(_) => error(format!(
+            match until(deadline, self.0.call_tool(tool, &text, ctx, deadline)).await {
+                None => error(format!(
                     "timed out calling {tool} ({} ms)",
                     timeout.as_millis()
                 )),
                 // A trap or a limit fails this call only: the app stays usable.
-                Ok(Err(msg)) => error(msg),
-                Ok(Ok(v)) => Ok(v),
+                Some(Err(msg)) => error(msg),
+                Some(Ok(v)) => Ok(v),
             }
         })
+    }
+}
+
+/// Runs `fut` until `deadline`; `None` when the deadline came first. The deadline wins a tie: a
+/// guest woken after it (by a host call that ended then, its HTTP request bounded by the same
+/// deadline, say) is cancelled, not resumed to trap on its CPU time.
+async fn until<T>(deadline: tokio::time::Instant, fut: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        _ = tokio::time::sleep_until(deadline) => None,
+        r = fut => Some(r),
     }
 }
 
