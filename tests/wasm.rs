@@ -1070,7 +1070,8 @@ fn an_install_whose_tools_never_come_times_out() {
 }
 
 /// A tiny HTTP/1.1 server on 127.0.0.1, in this process: answers `GET <path>` with
-/// `hello <path>` (after `ms` milliseconds for `/slow?ms=<ms>`); counts the requests it got.
+/// `hello <path>` (after `ms` milliseconds for `/slow?ms=<ms>`); counts the requests it got. It
+/// speaks no TLS: to a TLS client hello it answers plain text at once.
 struct Web {
     port: u16,
     hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
@@ -1094,6 +1095,11 @@ impl Web {
                         match c.read(&mut buf) {
                             Ok(0) | Err(_) => return,
                             Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                        // A TLS handshake record.
+                        if head[0] == 0x16 {
+                            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\nno TLS here");
+                            return;
                         }
                     }
                     counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -1213,6 +1219,13 @@ fn outgoing_http_goes_only_to_the_hosts_the_owner_allows() {
         started.elapsed()
     );
     assert_eq!(s.fetch(&web.url("/after")).unwrap(), "hello /after");
+    // https goes through rustls (whose crypto provider the engine installs: without one the
+    // request task panicked): a server that speaks no TLS is a TLS error, and the app goes on.
+    let e = s
+        .fetch(&format!("https://127.0.0.1:{}/tls", web.port))
+        .unwrap_err();
+    assert!(e.contains("Tls"), "{e}");
+    assert_eq!(s.fetch(&web.url("/after-tls")).unwrap(), "hello /after-tls");
 
     // The app may not grant itself a host.
     let snapshot_apps = std::fs::read(s.dir.join(".datanotes/apps.json")).unwrap();

@@ -315,6 +315,10 @@ pub struct WasmRuntime {
 
 impl WasmRuntime {
     pub fn new(db: Arc<Engine>) -> anyhow::Result<Arc<WasmRuntime>> {
+        // wasi:http's https asks rustls for the process's crypto provider; with two providers
+        // built in (aws-lc-rs for reqwest, ring for wasmtime-wasi-http) there is none unless one
+        // is installed: reqwest's own (an error only says one is there already).
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true).epoch_interruption(true);
         let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
