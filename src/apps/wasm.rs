@@ -959,7 +959,8 @@ impl AppBackend for WasmApp {
                     "timed out listing tools ({} ms)",
                     timeout.as_millis()
                 ))),
-                Some(r) => r,
+                Some(Err(_)) => Err(BackendError("the listing panicked".into())),
+                Some(Ok(r)) => r,
             }
         })
     }
@@ -994,18 +995,25 @@ impl AppBackend for WasmApp {
                     "timed out calling {tool} ({} ms)",
                     timeout.as_millis()
                 )),
+                Some(Err(_)) => error(format!("calling {tool} panicked")),
                 // A trap or a limit fails this call only: the app stays usable.
-                Some(Err(msg)) => error(msg),
-                Some(Ok(v)) => Ok(v),
+                Some(Ok(Err(msg))) => error(msg),
+                Some(Ok(Ok(v))) => Ok(v),
             }
         })
     }
 }
 
-/// Runs `fut` until `deadline`; `None` when the deadline came first. The deadline wins a tie: a
-/// guest woken after it (by a host call that ended then, its HTTP request bounded by the same
-/// deadline, say) is cancelled, not resumed to trap on its CPU time.
-async fn until<T>(deadline: tokio::time::Instant, fut: impl Future<Output = T>) -> Option<T> {
+/// Runs `fut` until `deadline`; `None` when the deadline came first, `Some(Err)` if it panicked
+/// (a host function's panic: the call fails, not the request that made it). The deadline wins a
+/// tie: a guest woken after it (by a host call that ended then, its HTTP request bounded by the
+/// same deadline, say) is cancelled, not resumed to trap on its CPU time.
+async fn until<T>(
+    deadline: tokio::time::Instant,
+    fut: impl Future<Output = T>,
+) -> Option<std::thread::Result<T>> {
+    use futures_util::FutureExt;
+    let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
     tokio::select! {
         biased;
         _ = tokio::time::sleep_until(deadline) => None,
