@@ -945,6 +945,44 @@ fn a_call_that_timed_out_is_cancelled_and_frees_its_instance() {
 }
 
 #[test]
+fn a_call_whose_caller_goes_away_still_finishes() {
+    use std::io::Write;
+    let s = server();
+    s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"max_instances": 1}}),
+    );
+    let before = s.tool_ok("hostile_ok", json!({}))["calls"]
+        .as_u64()
+        .unwrap();
+    // A client asks for a sleep, then hangs up.
+    let body = json!({"tool": "hostile_sleep", "arguments": {"ms": 800}}).to_string();
+    let mut c = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
+    write!(
+        c,
+        "POST /datanotes/apps/call/ HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        s.token,
+        body.len()
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(c);
+    // The call goes on (only its timeout cancels it): the next call waits for the only instance,
+    // and gets it back after the sleep, warm.
+    let started = Instant::now();
+    let after = s.tool_ok("hostile_ok", json!({}))["calls"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(after, before + 2, "the sleep was cut short");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn a_component_for_another_world_is_refused_at_install() {
     let s = server();
     let files = snapshot(&s.dir);

@@ -976,32 +976,46 @@ impl AppBackend for WasmApp {
             if let Err(e) = self.0.loaded().await {
                 return Err(BackendError(e));
             }
-            let error = |msg: String| {
-                Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
-            };
             let timeout = Duration::from_millis(self.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
-            // Waiting for a free instance counts in the call's time too.
-            let _permit = match self.slot(deadline).await {
-                Ok(p) => p,
-                Err(e) => return error(format!("calling {tool}: {}", e.0)),
-            };
-            let text = args.to_string();
-            // A timeout drops the call's future, which cancels the guest even when it is blocked
-            // in a host call (a sleep): its instance is thrown away (a cancelled store is never
-            // reused) and the slot is free as soon as this returns.
-            match until(deadline, self.0.call_tool(tool, &text, ctx, deadline)).await {
-                None => error(format!(
-                    "timed out calling {tool} ({} ms)",
-                    timeout.as_millis()
-                )),
-                Some(Err(_)) => error(format!("calling {tool} panicked")),
-                // A trap or a limit fails this call only: the app stays usable.
-                Some(Ok(Err(msg))) => error(msg),
-                Some(Ok(Ok(v))) => Ok(v),
-            }
+            let (me, name, text, cc) = (
+                self.clone(),
+                tool.to_string(),
+                args.to_string(),
+                ctx.clone(),
+            );
+            // The call runs in a task of its own: a caller that goes away (a closed connection)
+            // does not cancel it half-way; its timeout does.
+            let task = tokio::spawn(async move {
+                let tool = name.as_str();
+                // Waiting for a free instance counts in the call's time too.
+                let _permit = match me.slot(deadline).await {
+                    Ok(p) => p,
+                    Err(e) => return error(format!("calling {tool}: {}", e.0)),
+                };
+                // A timeout drops the call's future, which cancels the guest even when it is
+                // blocked in a host call (a sleep): its instance is thrown away (a cancelled
+                // store is never reused) and the slot is free as soon as this returns.
+                match until(deadline, me.0.call_tool(tool, &text, &cc, deadline)).await {
+                    None => error(format!(
+                        "timed out calling {tool} ({} ms)",
+                        timeout.as_millis()
+                    )),
+                    Some(Err(_)) => error(format!("calling {tool} panicked")),
+                    // A trap or a limit fails this call only: the app stays usable.
+                    Some(Ok(Err(msg))) => error(msg),
+                    Some(Ok(Ok(v))) => Ok(v),
+                }
+            });
+            task.await
+                .unwrap_or_else(|_| error(format!("calling {tool} panicked")))
         })
     }
+}
+
+/// A failed call's answer: an error result the caller sees (the app stays reachable).
+fn error(msg: String) -> std::result::Result<Value, BackendError> {
+    Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
 }
 
 /// Runs `fut` until `deadline`; `None` when the deadline came first, `Some(Err)` if it panicked
