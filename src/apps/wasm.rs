@@ -10,10 +10,11 @@
 //!   (`net.rs`); without it every request is denied.
 //! - Limits per app: memory, a CPU deadline (epoch interruption), a wall-clock timeout, a cap on
 //!   result size and on concurrent instances.
-//! - Async: guests run on wasmtime's async API, inside the caller's task. A running guest yields
-//!   to the executor at every epoch tick; the wall-clock timeout drops the call's future, which
-//!   cancels the guest wherever it is (spinning, or blocked in a host call such as a sleep). The
-//!   cancelled instance is thrown away and its slot is free at once.
+//! - Async: guests run on wasmtime's async API, a call in a tokio task of its own (a caller that
+//!   hangs up does not cut it short). A running guest yields to the executor at every epoch
+//!   tick; the wall-clock timeout drops the call's future, which cancels the guest wherever it is
+//!   (spinning, or blocked in a host call such as a sleep or an HTTP request). The cancelled
+//!   instance is thrown away and its slot is free at once.
 //! - Fast: compiled once at install into a cache keyed by the component's SHA-256 and the engine
 //!   configuration; instances are kept warm and reused, and thrown away after a trap or limit.
 
