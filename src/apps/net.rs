@@ -59,9 +59,9 @@ impl Allowed {
             let Some((addr, after)) = rest.split_once(']') else {
                 return Err("its IPv6 address has no closing ]".into());
             };
-            if addr.parse::<Ipv6Addr>().is_err() {
+            let Ok(ip) = addr.parse::<Ipv6Addr>() else {
                 return Err(format!("{addr:?} is not an IPv6 address"));
-            }
+            };
             let port = match after {
                 "" => None,
                 p => match p.strip_prefix(':') {
@@ -69,7 +69,7 @@ impl Allowed {
                     None => return Err("only :port may follow an IPv6 address".into()),
                 },
             };
-            (format!("[{}]", addr.to_ascii_lowercase()), port)
+            (format!("[{ip}]"), port)
         } else {
             match e.matches(':').count() {
                 0 => (e.to_ascii_lowercase(), None),
@@ -241,7 +241,15 @@ impl Outgoing {
         let Some(host) = uri.host() else {
             return Err("the request has no host".into());
         };
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let mut host = host.trim_end_matches('.').to_ascii_lowercase();
+        // An IPv6 address in its one canonical form, as entries are kept.
+        if let Some(ip) = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .and_then(|h| h.parse::<Ipv6Addr>().ok())
+        {
+            host = format!("[{ip}]");
+        }
         let port = uri
             .port_u16()
             .unwrap_or(if uri.scheme() == Some(&http::uri::Scheme::HTTPS) {
@@ -318,6 +326,7 @@ mod tests {
         assert!(!allows(&["*.example.org"], "https://example.org/"));
         assert!(!allows(&["*.example.org"], "https://badexample.org/"));
         assert!(allows(&["[::1]:8080"], "http://[::1]:8080/"));
+        assert!(allows(&["[0:0::1]"], "http://[::0:1]:8080/"));
         assert!(!allows(&[], "https://example.org/"));
     }
 
