@@ -945,6 +945,28 @@ fn a_call_that_timed_out_is_cancelled_and_frees_its_instance() {
 }
 
 #[test]
+fn cpu_ms_counts_guest_code_not_time_blocked_in_host_calls() {
+    let s = server();
+    s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"cpu_ms": 200, "timeout_ms": 10_000}}),
+    );
+    // A sleep five times longer than cpu_ms: the guest runs no code meanwhile.
+    let v = s.tool_ok("hostile_sleep", json!({"ms": 1000}));
+    assert_eq!(v["slept_ms"], 1000, "{v}");
+    // Spinning uses it up.
+    let started = Instant::now();
+    let e = s.tool_err("hostile_spin", json!({}));
+    assert!(e.contains("ran out of its CPU time (200 ms)"), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn a_call_whose_caller_goes_away_still_finishes() {
     use std::io::Write;
     let s = server();

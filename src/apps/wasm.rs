@@ -60,9 +60,9 @@ const TICK: Duration = Duration::from_millis(10);
 pub struct Limits {
     /// Linear memory, in MiB.
     pub memory_mb: u64,
-    /// How long one call may run, in ms: wall-clock time from the call's start (engine calls
-    /// included), checked at every epoch tick while guest code runs, so a guest that spins is
-    /// stopped with a trap. A guest blocked in a host call (a sleep) is cancelled by `timeout_ms`.
+    /// How long one call may run guest code, in ms: counted in epoch ticks (10 ms) that pass
+    /// while the guest runs, so a guest that spins is stopped with a trap. Time blocked in a host
+    /// call (an engine call, a sleep, an HTTP request) is not counted: `timeout_ms` bounds it.
     pub cpu_ms: u64,
     /// Wall-clock time one call may take, in ms.
     pub timeout_ms: u64,
@@ -157,8 +157,8 @@ pub struct Host {
     engine: Arc<Engine>,
     scope: Arc<AppScope>,
     actor: Actor,
-    /// When the current call runs out of its CPU time (`cpu_ms`).
-    cpu_deadline: std::time::Instant,
+    /// The epoch ticks the current call may still run guest code for (`cpu_ms`).
+    ticks_left: u64,
     stdout: LogPipe,
     stderr: LogPipe,
 }
@@ -558,27 +558,31 @@ impl Inner {
             outgoing: Outgoing {
                 app: self.scope.name.as_str().into(),
                 allowed: self.allowed.clone(),
-                deadline: std::time::Instant::now() + self.cpu(),
+                deadline: std::time::Instant::now() + Duration::from_millis(self.limits.timeout_ms),
             },
             table: ResourceTable::new(),
             limits,
             engine: self.rt.db.clone(),
             scope: self.scope.clone(),
             actor: Actor::default(),
-            cpu_deadline: std::time::Instant::now() + self.cpu(),
+            ticks_left: self.ticks(),
             stdout,
             stderr,
         };
         let mut store = Store::new(&self.rt.engine, host);
         store.limiter(|h| &mut h.limits);
-        // At every tick while guest code runs: trap once the call's CPU time is spent, else
-        // yield to the executor (so a spinning guest shares its thread, and a timeout can cancel
-        // it) and check again at the next tick.
+        // Called at the first epoch tick that passes while guest code runs: the call has used
+        // one more tick of its CPU time. Trap once all are used, else yield to the executor (so
+        // a spinning guest shares its thread, and a timeout can cancel it) and count the next.
+        // A guest blocked in a host call (an engine call, a sleep, an HTTP request) runs no
+        // code: its wait costs it at most one tick; `timeout_ms` bounds it.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| {
-            Ok(if std::time::Instant::now() >= ctx.data().cpu_deadline {
+        store.epoch_deadline_callback(|mut ctx| {
+            let h = ctx.data_mut();
+            Ok(if h.ticks_left <= 1 {
                 wasmtime::UpdateDeadline::Interrupt
             } else {
+                h.ticks_left -= 1;
                 wasmtime::UpdateDeadline::Yield(1)
             })
         });
@@ -589,9 +593,9 @@ impl Inner {
         Ok(Instance { store, app })
     }
 
-    /// How long one call may run guest code (`cpu_ms`, at most `timeout_ms`).
-    fn cpu(&self) -> Duration {
-        Duration::from_millis(self.limits.cpu_ms.min(self.limits.timeout_ms))
+    /// The epoch ticks one call may run guest code for (`cpu_ms`, at most `timeout_ms`).
+    fn ticks(&self) -> u64 {
+        (self.limits.cpu_ms.min(self.limits.timeout_ms) / TICK.as_millis() as u64).max(1)
     }
 
     /// A warm instance (or a fresh one), ready for a call made for `actor`. Hand it back with
@@ -608,7 +612,7 @@ impl Inner {
         };
         let h = inst.store.data_mut();
         h.actor = actor;
-        h.cpu_deadline = std::time::Instant::now() + self.cpu();
+        h.ticks_left = self.ticks();
         h.outgoing.deadline = deadline.into_std();
         inst.store.set_epoch_deadline(1);
         Ok(inst)
