@@ -1026,7 +1026,7 @@ fn error(msg: String) -> std::result::Result<Value, BackendError> {
 /// Runs `fut` until `deadline`; `None` when the deadline came first, `Some(Err)` if it panicked
 /// (a host function's panic: the call fails, not the request that made it). The deadline wins a
 /// tie: a guest woken after it (by a host call that ended then, its HTTP request bounded by the
-/// same deadline, say) is cancelled, not resumed to trap on its CPU time.
+/// same deadline, say) is cancelled, not resumed.
 async fn until<T>(
     deadline: tokio::time::Instant,
     fut: impl Future<Output = T>,
