@@ -247,6 +247,8 @@ async fn install_component(
     f: &AppFields,
 ) -> Result<Option<crate::apps::wasm::WasmInfo>, Error> {
     use crate::apps::wasm::component_bytes;
+    // Every field is checked before a component is stored or compiled: a refusal changes nothing.
+    crate::apps::check(f)?;
     if f.wasm_path.is_none() && f.wasm_base64.is_none() {
         if f.limits.is_some() {
             return Err(Error::invalid("limits apply to WASM apps")

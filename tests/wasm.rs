@@ -1,7 +1,8 @@
 //! WASM apps end to end, through the real server: the three example apps (Rust, Python,
 //! JavaScript) installed, listed and called over `/apps/call/` and MCP; scopes enforced on a
 //! component's engine calls; name collisions; the compile cache across restarts; hostile
-//! components contained while good calls go on; a component for another world refused.
+//! components contained while good calls go on; a timed-out call cancelled; a component for
+//! another world refused; outgoing HTTP (wasi:http) only to the hosts the owner allows.
 //!
 //! The components come from `target/plugins/` (built by `scripts/build-plugins`, run once here:
 //! it does nothing when they are up to date). Compiled components are cached in one folder for
@@ -898,30 +899,109 @@ fn hostile_components_are_contained() {
 }
 
 #[test]
-fn a_call_that_timed_out_keeps_its_instance_until_it_returns() {
+fn a_call_that_timed_out_is_cancelled_and_frees_its_instance() {
     let s = server();
     s.install(
         "hostile",
         "hostile",
         json!({"limits": {"timeout_ms": 500, "max_instances": 1}}),
     );
+    s.tool_ok("hostile_ok", json!({}));
+    for round in 0..3 {
+        // The guest sleeps in a host call (wasi:clocks): epoch interruption cannot stop it, the
+        // wall-clock timeout cancels it.
+        let started = Instant::now();
+        let e = s.tool_err("hostile_sleep", json!({"ms": 30_000}));
+        assert!(
+            e.contains("timed out calling hostile_sleep (500 ms)"),
+            "{e}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(2500),
+            "answered after {:?}",
+            started.elapsed()
+        );
+        // The only slot is free at once: the next call does not wait for the 30 s sleep to end,
+        // and runs on a fresh instance (the cancelled one was thrown away, never reused).
+        let started = Instant::now();
+        let ok = s.tool_ok("hostile_ok", json!({}));
+        assert!(
+            started.elapsed() < Duration::from_millis(2000),
+            "the next call waited {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            ok["calls"], 1,
+            "round {round}: a fresh instance answers: {ok}"
+        );
+        // And it is kept warm again.
+        let again = s.tool_ok("hostile_ok", json!({}));
+        assert_eq!(again["calls"], 2, "{again}");
+    }
+    // A sleep shorter than the timeout answers as before.
+    let v = s.tool_ok("hostile_sleep", json!({"ms": 50}));
+    assert_eq!(v["slept_ms"], 50, "{v}");
+    assert_eq!(s.app("hostile")["reachable"], true);
+}
+
+#[test]
+fn cpu_ms_counts_guest_code_not_time_blocked_in_host_calls() {
+    let s = server();
+    s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"cpu_ms": 200, "timeout_ms": 10_000}}),
+    );
+    // A sleep five times longer than cpu_ms: the guest runs no code meanwhile.
+    let v = s.tool_ok("hostile_sleep", json!({"ms": 1000}));
+    assert_eq!(v["slept_ms"], 1000, "{v}");
+    // Spinning uses it up.
     let started = Instant::now();
-    let e = s.tool_err("hostile_sleep", json!({"ms": 3000}));
+    let e = s.tool_err("hostile_spin", json!({}));
+    assert!(e.contains("ran out of its CPU time (200 ms)"), "{e}");
     assert!(
-        e.contains("timed out calling hostile_sleep (500 ms)"),
-        "{e}"
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
     );
-    assert!(started.elapsed() < Duration::from_millis(2500));
-    // The sleeping guest still holds the only instance: no second one starts.
-    let e = s.tool_err("hostile_ok", json!({}));
+}
+
+#[test]
+fn a_call_whose_caller_goes_away_still_finishes() {
+    use std::io::Write;
+    let s = server();
+    s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"max_instances": 1}}),
+    );
+    let before = s.tool_ok("hostile_ok", json!({}))["calls"]
+        .as_u64()
+        .unwrap();
+    // A client asks for a sleep, then hangs up.
+    let body = json!({"tool": "hostile_sleep", "arguments": {"ms": 800}}).to_string();
+    let mut c = std::net::TcpStream::connect(s.url.trim_start_matches("http://")).unwrap();
+    write!(
+        c,
+        "POST /datanotes/apps/call/ HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        s.token,
+        body.len()
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(c);
+    // The call goes on (only its timeout cancels it): the next call waits for the only instance,
+    // and gets it back after the sleep, warm.
+    let started = Instant::now();
+    let after = s.tool_ok("hostile_ok", json!({}))["calls"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(after, before + 2, "the sleep was cut short");
     assert!(
-        e.contains("max_instances"),
-        "a call while the only instance is busy: {e}"
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
     );
-    // Once it returns, the app answers again.
-    eventually("hostile answers after the sleep", || {
-        s.tool("hostile_ok", json!({}))["ok"] == true
-    });
 }
 
 #[test]
@@ -1047,4 +1127,277 @@ fn an_install_whose_tools_never_come_times_out() {
             .count(),
         0
     );
+}
+
+/// A tiny HTTP/1.1 server on 127.0.0.1, in this process: answers `GET <path>` with
+/// `hello <path>` (after `ms` milliseconds for `/slow?ms=<ms>`); counts the requests it got. It
+/// speaks no TLS: to a TLS client hello it answers plain text at once.
+struct Web {
+    port: u16,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Web {
+    fn start() -> Web {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = hits.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut c) = conn else { continue };
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut head = vec![];
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match c.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                        // A TLS handshake record.
+                        if head[0] == 0x16 {
+                            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\nno TLS here");
+                            return;
+                        }
+                    }
+                    counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    if let Some(ms) = path.strip_prefix("/slow?ms=") {
+                        std::thread::sleep(Duration::from_millis(ms.parse().unwrap()));
+                    }
+                    let body = format!("hello {path}");
+                    let _ = write!(
+                        c,
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                });
+            }
+        });
+        Web { port, hits }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Server {
+    /// Fetches `url` with the fetcher app: `Ok(body)` or `Err(error text)`.
+    fn fetch(&self, url: &str) -> Result<String, String> {
+        let v = self.tool("fetcher_get", json!({"url": url}));
+        if v["ok"] == true {
+            let r = &v["value"]["structuredContent"];
+            assert_eq!(r["status"], 200, "{v}");
+            Ok(r["body"].as_str().unwrap().to_string())
+        } else {
+            Err(v["value"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string())
+        }
+    }
+
+    /// An owner update of the fetcher app; answers status and body.
+    fn update_fetcher(&self, fields: Value) -> (u16, Value) {
+        let mut body = json!({"name": "fetcher"});
+        for (k, v) in fields.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        self.post("/datanotes/apps/update/", Some(&self.token), &body)
+    }
+}
+
+fn assert_denied(s: &Server, url: &str) {
+    let e = s.fetch(url).expect_err("the request should be denied");
+    assert!(
+        e.contains(&format!("fetching {url} failed")) && e.contains("HttpRequestDenied"),
+        "{e}"
+    );
+}
+
+#[test]
+fn outgoing_http_goes_only_to_the_hosts_the_owner_allows() {
+    let s = server();
+    let web = Web::start();
+    let other = Web::start();
+    let v = s.install(
+        "fetcher",
+        "fetcher",
+        json!({"limits": {"timeout_ms": 2000}}),
+    );
+    assert_eq!(v["app"]["wasm"]["allow_hosts"], json!([]), "{v}");
+    let app_token = v["token"].as_str().unwrap().to_string();
+
+    // Without allow_hosts, no network at all: the request never leaves.
+    assert_denied(&s, &web.url("/a"));
+    assert_eq!(web.hits(), 0);
+
+    // The owner allows one host:port: the app gets its answer.
+    let allowed = format!("127.0.0.1:{}", web.port);
+    let (st, v) = s.update_fetcher(json!({"allow_hosts": [allowed]}));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["app"]["wasm"]["allow_hosts"], json!([allowed]), "{v}");
+    assert_eq!(s.fetch(&web.url("/a")).unwrap(), "hello /a");
+    assert_eq!(web.hits(), 1);
+    // Another port of the same address, another name for it: denied, nothing sent.
+    assert_denied(&s, &other.url("/b"));
+    assert_denied(&s, &format!("http://localhost:{}/b", web.port));
+    assert_eq!((web.hits(), other.hits()), (1, 0));
+    // Kept in the registry file, and in effect after a restart.
+    let apps: Value =
+        serde_json::from_slice(&std::fs::read(s.dir.join(".datanotes/apps.json")).unwrap())
+            .unwrap();
+    assert_eq!(apps[0]["wasm"]["allow_hosts"], json!([allowed]), "{apps}");
+    let s = s.restart();
+    eventually("fetcher is listed after the restart", || {
+        s.app("fetcher")["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    });
+    assert_eq!(s.fetch(&web.url("/again")).unwrap(), "hello /again");
+
+    // A request slower than the call's timeout is cut at the call's deadline (the request's
+    // own timeouts are bounded by it; the call is cancelled then), and the app goes on at once.
+    let started = Instant::now();
+    let e = s.fetch(&web.url("/slow?ms=20000")).unwrap_err();
+    assert!(
+        e.contains("timed out calling fetcher_get (2000 ms)")
+            || e.contains("ConnectionReadTimeout"),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(s.fetch(&web.url("/after")).unwrap(), "hello /after");
+    // https goes through rustls (whose crypto provider the engine installs: without one the
+    // request task panicked): a server that speaks no TLS is a TLS error, and the app goes on.
+    let e = s
+        .fetch(&format!("https://127.0.0.1:{}/tls", web.port))
+        .unwrap_err();
+    assert!(e.contains("Tls"), "{e}");
+    assert_eq!(s.fetch(&web.url("/after-tls")).unwrap(), "hello /after-tls");
+
+    // The app may not grant itself a host.
+    let snapshot_apps = std::fs::read(s.dir.join(".datanotes/apps.json")).unwrap();
+    let (st, v) = s.post(
+        "/datanotes/apps/update/",
+        Some(&app_token),
+        &json!({"name": "fetcher", "allow_hosts": ["example.org", allowed]}),
+    );
+    assert_eq!(st, 403, "{v}");
+    assert_eq!(v["error"]["column"], "allow_hosts", "{v}");
+    assert_eq!(v["error"]["rule"], "owner", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("may not change its own allow_hosts"),
+        "{v}"
+    );
+    // Bad values: refused with what is wrong and how to write it; nothing changes.
+    for (bad, why) in [
+        (json!(["http://127.0.0.1:80"]), "scheme"),
+        (json!(["127.0.0.1:80/api"]), "path"),
+        (json!(["*"]), "every host"),
+        (json!(["a.*.example.org"]), "leading *."),
+        (json!(["127.0.0.1:0"]), "port"),
+        (json!(["::1"]), "brackets"),
+        (json!([""]), "empty"),
+        (json!([8080]), "not a string"),
+        (json!("127.0.0.1"), "array"),
+    ] {
+        let (st, v) = s.update_fetcher(json!({"allow_hosts": bad}));
+        assert_eq!(st, 400, "{bad}: {v}");
+        assert_error_shape(&v["error"]);
+        assert_eq!(v["error"]["column"], "allow_hosts", "{bad}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(why), "{bad}: {msg}");
+        assert!(
+            v["error"]["hint"].as_str().unwrap().contains("host:port"),
+            "{bad}: {v}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(s.dir.join(".datanotes/apps.json")).unwrap(),
+        snapshot_apps,
+        "a refused update changed the registry"
+    );
+    assert_eq!(s.fetch(&web.url("/still")).unwrap(), "hello /still");
+
+    // A bad value at create: refused before the component is stored.
+    let stored = std::fs::read_dir(s.dir.join(".datanotes/apps"))
+        .unwrap()
+        .count();
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "fetcher2", "wasm_path": component("fetcher"), "allow_hosts": ["https://example.org/"]}),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["column"], "allow_hosts", "{v}");
+    assert_eq!(
+        std::fs::read_dir(s.dir.join(".datanotes/apps"))
+            .unwrap()
+            .count(),
+        stored
+    );
+    assert_eq!(
+        s.post(
+            "/datanotes/apps/get/",
+            Some(&s.token),
+            &json!({"name": "fetcher2"})
+        )
+        .0,
+        404
+    );
+    // Only WASM apps take allow_hosts.
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "client", "allow_hosts": [allowed]}),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["column"], "allow_hosts", "{v}");
+
+    // A new component keeps the grant.
+    let (st, v) = s.update_fetcher(json!({"wasm_path": component("fetcher")}));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["app"]["wasm"]["allow_hosts"], json!([allowed]), "{v}");
+    // The owner takes it away: denied again at once.
+    let hits = web.hits();
+    let (st, v) = s.update_fetcher(json!({"allow_hosts": []}));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["app"]["wasm"]["allow_hosts"], json!([]), "{v}");
+    assert_denied(&s, &web.url("/gone"));
+    assert_eq!(web.hits(), hits);
+
+    // Granted at create, with a wildcard entry too.
+    let (st, v) = s.post(
+        "/datanotes/apps/delete/",
+        Some(&s.token),
+        &json!({"name": "fetcher"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let v = s.install(
+        "fetcher",
+        "fetcher",
+        json!({"allow_hosts": ["*.example.invalid", format!("127.0.0.1:{}", other.port)]}),
+    );
+    assert_eq!(
+        v["app"]["wasm"]["allow_hosts"],
+        json!(["*.example.invalid", format!("127.0.0.1:{}", other.port)])
+    );
+    assert_eq!(s.fetch(&other.url("/new")).unwrap(), "hello /new");
+    assert_denied(&s, &web.url("/old"));
+    assert_eq!((web.hits(), other.hits()), (hits, 1));
 }

@@ -170,11 +170,13 @@ impl Aggregator {
     fn backend_for(&self, rec: &AppRecord) -> Option<(String, Arc<dyn AppBackend>)> {
         if let Some(w) = &rec.wasm {
             // The scope is part of it: a WASM app's engine calls are checked against the scope
-            // its backend holds, so a changed `write`, `ddl` or `maintain` needs a new backend.
+            // its backend holds, so a changed `write`, `ddl` or `maintain` needs a new backend;
+            // and so are its allow_hosts, held by its instances.
             let fp = format!(
-                "wasm {} {} write={:?} ddl={} maintain={}",
+                "wasm {} {} allow_hosts={:?} write={:?} ddl={} maintain={}",
                 w.sha256,
                 serde_json::to_string(&w.limits).unwrap_or_default(),
+                w.allow_hosts,
                 rec.write,
                 rec.ddl,
                 rec.maintain
@@ -187,6 +189,7 @@ impl Aggregator {
                     scope,
                     &w.sha256,
                     w.limits.clone(),
+                    &w.allow_hosts,
                 )),
             ));
         }

@@ -6,6 +6,7 @@
 
 pub mod aggregator;
 pub mod backend;
+pub mod net;
 pub mod wasm;
 
 use crate::auth::{self, AppScope, Caller};
@@ -35,7 +36,7 @@ pub struct AppRecord {
     pub instructions: String,
     pub created: String,
     pub token_sha256: String,
-    /// Set for a WASM app: its installed component and limits.
+    /// Set for a WASM app: its installed component, limits and allow_hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wasm: Option<wasm::WasmInfo>,
 }
@@ -101,6 +102,8 @@ pub struct AppFields {
     pub wasm_base64: Option<String>,
     /// WASM limits (memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances).
     pub limits: Option<Value>,
+    /// The hosts a WASM app may send HTTP requests to (`[]`: none).
+    pub allow_hosts: Option<Value>,
 }
 
 /// Tells a field set to null (`Some(None)`) from an absent one (`None`).
@@ -123,6 +126,8 @@ impl AppFields {
             Some("component")
         } else if self.limits.is_some() {
             Some("limits")
+        } else if self.allow_hosts.is_some() {
+            Some("allow_hosts")
         } else {
             None
         }
@@ -152,7 +157,8 @@ fn is_http_url(u: &str) -> bool {
     }
 }
 
-fn check(f: &AppFields) -> Result<()> {
+/// Checks the fields of a create or an update (before anything is installed or changed).
+pub fn check(f: &AppFields) -> Result<()> {
     if let Some(n) = &f.name
         && !valid_name(n)
     {
@@ -178,6 +184,9 @@ fn check(f: &AppFields) -> Result<()> {
             .column("mcp_url")
             .rule("url")
             .hint("give an http(s) URL, e.g. http://127.0.0.1:5235/mcp"));
+    }
+    if let Some(h) = &f.allow_hosts {
+        net::allow_hosts(h)?;
     }
     for (k, v) in [
         ("description", &f.description),
@@ -269,6 +278,11 @@ impl Registry {
                 .rule("required")
                 .hint("add \"name\": \"planning\"")
         })?;
+        let mut wasm = wasm;
+        if let Some(h) = &f.allow_hosts {
+            let hosts = net::allow_hosts(h)?;
+            wasm.as_mut().ok_or_else(not_wasm)?.allow_hosts = hosts;
+        }
         let token = auth::new_token(auth::APP_PREFIX);
         let rec = AppRecord {
             name: name.clone(),
@@ -320,6 +334,7 @@ impl Registry {
                 .rule("owner")
                 .hint("an app may change only its mcp_url, mcp_token, description and instructions; the owner changes rights"));
         }
+        let hosts = f.allow_hosts.as_ref().map(net::allow_hosts).transpose()?;
         self.modify(|apps| {
             let a = apps
                 .iter_mut()
@@ -346,8 +361,15 @@ impl Registry {
             if let Some(v) = f.instructions {
                 a.instructions = v;
             }
-            if let Some(w) = wasm {
+            if let Some(mut w) = wasm {
+                // A new component keeps the app's grants unless they change too.
+                if let Some(old) = &a.wasm {
+                    w.allow_hosts = old.allow_hosts.clone();
+                }
                 a.wasm = Some(w);
+            }
+            if let Some(h) = hosts {
+                a.wasm.as_mut().ok_or_else(not_wasm)?.allow_hosts = h;
             }
             Ok(a.clone())
         })
@@ -384,6 +406,13 @@ impl Registry {
             .iter()
             .any(|a| a.wasm.as_ref().is_some_and(|w| w.sha256 == sha))
     }
+}
+
+fn not_wasm() -> Error {
+    Error::invalid("allow_hosts apply to WASM apps")
+        .column("allow_hosts")
+        .rule("wasm")
+        .hint("a remote app or an API client makes its own requests: drop allow_hosts, or give a component (wasm_path or wasm_base64)")
 }
 
 pub fn no_app(name: &str) -> Error {

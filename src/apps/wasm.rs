@@ -5,13 +5,21 @@
 //! one permission check applies to them as to its token over HTTP.
 //!
 //! - Sandbox: WASI p2 is linked with nothing granted (no preopened folder, no environment, no
-//!   network, no inherited stdio); guest stdout/stderr go to the log.
+//!   sockets, no inherited stdio); guest stdout/stderr go to the log. wasi:http is linked too,
+//!   but a request goes out only to a host the owner listed in the app's `allow_hosts`
+//!   (`net.rs`); without it every request is denied.
 //! - Limits per app: memory, a CPU deadline (epoch interruption), a wall-clock timeout, a cap on
 //!   result size and on concurrent instances.
+//! - Async: guests run on wasmtime's async API, a call in a tokio task of its own (a caller that
+//!   hangs up does not cut it short). A running guest yields to the executor at every epoch
+//!   tick; the wall-clock timeout drops the call's future, which cancels the guest wherever it is
+//!   (spinning, or blocked in a host call such as a sleep or an HTTP request). The cancelled
+//!   instance is thrown away and its slot is free at once.
 //! - Fast: compiled once at install into a cache keyed by the component's SHA-256 and the engine
 //!   configuration; instances are kept warm and reused, and thrown away after a trap or limit.
 
 use super::backend::{AppBackend, BackendError, CallContext, Listing};
+use super::net::{Allowed, Outgoing};
 use crate::auth::{AppScope, Caller};
 use crate::engine::{Actor, Engine};
 use crate::error::{Error, Result};
@@ -25,9 +33,16 @@ use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 mod bindings {
-    wasmtime::component::bindgen!({ path: "wit", world: "app" });
+    wasmtime::component::bindgen!({
+        path: "wit",
+        world: "app",
+        // Engine calls may wait on the writer: they run in a blocking thread, awaited.
+        imports: { "datanotes:app/engine.call": async },
+        exports: { default: async },
+    });
 }
 
 use bindings::datanotes::app::types::{EngineError, Level};
@@ -45,9 +60,9 @@ const TICK: Duration = Duration::from_millis(10);
 pub struct Limits {
     /// Linear memory, in MiB.
     pub memory_mb: u64,
-    /// How long one call may run, in ms: counted in epoch ticks of wall-clock time (engine calls
-    /// included) and enforced by epoch interruption, so a guest that spins is stopped. A guest
-    /// blocked in a host call (a sleep) is not: `timeout_ms` answers for it.
+    /// How long one call may run guest code, in ms: counted in epoch ticks (10 ms) that pass
+    /// while the guest runs, so a guest that spins is stopped with a trap. Time blocked in a host
+    /// call (an engine call, a sleep, an HTTP request) is not counted: `timeout_ms` bounds it.
     pub cpu_ms: u64,
     /// Wall-clock time one call may take, in ms.
     pub timeout_ms: u64,
@@ -126,16 +141,24 @@ pub struct WasmInfo {
     pub size: u64,
     #[serde(default)]
     pub limits: Limits,
+    /// The hosts the app may send HTTP requests to (owner-granted; none by default).
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
 }
 
-/// A store's data: WASI with nothing granted, the app's scope, the current call's actor.
+/// A store's data: WASI with nothing granted, wasi:http behind the app's `allow_hosts`, the
+/// app's scope, the current call's actor.
 pub struct Host {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    outgoing: Outgoing,
     table: ResourceTable,
     limits: StoreLimits,
     engine: Arc<Engine>,
     scope: Arc<AppScope>,
     actor: Actor,
+    /// The epoch ticks the current call may still run guest code for (`cpu_ms`).
+    ticks_left: u64,
     stdout: LogPipe,
     stderr: LogPipe,
 }
@@ -228,20 +251,37 @@ impl WasiView for Host {
     }
 }
 
+impl WasiHttpView for Host {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outgoing,
+        }
+    }
+}
+
 impl bindings::datanotes::app::types::Host for Host {}
 
 impl bindings::datanotes::app::engine::Host for Host {
-    fn call(&mut self, op: String, args: String) -> std::result::Result<String, EngineError> {
+    async fn call(&mut self, op: String, args: String) -> std::result::Result<String, EngineError> {
         let ctx = Ctx {
             caller: Caller::App(self.scope.clone()),
             actor: self.actor.clone(),
         };
-        let r = serde_json::from_str::<Value>(&args)
-            .map_err(|e| {
-                Error::invalid(format!("the arguments are not JSON: {e}"))
-                    .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
-            })
-            .and_then(|a| ops::call(&self.engine, &ctx, &op, a));
+        let engine = self.engine.clone();
+        // `ops::call` reads SQLite and waits on the writer: not on an executor thread. If the
+        // guest's call is cancelled meanwhile, the operation still finishes (it is atomic).
+        let r = tokio::task::spawn_blocking(move || {
+            serde_json::from_str::<Value>(&args)
+                .map_err(|e| {
+                    Error::invalid(format!("the arguments are not JSON: {e}"))
+                        .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
+                })
+                .and_then(|a| ops::call(&engine, &ctx, &op, a))
+        })
+        .await
+        .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
         r.map(|v| v.to_string()).map_err(|e| EngineError {
             status: e.status,
             code: e.code.to_string(),
@@ -276,12 +316,18 @@ pub struct WasmRuntime {
 
 impl WasmRuntime {
     pub fn new(db: Arc<Engine>) -> anyhow::Result<Arc<WasmRuntime>> {
+        // wasi:http's https asks rustls for the process's crypto provider; with two providers
+        // built in (aws-lc-rs for reqwest, ring for wasmtime-wasi-http) there is none unless one
+        // is installed: reqwest's own (an error only says one is there already).
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true).epoch_interruption(true);
         let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
         let engine = wasmtime::Engine::new(&config).map_err(wt)?;
         let mut linker = Linker::<Host>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(wt)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wt)?;
+        // Every request is checked against the app's allow_hosts (`net::Outgoing`).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(wt)?;
         bindings::App::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h).map_err(wt)?;
         let apps_dir = db.meta_dir.join("apps");
         let cache_dir = std::env::var_os("DATANOTES_CACHE_DIR")
@@ -369,7 +415,8 @@ impl WasmRuntime {
             if !existed {
                 crate::engine::files::write_atomic(&p, &bytes)?;
             }
-            let app = WasmApp::new(me, scope, &s, l);
+            // No allow_hosts while installing: listing tools needs no network.
+            let app = WasmApp::new(me, scope, &s, l, &[]);
             let loaded = app.0.pre().as_ref().err().cloned();
             Ok((existed, app, loaded))
         })
@@ -398,6 +445,7 @@ impl WasmRuntime {
                     sha256: sha,
                     size,
                     limits,
+                    allow_hosts: vec![],
                 },
                 l,
             )),
@@ -427,6 +475,7 @@ struct Inner {
     rt: Arc<WasmRuntime>,
     scope: Arc<AppScope>,
     limits: Limits,
+    allowed: Arc<[Allowed]>,
     sha: String,
     /// The component, ready to instantiate: loaded (or compiled) on first use, in a blocking
     /// thread, so that starting the server never waits for a compilation.
@@ -436,10 +485,17 @@ struct Inner {
 }
 
 impl WasmApp {
-    pub fn new(rt: Arc<WasmRuntime>, scope: AppScope, sha: &str, limits: Limits) -> WasmApp {
+    pub fn new(
+        rt: Arc<WasmRuntime>,
+        scope: AppScope,
+        sha: &str,
+        limits: Limits,
+        allow_hosts: &[String],
+    ) -> WasmApp {
         let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_instances as usize));
         WasmApp(Arc::new(Inner {
             rt,
+            allowed: super::net::parse_list(&scope.name, allow_hosts),
             scope: Arc::new(scope),
             limits,
             sha: sha.to_string(),
@@ -470,8 +526,21 @@ impl Inner {
         })
     }
 
-    fn instantiate(&self) -> std::result::Result<Instance, String> {
-        let pre = self.pre().as_ref().map_err(Clone::clone)?;
+    /// The component ready to instantiate, loaded (or compiled) in a blocking thread if needed.
+    async fn loaded(self: &Arc<Self>) -> std::result::Result<&bindings::AppPre<Host>, String> {
+        if self.pre.get().is_none() {
+            let me = self.clone();
+            tokio::task::spawn_blocking(move || {
+                me.pre();
+            })
+            .await
+            .map_err(|_| "loading the component panicked".to_string())?;
+        }
+        self.pre().as_ref().map_err(Clone::clone)
+    }
+
+    async fn instantiate(self: &Arc<Self>) -> std::result::Result<Instance, String> {
+        let pre = self.loaded().await?;
         let (stdout, stderr) = (LogPipe::default(), LogPipe::default());
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
@@ -485,41 +554,73 @@ impl Inner {
             .build();
         let host = Host {
             wasi,
+            http: WasiHttpCtx::new(),
+            outgoing: Outgoing {
+                app: self.scope.name.as_str().into(),
+                allowed: self.allowed.clone(),
+                deadline: std::time::Instant::now() + Duration::from_millis(self.limits.timeout_ms),
+            },
             table: ResourceTable::new(),
             limits,
             engine: self.rt.db.clone(),
             scope: self.scope.clone(),
             actor: Actor::default(),
+            ticks_left: self.ticks(),
             stdout,
             stderr,
         };
         let mut store = Store::new(&self.rt.engine, host);
         store.limiter(|h| &mut h.limits);
-        store.set_epoch_deadline(self.ticks());
+        // Called at the first epoch tick that passes while guest code runs: the call has used
+        // one more tick of its CPU time. Trap once all are used, else yield to the executor (so
+        // a spinning guest shares its thread, and a timeout can cancel it) and count the next.
+        // A guest blocked in a host call (an engine call, a sleep, an HTTP request) runs no
+        // code: its wait costs it at most one tick; `timeout_ms` bounds it.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|mut ctx| {
+            let h = ctx.data_mut();
+            Ok(if h.ticks_left <= 1 {
+                wasmtime::UpdateDeadline::Interrupt
+            } else {
+                h.ticks_left -= 1;
+                wasmtime::UpdateDeadline::Yield(1)
+            })
+        });
         let app = pre
-            .instantiate(&mut store)
+            .instantiate_async(&mut store)
+            .await
             .map_err(|e| format!("cannot instantiate: {e:#}"))?;
         Ok(Instance { store, app })
     }
 
+    /// The epoch ticks one call may run guest code for (`cpu_ms`, at most `timeout_ms`).
     fn ticks(&self) -> u64 {
         (self.limits.cpu_ms.min(self.limits.timeout_ms) / TICK.as_millis() as u64).max(1)
     }
 
-    /// Runs `f` on a warm instance (or a fresh one). A trap or limit throws the instance away.
-    fn with_instance<T>(
-        &self,
+    /// A warm instance (or a fresh one), ready for a call made for `actor`. Hand it back with
+    /// [`Inner::checkin`]; an instance dropped instead (a cancelled call) is simply gone.
+    async fn checkout(
+        self: &Arc<Self>,
         actor: Actor,
-        f: impl FnOnce(&mut Instance) -> wasmtime::Result<T>,
-    ) -> std::result::Result<T, String> {
+        deadline: tokio::time::Instant,
+    ) -> std::result::Result<Instance, String> {
         let inst = self.warm.lock().unwrap().pop();
         let mut inst = match inst {
             Some(i) => i,
-            None => self.instantiate()?,
+            None => self.instantiate().await?,
         };
-        inst.store.data_mut().actor = actor;
-        inst.store.set_epoch_deadline(self.ticks());
-        let r = f(&mut inst);
+        let h = inst.store.data_mut();
+        h.actor = actor;
+        h.ticks_left = self.ticks();
+        h.outgoing.deadline = deadline.into_std();
+        inst.store.set_epoch_deadline(1);
+        Ok(inst)
+    }
+
+    /// After a call: its output goes to the log; the instance is kept warm unless the call
+    /// trapped or hit a limit (then it is thrown away).
+    fn checkin<T>(&self, inst: Instance, r: wasmtime::Result<T>) -> std::result::Result<T, String> {
         let h = inst.store.data();
         // The call's output goes to the log, and the pipes start empty for the next call.
         let (stdout, stderr) = (h.stdout.take(), h.stderr.take());
@@ -550,15 +651,23 @@ impl Inner {
         }
     }
 
-    fn list_blocking(&self) -> std::result::Result<Listing, BackendError> {
-        let (tools, instructions) = self
-            .with_instance(Actor::default(), |i| {
-                let t = i.app.datanotes_app_tools();
-                let tools = t.call_list_tools(&mut i.store)?;
-                let ins = t.call_instructions(&mut i.store)?;
-                Ok((tools, ins))
-            })
+    async fn list_tools(
+        self: &Arc<Self>,
+        deadline: tokio::time::Instant,
+    ) -> std::result::Result<Listing, BackendError> {
+        let mut inst = self
+            .checkout(Actor::default(), deadline)
+            .await
             .map_err(BackendError)?;
+        let t = inst.app.datanotes_app_tools();
+        let r = match t.call_list_tools(&mut inst.store).await {
+            Ok(tools) => t
+                .call_instructions(&mut inst.store)
+                .await
+                .map(|ins| (tools, ins)),
+            Err(e) => Err(e),
+        };
+        let (tools, instructions) = self.checkin(inst, r).map_err(BackendError)?;
         let mut out = vec![];
         for t in tools {
             let schema: Value = serde_json::from_str(&t.input_schema).map_err(|e| {
@@ -583,11 +692,12 @@ impl Inner {
         })
     }
 
-    fn call_blocking(
-        &self,
+    async fn call_tool(
+        self: &Arc<Self>,
         tool: &str,
         args: &str,
         cc: &CallContext,
+        deadline: tokio::time::Instant,
     ) -> std::result::Result<Value, String> {
         let (harness, model) = match cc.actor.as_deref().map(|a| a.split_once('/')) {
             Some(Some((h, m))) => (Some(h.trim().to_string()), Some(m.trim().to_string())),
@@ -606,11 +716,13 @@ impl Inner {
             model,
             session: cc.session.clone(),
         };
-        let r = self.with_instance(actor, |i| {
-            i.app
-                .datanotes_app_tools()
-                .call_call_tool(&mut i.store, tool, args, &wctx)
-        })?;
+        let mut inst = self.checkout(actor, deadline).await?;
+        let r = inst
+            .app
+            .datanotes_app_tools()
+            .call_call_tool(&mut inst.store, tool, args, &wctx)
+            .await;
+        let r = self.checkin(inst, r)?;
         let max = self.limits.max_result_bytes as usize;
         let text = match r {
             Ok(t) | Err(t) if t.len() > max => {
@@ -844,19 +956,16 @@ impl AppBackend for WasmApp {
         Box::pin(async move {
             let timeout = Duration::from_millis(self.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
-            let permit = self.slot(deadline).await?;
-            let me = self.0.clone();
-            let task = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                me.list_blocking()
-            });
-            match tokio::time::timeout_at(deadline, task).await {
-                Err(_) => Err(BackendError(format!(
+            let _permit = self.slot(deadline).await?;
+            // A timeout drops the listing's future: the guest is cancelled wherever it is, its
+            // instance thrown away, and the slot freed with `_permit`.
+            match until(deadline, self.0.list_tools(deadline)).await {
+                None => Err(BackendError(format!(
                     "timed out listing tools ({} ms)",
                     timeout.as_millis()
                 ))),
-                Ok(Err(_)) => Err(BackendError("the listing panicked".into())),
-                Ok(Ok(r)) => r,
+                Some(Err(_)) => Err(BackendError("the listing panicked".into())),
+                Some(Ok(r)) => r,
             }
         })
     }
@@ -869,52 +978,65 @@ impl AppBackend for WasmApp {
     ) -> BoxFuture<'a, std::result::Result<Value, BackendError>> {
         Box::pin(async move {
             // A component that cannot be loaded makes the app unreachable (not a failed call).
-            let unusable = match self.0.pre.get() {
-                Some(r) => r.as_ref().err().cloned(),
-                None => {
-                    let me = self.0.clone();
-                    tokio::task::spawn_blocking(move || me.pre().as_ref().err().cloned())
-                        .await
-                        .map_err(|_| BackendError("loading the component panicked".into()))?
-                }
-            };
-            if let Some(e) = unusable {
+            if let Err(e) = self.0.loaded().await {
                 return Err(BackendError(e));
             }
-            let error = |msg: String| {
-                Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
-            };
             let timeout = Duration::from_millis(self.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
-            // Waiting for a free instance counts in the call's time too.
-            let permit = match self.slot(deadline).await {
-                Ok(p) => p,
-                Err(e) => return error(format!("calling {tool}: {}", e.0)),
-            };
-            let (me, tool_s, text, cc) = (
-                self.0.clone(),
+            let (me, name, text, cc) = (
+                self.clone(),
                 tool.to_string(),
                 args.to_string(),
                 ctx.clone(),
             );
-            // The blocking task holds the slot, not this future: a call that timed out keeps its
-            // instance busy until the guest returns (a guest blocked in a host call, e.g. a
-            // sleep, is not interrupted), and max_instances must count it.
-            let task = tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                me.call_blocking(&tool_s, &text, &cc)
+            // The call runs in a task of its own: a caller that goes away (a closed connection)
+            // does not cancel it half-way; its timeout does.
+            let task = tokio::spawn(async move {
+                let tool = name.as_str();
+                // Waiting for a free instance counts in the call's time too.
+                let _permit = match me.slot(deadline).await {
+                    Ok(p) => p,
+                    Err(e) => return error(format!("calling {tool}: {}", e.0)),
+                };
+                // A timeout drops the call's future, which cancels the guest even when it is
+                // blocked in a host call (a sleep): its instance is thrown away (a cancelled
+                // store is never reused) and the slot is free as soon as this returns.
+                match until(deadline, me.0.call_tool(tool, &text, &cc, deadline)).await {
+                    None => error(format!(
+                        "timed out calling {tool} ({} ms)",
+                        timeout.as_millis()
+                    )),
+                    Some(Err(_)) => error(format!("calling {tool} panicked")),
+                    // A trap or a limit fails this call only: the app stays usable.
+                    Some(Ok(Err(msg))) => error(msg),
+                    Some(Ok(Ok(v))) => Ok(v),
+                }
             });
-            match tokio::time::timeout_at(deadline, task).await {
-                Err(_) => error(format!(
-                    "timed out calling {tool} ({} ms)",
-                    timeout.as_millis()
-                )),
-                Ok(Err(_)) => error(format!("calling {tool} panicked")),
-                // A trap or a limit fails this call only: the app stays usable.
-                Ok(Ok(Err(msg))) => error(msg),
-                Ok(Ok(Ok(v))) => Ok(v),
-            }
+            task.await
+                .unwrap_or_else(|_| error(format!("calling {tool} panicked")))
         })
+    }
+}
+
+/// A failed call's answer: an error result the caller sees (the app stays reachable).
+fn error(msg: String) -> std::result::Result<Value, BackendError> {
+    Ok(json!({"content": [{"type": "text", "text": msg}], "isError": true}))
+}
+
+/// Runs `fut` until `deadline`; `None` when the deadline came first, `Some(Err)` if it panicked
+/// (a host function's panic: the call fails, not the request that made it). The deadline wins a
+/// tie: a guest woken after it (by a host call that ended then, its HTTP request bounded by the
+/// same deadline, say) is cancelled, not resumed.
+async fn until<T>(
+    deadline: tokio::time::Instant,
+    fut: impl Future<Output = T>,
+) -> Option<std::thread::Result<T>> {
+    use futures_util::FutureExt;
+    let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
+    tokio::select! {
+        biased;
+        _ = tokio::time::sleep_until(deadline) => None,
+        r = fut => Some(r),
     }
 }
 
