@@ -861,6 +861,79 @@ fn mcp_connect(
         .unwrap_or_else(|e| panic!("MCP connect to {url}: {e}"))
 }
 
+/// Opens an MCP session by hand (initialize, initialized): its `Mcp-Session-Id`.
+async fn mcp_raw_session(http: &reqwest::Client, url: &str, token: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"}}});
+    let r = http
+        .post(format!("{url}/mcp"))
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .expect("initialize");
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("an Mcp-Session-Id")
+        .to_string();
+    let _ = r.bytes().await;
+    http.post(format!("{url}/mcp"))
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &sid)
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .expect("initialized");
+    sid
+}
+
+/// One JSON-RPC request on a raw session; answers the size of the answer (read, not parsed).
+async fn mcp_raw_call(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    sid: &str,
+    method: &str,
+) -> usize {
+    let r = http
+        .post(format!("{url}/mcp"))
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", sid)
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": {}}))
+        .send()
+        .await
+        .expect(method);
+    assert!(r.status().is_success(), "{method}: {}", r.status());
+    // The answer is one SSE event (or plain JSON); the stream may stay open a moment after it,
+    // as an rmcp client does not wait for that, neither does this.
+    let sse = r
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let mut r = r;
+    let mut body: Vec<u8> = vec![];
+    while let Some(chunk) = r.chunk().await.expect(method) {
+        body.extend_from_slice(&chunk);
+        let has_result = body.windows(8).any(|w| w == b"\"result\"");
+
+        if sse && has_result && body.ends_with(b"\n\n") {
+            break;
+        }
+    }
+    assert!(
+        body.windows(8).any(|w| w == b"\"result\""),
+        "{method} answered no result: {}",
+        String::from_utf8_lossy(&body[..body.len().min(300)])
+    );
+    body.len()
+}
+
 fn examples_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     exe.parent().expect("examples folder").to_path_buf()
@@ -953,20 +1026,39 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
         "{} remote apps up, {down} down: {listed} of {want} remote tools listed",
         apps - down
     ));
-    let mut samples = vec![];
+    // The same request as raw HTTP, its answer read but not parsed: what the engine and the
+    // transport take, without the client's decoding of every tool. Interleaved with the first.
+    let http = reqwest::Client::new();
+    let raw_session = rt.block_on(mcp_raw_session(&http, &url, &token));
+    let (mut samples, mut raw, mut bytes) = (vec![], vec![], 0);
     let mut total_tools = 0;
     for i in 0..10 + calls {
         let t0 = Instant::now();
         let tools = rt.block_on(agent.list_all_tools()).expect("tools/list");
+        let d1 = t0.elapsed();
+        let t0 = Instant::now();
+        bytes = rt.block_on(mcp_raw_call(
+            &http,
+            &url,
+            &token,
+            &raw_session,
+            "tools/list",
+        ));
+        let d2 = t0.elapsed();
         if i >= 10 {
-            samples.push(t0.elapsed());
+            samples.push(d1);
+            raw.push(d2);
         }
         total_tools = tools.len();
     }
-    let list = Latency::of(&samples);
+    let (list, list_raw) = (Latency::of(&samples), Latency::of(&raw));
     progress(format!(
-        "tools/list ({total_tools} tools): p50 {:.2} ms, p99 {:.2} ms",
-        list.p50, list.p99
+        "tools/list ({total_tools} tools): p50 {:.2} ms, p99 {:.2} ms with an rmcp client; {:.2} / {:.2} ms as raw HTTP ({} KB, not parsed)",
+        list.p50,
+        list.p99,
+        list_raw.p50,
+        list_raw.p99,
+        bytes / 1024
     ));
     // /apps/call/ vs direct, interleaved.
     let direct = mcp_connect(&rt, &first_url, None);
@@ -1040,6 +1132,18 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
     let mut lf = list.figures(S, "tools_list", None);
     lf[0].target = Some(Target::AtMost(2.0));
     out.extend(lf);
+    out.extend(
+        list_raw
+            .figures(S, "tools_list_raw", None)
+            .into_iter()
+            .take(2),
+    );
+    out.push(Figure::new(
+        S,
+        "tools_list_kib",
+        bytes as f64 / 1024.0,
+        "KiB",
+    ));
     out.extend(lv.figures(S, "apps_call_remote", None));
     out.extend(ld.figures(S, "direct_call_remote", None));
     out.extend(

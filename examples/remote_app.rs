@@ -528,6 +528,12 @@ async fn main() -> anyhow::Result<()> {
     );
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
+    // TCP_NODELAY: an MCP answer is a priming SSE event then the result; without it the result
+    // can wait for the client's delayed ACK.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
 
     // Tell the engine where we are (and the bearer it must send us).

@@ -115,6 +115,11 @@ pub enum AppsCmd {
         /// Concurrent instances.
         #[arg(long)]
         max_instances: Option<u32>,
+        /// A host the app may send HTTP requests to (`host`, `host:port`, `*.domain`); repeat it
+        /// for several. Without it the app has no network; on an update, the hosts given
+        /// replace the app's list (`--allow-host ''` empties it).
+        #[arg(long = "allow-host", value_name = "HOST")]
+        allow_hosts: Vec<String>,
     },
 }
 
@@ -185,6 +190,7 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
             timeout_ms,
             max_result_bytes,
             max_instances,
+            allow_hosts,
         } => {
             let path = file
                 .canonicalize()
@@ -206,6 +212,10 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
             }
             if !limits.is_empty() {
                 body["limits"] = limits.into();
+            }
+            if !allow_hosts.is_empty() {
+                let hosts: Vec<&String> = allow_hosts.iter().filter(|h| !h.is_empty()).collect();
+                body["allow_hosts"] = json!(hosts);
             }
             let exists = post(&conn, "apps", json!({}))?["apps"]
                 .as_array()

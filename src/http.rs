@@ -579,6 +579,14 @@ pub async fn serve(s: Shared, listener: tokio::net::TcpListener) -> std::io::Res
             s.closing.send_replace(true);
         }
     };
+    // Small writes go out at once (Nagle's algorithm would hold an SSE event, or the result
+    // event after rmcp's priming event, until the client's delayed ACK: up to 40 ms).
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY: {e}");
+        }
+    });
     let server = axum::serve(listener, app).with_graceful_shutdown(signal);
     let grace = async move {
         let _ = closing.wait_for(|v| *v).await;

@@ -659,6 +659,97 @@ fn cache_files(dir: &Path) -> Vec<(String, std::time::SystemTime, u64)> {
     v
 }
 
+/// `datanotes apps install`, the owner's command line, against the running server.
+fn cli_install(s: &Server, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_datanotes"))
+        .args(["apps", "install"])
+        .args(args)
+        .args(["--url", &s.url, "--database"])
+        .arg(&s.dir)
+        .env_remove("DATANOTES_TOKEN")
+        .output()
+        .expect("run datanotes apps install")
+}
+
+#[test]
+fn the_command_line_installs_and_updates_a_component() {
+    let s = server();
+    let planning = component("planning");
+    let out = cli_install(
+        &s,
+        &[
+            planning.to_str().unwrap(),
+            "--name",
+            "planning",
+            "--write",
+            "personal.tasks.*",
+            "--ddl",
+            "true",
+            "--memory-mb",
+            "64",
+            "--allow-host",
+            "api.example.com",
+            "--allow-host",
+            "127.0.0.1:8080",
+        ],
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("installing planning"), "{stderr}");
+    assert!(
+        stdout.contains("dn_app_"),
+        "the token is printed once: {stdout}"
+    );
+    let app = s.app("planning");
+    assert_eq!(app["kind"], "wasm", "{app}");
+    assert_eq!(app["write"], json!(["personal.tasks.*"]), "{app}");
+    assert_eq!(app["wasm"]["limits"]["memory_mb"], 64, "{app}");
+    assert_eq!(
+        app["wasm"]["allow_hosts"],
+        json!(["api.example.com", "127.0.0.1:8080"]),
+        "{app}"
+    );
+    // It works: a tool of the component, through the engine.
+    let v = s.tool_ok(
+        "planning_add_task",
+        json!({"title": "Installed from the CLI"}),
+    );
+    assert!(v["id"].is_string(), "{v}");
+    // Again with the same name: an update, which may take the network back.
+    let out = cli_install(
+        &s,
+        &[
+            planning.to_str().unwrap(),
+            "--name",
+            "planning",
+            "--allow-host",
+            "",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("updating planning"), "{stderr}");
+    assert_eq!(s.app("planning")["wasm"]["allow_hosts"], json!([]));
+    // A bad host: the error says which and why, and nothing changed.
+    let out = cli_install(
+        &s,
+        &[
+            planning.to_str().unwrap(),
+            "--name",
+            "planning",
+            "--allow-host",
+            "http://x/y",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("allow_hosts"), "{stderr}");
+    assert_eq!(s.app("planning")["wasm"]["allow_hosts"], json!([]));
+}
+
 #[test]
 fn a_restart_reuses_the_compile_cache() {
     let cache = tempfile::tempdir().unwrap();
