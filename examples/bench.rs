@@ -839,9 +839,10 @@ fn section_feed(b: &mut Bench) -> Vec<Figure> {
     out
 }
 
+/// The bench's clients run on one thread: `block_on` drives their tasks itself, so a measured
+/// call pays no wake-up of another thread on the client's side.
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime")
@@ -1202,11 +1203,40 @@ const WASM_SEED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Calls a tool through `/apps/call/`: the time and the answer.
-fn app_call(s: &Server, tool: &str, args: &Value) -> (Duration, Value) {
-    let t0 = Instant::now();
-    let v = s.call("apps/call", json!({"tool": tool, "arguments": args}));
-    (t0.elapsed(), v)
+/// An async HTTP client on the bench's one-thread runtime (see [`runtime`]).
+struct AsyncClient {
+    rt: tokio::runtime::Runtime,
+    http: reqwest::Client,
+    url: String,
+    token: String,
+}
+
+impl AsyncClient {
+    fn new(s: &Server) -> AsyncClient {
+        AsyncClient {
+            rt: runtime(),
+            http: reqwest::Client::new(),
+            url: s.url.clone(),
+            token: s.token.clone(),
+        }
+    }
+
+    /// Calls a tool through `/apps/call/`: the time and the answer.
+    fn app_call(&self, tool: &str, args: &Value) -> (Duration, Value) {
+        self.rt.block_on(async {
+            let t0 = Instant::now();
+            let r = self
+                .http
+                .post(format!("{}/datanotes/apps/call/", self.url))
+                .bearer_auth(&self.token)
+                .json(&json!({"tool": tool, "arguments": args}))
+                .send()
+                .await
+                .expect("apps/call");
+            let v: Value = r.json().await.expect("apps/call answer");
+            (t0.elapsed(), v)
+        })
+    }
 }
 
 /// Until every app of the server is reachable (its tools listed from a live instance).
@@ -1289,8 +1319,9 @@ fn section_wasm(b: &mut Bench) -> Vec<Figure> {
     wait_reachable(s, base_apps);
 
     let args_of = |t: &str| serde_json::from_str::<Value>(t).expect("arguments");
+    let client = AsyncClient::new(s);
     for (tool, args) in WASM_SEED {
-        let (_, v) = app_call(s, tool, &args_of(args));
+        let (_, v) = client.app_call(tool, &args_of(args));
         assert_eq!(v["ok"], true, "{tool}: {v}");
     }
     // Warm calls, interleaved across the languages.
@@ -1298,10 +1329,10 @@ fn section_wasm(b: &mut Bench) -> Vec<Figure> {
     let mut read = vec![vec![]; WASM_APPS.len()];
     for i in 0..20 + calls {
         for (k, (_, _, _, _, tool, rtool, rargs)) in WASM_APPS.iter().enumerate() {
-            let (dt, v) = app_call(s, tool, &json!({}));
+            let (dt, v) = client.app_call(tool, &json!({}));
             assert!(v["servedBy"] != "engine", "{tool}: {v}");
             assert_eq!(v["ok"], false, "{tool} refuses empty arguments: {v}");
-            let (dr, v) = app_call(s, rtool, &args_of(rargs));
+            let (dr, v) = client.app_call(rtool, &args_of(rargs));
             assert_eq!(v["ok"], true, "{rtool}: {v}");
             if i >= 20 {
                 trivial[k].push(dt);
@@ -1330,9 +1361,9 @@ fn section_wasm(b: &mut Bench) -> Vec<Figure> {
     // A fresh instance after a trap (the Rust test component: the example apps never trap).
     let mut fresh = vec![];
     for i in 0..5 + calls / 4 {
-        let (_, v) = app_call(s, "hostile_trap", &json!({}));
+        let (_, v) = client.app_call("hostile_trap", &json!({}));
         assert_eq!(v["ok"], false, "hostile_trap: {v}");
-        let (dt, v) = app_call(s, "hostile_ok", &json!({}));
+        let (dt, v) = client.app_call("hostile_ok", &json!({}));
         assert_eq!(v["ok"], true, "hostile_ok: {v}");
         if i >= 5 {
             fresh.push(dt);
@@ -1399,8 +1430,12 @@ fn wasm_in_engine(dir: &Path, calls: usize) -> Vec<Figure> {
     let wasm = WasmRuntime::new(engine.clone()).expect("wasm runtime");
     let agg = Aggregator::new(engine.clone(), registry.clone(), wasm);
     let ctx = || datanotes::ops::Ctx::owner("bench");
-    let mut out = vec![];
-    rt.block_on(async {
+    // On a worker thread of the runtime, as a request handler runs (from `block_on`'s thread,
+    // every call would also pay a wake-up of the worker that runs it).
+    let task = {
+        let (agg, registry) = (agg.clone(), registry.clone());
+        rt.spawn(async move {
+        let mut out = vec![];
         // Start from the cache: each app's first refresh loads its compiled component, makes an
         // instance and lists its tools, as the server does for every app when it starts.
         // The memory an idle app holds (its loaded component and a warm instance) is what this
@@ -1474,7 +1509,10 @@ fn wasm_in_engine(dir: &Path, calls: usize) -> Vec<Figure> {
                 .into_iter()
                 .take(2),
         );
-    });
+        out
+        })
+    };
+    let out = rt.block_on(task).expect("the in-engine calls");
     drop(agg);
     engine.shutdown();
     out
