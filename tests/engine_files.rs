@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use serde_json::{Value, json};
+use std::time::Duration;
 
 fn get(s: &Server, id: &str) -> Option<Value> {
     let (st, v) = s.call("get_row", json!({"table": TASKS, "id": id}));
@@ -107,6 +108,48 @@ fn a_row_changed_by_hand_is_picked_up_and_journaled() {
     s.ok("undo_migration", json!({"seq": m["seq"]}));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
     assert_eq!(get(&s, "a").unwrap()["values"]["estimate"], 1);
+}
+
+#[test]
+fn a_hand_edit_is_picked_up_while_writes_never_stop() {
+    let s = Server::start();
+    create_tasks(&s);
+    s.ok(
+        "insert_row",
+        json!({"table": TASKS, "id": "edited", "values": {"title": "before"}}),
+    );
+    // A client writes rows without a pause (the folder is never quiet for the watcher's
+    // debounce) while the owner edits a file by hand.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, url, token) = (stop.clone(), s.url.clone(), s.token.clone());
+        std::thread::spawn(move || {
+            let http = reqwest::blocking::Client::new();
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = http
+                    .post(format!("{url}/datanotes/insert_row/"))
+                    .bearer_auth(&token)
+                    .json(&json!({"table": TASKS, "id": format!("w{i}"), "values": {"title": "busy"}}))
+                    .send()
+                    .expect("insert");
+                assert!(r.status().is_success());
+                i += 1;
+            }
+            i
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let path = s.row_path(TASKS, "edited");
+    let text = std::fs::read_to_string(&path).unwrap();
+    write_by_hand(&path, &text.replace("before", "edited by hand"));
+    eventually("the hand edit is served while the writes go on", || {
+        get(&s, "edited").is_some_and(|r| r["values"]["title"] == "edited by hand")
+    });
+    assert!(!writer.is_finished(), "the writes were still going on");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 0);
 }
 
 #[test]

@@ -113,11 +113,16 @@ impl Watcher {
         std::thread::Builder::new()
             .name("datanotes-watch".into())
             .spawn(move || {
-                // Debounce: wait until the folder has been quiet for 150 ms, then scan what changed.
+                // Debounce: wait until the folder has been quiet for 150 ms, then scan what changed;
+                // under a steady stream of writes (never quiet), scan at least once a second.
                 while let Ok(first) = rx.recv() {
                     let mut paths = HashSet::from([first]);
+                    let since = std::time::Instant::now();
                     while let Ok(p) = rx.recv_timeout(Duration::from_millis(150)) {
                         paths.insert(p);
+                        if since.elapsed() >= Duration::from_secs(1) {
+                            break;
+                        }
                     }
                     let Some(engine) = weak.upgrade() else { break };
                     let mut seen = BTreeSet::new();
