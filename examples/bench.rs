@@ -364,14 +364,7 @@ impl Server {
 
     /// Peak resident memory of the server so far (VmHWM), in MiB.
     fn peak_rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map(|kb| kb / 1024.0)
-            .unwrap_or(f64::NAN)
+        proc_status_mib(&self.child.id().to_string(), "VmHWM")
     }
 
     /// CPU time (user + system) the server has used so far, in seconds: steadier than wall time
@@ -1010,8 +1003,9 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
         );
         names.push(name);
     }
-    let rt = runtime();
-    let agent = mcp_connect(&rt, &format!("{url}/mcp"), Some(&token));
+    let client = AsyncClient::new(s);
+    let rt = &client.rt;
+    let agent = mcp_connect(rt, &format!("{url}/mcp"), Some(&token));
     let want = (apps - down) * TOOLS;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut listed = 0;
@@ -1029,8 +1023,8 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
     ));
     // The same request as raw HTTP, its answer read but not parsed: what the engine and the
     // transport take, without the client's decoding of every tool. Interleaved with the first.
-    let http = reqwest::Client::new();
-    let raw_session = rt.block_on(mcp_raw_session(&http, &url, &token));
+    let http = &client.http;
+    let raw_session = rt.block_on(mcp_raw_session(http, &url, &token));
     let (mut samples, mut raw, mut bytes) = (vec![], vec![], 0);
     let mut total_tools = 0;
     for i in 0..10 + calls {
@@ -1038,13 +1032,7 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
         let tools = rt.block_on(agent.list_all_tools()).expect("tools/list");
         let d1 = t0.elapsed();
         let t0 = Instant::now();
-        bytes = rt.block_on(mcp_raw_call(
-            &http,
-            &url,
-            &token,
-            &raw_session,
-            "tools/list",
-        ));
+        bytes = rt.block_on(mcp_raw_call(http, &url, &token, &raw_session, "tools/list"));
         let d2 = t0.elapsed();
         if i >= 10 {
             samples.push(d1);
@@ -1062,44 +1050,17 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
         bytes / 1024
     ));
     // /apps/call/ vs direct, interleaved.
-    let direct = mcp_connect(&rt, &first_url, None);
+    let direct = mcp_connect(rt, &first_url, None);
     let tool = format!("{}_t1", names[0]);
     let (mut via, mut dir) = (vec![], vec![]);
-    // Both calls are made from the same async runtime (reqwest for `/apps/call/`, rmcp's client
-    // for the direct call), so that the ratio measures the engine, not two client stacks.
-    let http = reqwest::Client::new();
-    let via_call = || {
-        rt.block_on(async {
-            let t0 = Instant::now();
-            let resp = http
-                .post(format!("{url}/datanotes/apps/call/"))
-                .bearer_auth(&token)
-                .json(&json!({"tool": tool, "arguments": {}}))
-                .send()
-                .await
-                .expect("apps/call");
-            let v: Value = resp.json().await.expect("apps/call answer");
-            (t0.elapsed(), v)
-        })
-    };
-    // The floor under the first: one HTTP round trip to the engine that does nothing.
-    let health = || {
-        rt.block_on(async {
-            let t0 = Instant::now();
-            let r = http
-                .get(format!("{url}/datanotes/health"))
-                .send()
-                .await
-                .expect("health");
-            let _ = r.bytes().await;
-            t0.elapsed()
-        })
-    };
+    // Both calls are made from the same one-thread runtime (reqwest for `/apps/call/`, rmcp's
+    // client for the direct call), so that the ratio measures the engine, not two client stacks;
+    // beside them, the floor: one HTTP round trip to the engine that does nothing.
     let mut hop = vec![];
     for i in 0..10 + calls {
-        let (d1, v) = via_call();
+        let (d1, v) = client.app_call(&tool, &json!({}));
         assert_eq!(v["ok"], true, "{tool} through /apps/call/: {v}");
-        let h = health();
+        let h = client.health();
         if i >= 10 {
             hop.push(h);
         }
@@ -1221,6 +1182,21 @@ impl AsyncClient {
         }
     }
 
+    /// `GET /datanotes/health`: an HTTP round trip to the engine that does nothing.
+    fn health(&self) -> Duration {
+        self.rt.block_on(async {
+            let t0 = Instant::now();
+            let r = self
+                .http
+                .get(format!("{}/datanotes/health", self.url))
+                .send()
+                .await
+                .expect("health");
+            let _ = r.bytes().await;
+            t0.elapsed()
+        })
+    }
+
     /// Calls a tool through `/apps/call/`: the time and the answer.
     fn app_call(&self, tool: &str, args: &Value) -> (Duration, Value) {
         self.rt.block_on(async {
@@ -1264,10 +1240,15 @@ fn rss_mib(s: &Server) -> f64 {
 
 /// Resident memory of a process (`self` for this one), in MiB.
 fn rss_of(pid: &str) -> f64 {
+    proc_status_mib(pid, "VmRSS")
+}
+
+/// A memory line of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
+fn proc_status_mib(pid: &str, key: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map(|kb| kb / 1024.0)
         .unwrap_or(f64::NAN)

@@ -268,7 +268,6 @@ impl FilePlan {
     }
 }
 
-/// Runs `f` on every item, on up to 16 threads (for file I/O, which mostly waits on the disk).
 /// Fsyncs folders (those since removed, by a dropped table, are skipped): the first failure.
 fn sync_dirs(dirs: &BTreeSet<PathBuf>) -> Result<()> {
     let dirs: Vec<&PathBuf> = dirs.iter().filter(|d| d.exists()).collect();
@@ -278,6 +277,7 @@ fn sync_dirs(dirs: &BTreeSet<PathBuf>) -> Result<()> {
         .map_or(Ok(()), Err)
 }
 
+/// Runs `f` on every item, on up to 16 threads (for file I/O, which mostly waits on the disk).
 fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     if items.len() <= 1 {
         return items.iter().map(&f).collect();
