@@ -16,6 +16,7 @@ pub mod args;
 pub mod files;
 pub mod index;
 pub mod journal;
+mod recovery;
 pub mod schema;
 pub mod settings;
 mod watch;
@@ -100,9 +101,9 @@ impl Engine {
         let jpath = meta_dir.join("journal.db");
         let jconn = journal::open(&jpath, true)?;
         let mut tables = load_tables(&root);
-        writer::redo(&root, &jconn, &mut tables)?;
+        recovery::redo(&root, &jconn, &mut tables)?;
         let ipath = meta_dir.join("index.db");
-        let iconn = writer::open_index_checked(&ipath)?;
+        let iconn = recovery::open_index_checked(&ipath)?;
         // A table that neither the index nor the journal knows was made by hand while the engine
         // was stopped: the first scan finds it like one made while serving, and journals it and
         // its rows (indexing it here would take them silently).
@@ -110,7 +111,7 @@ impl Engine {
             index::defhash(&iconn, name).is_ok_and(|h| h.is_some())
                 || journal::knows_table(&jconn, name).unwrap_or(true)
         });
-        writer::reconcile_index(&root, &iconn, &jconn, &tables)?;
+        recovery::reconcile_index(&root, &iconn, &jconn, &tables)?;
         let last = journal::last_seq(&jconn)?;
         let (seq, _) = tokio::sync::watch::channel(last);
         let watch_files = settings.watch_files;

@@ -1,0 +1,429 @@
+//! The single writer. Every write, hand-edit scan and maintenance step runs here, in order.
+//!
+//! Jobs that arrive together form one batch (group commit): each job is validated and applied to
+//! the index inside a savepoint (a refused job rolls back alone and changes nothing), then the
+//! batch's migrations are committed to the journal (one fsync) while the row files are staged (temp
+//! files written and fsynced, in parallel), the temp files are renamed into place, the index is
+//! committed, and only then is anyone answered. The folders holding the renames are fsynced while
+//! the next batch's journal commits (or when the writer goes idle, or at stop); the files
+//! checkpoint (`files_seq`, where the redo at start begins) only moves past a batch once they are.
+
+mod commit;
+mod history;
+mod maintain;
+mod rows;
+mod scan;
+mod tables;
+#[cfg(test)]
+mod tests;
+
+use super::args;
+use super::files;
+use super::index::IndexedRow;
+use super::journal::{self, Actor, Migration};
+use super::schema::{Table, TableDef};
+use super::settings::Settings;
+use super::{Engine, Tables, no_table};
+use crate::error::{Error, Result};
+use crate::names::TableName;
+use rusqlite::Connection;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// A write the engine can be asked to do.
+#[derive(Debug)]
+pub enum Cmd {
+    Insert(args::InsertRow),
+    Update(args::UpdateRow),
+    Delete(args::RowRef),
+    CreateTable(args::CreateTable),
+    AlterTable(args::AlterTable),
+    DropTable(args::TableArg),
+    SetSettings(args::SetSettings),
+    Undo(args::SeqArg),
+    Restore(args::Restore),
+    Vacuum(args::Vacuum),
+    RebuildIndex,
+    /// Compare files with the index and journal any hand edit (all tables, one table, one row).
+    Scan {
+        table: Option<String>,
+        id: Option<String>,
+    },
+    /// Append a non-row event (e.g. a tool call) to the journal.
+    Event {
+        op: String,
+        call: Value,
+    },
+}
+
+struct Job {
+    cmd: Cmd,
+    actor: Actor,
+    reply: Option<mpsc::SyncSender<Result<Value>>>,
+}
+
+enum Msg {
+    Job(Box<Job>),
+    Stop,
+}
+
+pub struct Handle {
+    tx: Mutex<mpsc::Sender<Msg>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Handle {
+    pub fn submit(&self, cmd: Cmd, actor: Actor) -> Result<Value> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.send(Job {
+            cmd,
+            actor,
+            reply: Some(tx),
+        })?;
+        rx.recv()
+            .map_err(|_| Error::internal("the writer stopped"))?
+    }
+    /// Queues a job whose answer nobody waits for (the file watcher's scans).
+    pub fn submit_nowait(&self, cmd: Cmd, actor: Actor) {
+        let _ = self.send(Job {
+            cmd,
+            actor,
+            reply: None,
+        });
+    }
+    fn send(&self, job: Job) -> Result<()> {
+        self.tx
+            .lock()
+            .unwrap()
+            .send(Msg::Job(Box::new(job)))
+            .map_err(|_| Error::internal("the writer stopped"))
+    }
+    pub fn stop(&self) {
+        let _ = self.tx.lock().unwrap().send(Msg::Stop);
+        if let Some(t) = self.thread.lock().unwrap().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The most jobs in one batch.
+const MAX_BATCH: usize = 256;
+
+/// How long after answering a batch the writer may wait for its callers' next writes.
+const LINGER: Duration = Duration::from_millis(2);
+
+/// How long the writer stays idle before it fsyncs the folders of the batches it answered.
+const IDLE_SYNC: Duration = Duration::from_millis(20);
+
+pub fn spawn(mut w: Writer) -> Handle {
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let thread = std::thread::Builder::new()
+        .name("datanotes-writer".into())
+        .spawn(move || {
+            let mut stop = false;
+            // The callers the previous batch answered, and when.
+            let mut answered = (0, Instant::now());
+            while !stop {
+                let first = if w.unsynced.is_empty() {
+                    rx.recv().ok()
+                } else {
+                    match rx.recv_timeout(IDLE_SYNC) {
+                        Ok(m) => Some(m),
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            w.sync_unsynced();
+                            continue;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => None,
+                    }
+                };
+                let Some(first) = first else { break };
+                let mut jobs = vec![];
+                match first {
+                    Msg::Job(j) => jobs.push(*j),
+                    Msg::Stop => stop = true,
+                }
+                while jobs.len() < MAX_BATCH && !stop {
+                    match rx.try_recv() {
+                        Ok(Msg::Job(j)) => jobs.push(*j),
+                        Ok(Msg::Stop) => stop = true,
+                        Err(_) => break,
+                    }
+                }
+                // Group commit: the callers the previous batch just answered are likely about to
+                // write again; wait a moment for them, so that one round of fsyncs serves them
+                // all (a lone caller never waits).
+                let deadline = answered.1 + LINGER;
+                while jobs.len() < answered.0 && !stop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    match rx.recv_timeout(left) {
+                        Ok(Msg::Job(j)) => jobs.push(*j),
+                        Ok(Msg::Stop) => stop = true,
+                        Err(_) => break,
+                    }
+                }
+                let waiting = jobs.iter().filter(|j| j.reply.is_some()).count();
+                w.run(jobs);
+                answered = (waiting, Instant::now());
+            }
+            w.checkpoint();
+        })
+        .expect("spawn writer thread");
+    Handle {
+        tx: Mutex::new(tx),
+        thread: Mutex::new(Some(thread)),
+    }
+}
+
+pub struct Writer {
+    root: PathBuf,
+    idx: Connection,
+    jr: Connection,
+    tables: Tables,
+    settings: Settings,
+    engine: Weak<Engine>,
+    migs: Vec<Migration>,
+    fops: Vec<FileOp>,
+    tables_dirty: bool,
+    settings_dirty: bool,
+    /// The newest seq whose files are durable; recorded in the next journal commit.
+    files_seq: i64,
+    /// Files of a batch failed after its journal commit: `files_seq` stays where it was, so the
+    /// next start redoes them.
+    files_behind: bool,
+    /// Folders whose renames are not fsynced yet, and the seq `files_seq` reaches once they are.
+    /// A batch is answered once its journal commit and its row files (fsynced before their
+    /// rename) are done; its folders are fsynced while the next batch's journal commits, or after
+    /// `IDLE_SYNC` of quiet, or at stop. A crash before that may lose a rename: the file is then
+    /// in its before state, and the redo at the next start (everything past `files_seq`) puts it
+    /// in place from the journal.
+    unsynced: BTreeSet<PathBuf>,
+    unsynced_seq: i64,
+    /// The tables and settings a failed batch, and a failed job, roll back to.
+    batch_base: (Tables, Settings),
+    job_base: (Tables, Settings),
+    /// The batch is one folder scan, which commits every `SCAN_CHUNK` hand edits.
+    solo_scan: bool,
+}
+
+/// The hand edits a folder scan journals per commit: a folder of new files (a first start over
+/// hand-made rows, a checkout) is not held in memory all at once (each pending migration takes
+/// ~2.5 KB). Smaller chunks cost CPU: each commit rewrites the index pages the chunk touched.
+#[cfg(not(test))]
+const SCAN_CHUNK: usize = 20_000;
+#[cfg(test)]
+const SCAN_CHUNK: usize = 3;
+
+fn state(r: &IndexedRow) -> Value {
+    r.state()
+}
+
+impl Writer {
+    pub fn new(
+        root: PathBuf,
+        idx: Connection,
+        jr: Connection,
+        tables: Tables,
+        engine: Weak<Engine>,
+    ) -> Writer {
+        let settings = std::fs::read(root.join(".datanotes/settings.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let files_seq = journal::last_seq(&jr).unwrap_or(0);
+        Writer {
+            root,
+            idx,
+            jr,
+            tables,
+            settings,
+            engine,
+            migs: vec![],
+            fops: vec![],
+            tables_dirty: false,
+            settings_dirty: false,
+            files_seq,
+            files_behind: false,
+            unsynced: BTreeSet::new(),
+            unsynced_seq: files_seq,
+            batch_base: Default::default(),
+            job_base: Default::default(),
+            solo_scan: false,
+        }
+    }
+
+    fn run(&mut self, jobs: Vec<Job>) {
+        // Maintenance that cannot share a transaction runs on its own.
+        let mut batch: Vec<Job> = vec![];
+        for job in jobs {
+            // A scan compares the files with the index, so it must not follow a write in its
+            // batch: that write is in the index already but its file is only written at commit,
+            // and the scan would journal the old file as a hand edit.
+            if matches!(job.cmd, Cmd::Scan { .. })
+                && batch.iter().any(|j| !matches!(j.cmd, Cmd::Scan { .. }))
+            {
+                self.run_batch(std::mem::take(&mut batch));
+            }
+            // A folder scan runs alone in its batch, so that it may commit as it goes.
+            if matches!(job.cmd, Cmd::Scan { id: None, .. }) {
+                self.run_batch(std::mem::take(&mut batch));
+                self.run_batch(vec![job]);
+            } else if matches!(job.cmd, Cmd::Vacuum(_) | Cmd::RebuildIndex) {
+                self.run_batch(std::mem::take(&mut batch));
+                let r = match &job.cmd {
+                    Cmd::Vacuum(v) => self.vacuum(v.before_seq),
+                    _ => self.rebuild_index(),
+                };
+                if let Some(tx) = job.reply {
+                    let _ = tx.send(r);
+                }
+            } else {
+                batch.push(job);
+            }
+        }
+        self.run_batch(batch);
+    }
+
+    fn run_batch(&mut self, jobs: Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
+        if let Err(e) = self.idx.execute_batch("BEGIN") {
+            let e: Error = e.into();
+            for j in jobs {
+                if let Some(tx) = j.reply {
+                    let _ = tx.send(Err(e.clone()));
+                }
+            }
+            return;
+        }
+        let started = std::time::Instant::now();
+        let n_jobs = jobs.len();
+        self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });
+        self.batch_base = (self.tables.clone(), self.settings.clone());
+        let mut results = vec![];
+        for job in jobs {
+            let (m0, f0) = (self.migs.len(), self.fops.len());
+            self.job_base = (self.tables.clone(), self.settings.clone());
+            let _ = self.idx.execute_batch("SAVEPOINT job");
+            let r = self.apply(job.cmd, &job.actor);
+            if r.is_ok() {
+                let _ = self.idx.execute_batch("RELEASE job");
+            } else {
+                let _ = self.idx.execute_batch("ROLLBACK TO job; RELEASE job");
+                self.migs.truncate(m0);
+                self.fops.truncate(f0);
+                (self.tables, self.settings) = self.job_base.clone();
+            }
+            results.push((job.reply, r, m0..self.migs.len()));
+        }
+        self.solo_scan = false;
+        tracing::debug!(
+            jobs = n_jobs,
+            apply_ms = started.elapsed().as_secs_f64() * 1e3,
+            "batch applied"
+        );
+        let outcome = self.commit();
+        if let Err(e) = &outcome {
+            tracing::error!("batch failed: {e}");
+            let _ = self.idx.execute_batch("ROLLBACK");
+            (self.tables, self.settings) = self.batch_base.clone();
+        }
+        let migs = std::mem::take(&mut self.migs);
+        for (reply, r, range) in results {
+            let r = match (&outcome, r) {
+                (Err(e), _) => Err(e.clone()),
+                (Ok(()), Ok(mut v)) => {
+                    // The operation's own migration: the first of its job (an alter_table's
+                    // table migration, before the rows it rewrote), the one undo takes back.
+                    if let (Some(obj), Some(m)) =
+                        (v.as_object_mut(), range.clone().next().map(|i| &migs[i]))
+                        && obj.contains_key("seq")
+                    {
+                        obj.insert("seq".into(), Value::from(m.seq));
+                    }
+                    Ok(v)
+                }
+                (Ok(()), Err(e)) => Err(e),
+            };
+            if let Some(tx) = reply {
+                let _ = tx.send(r);
+            }
+        }
+    }
+
+    pub(super) fn table(&self, name: &str) -> Result<Arc<Table>> {
+        TableName::parse(name)?;
+        self.tables.get(name).cloned().ok_or_else(|| no_table(name))
+    }
+
+    pub(super) fn mig(
+        &mut self,
+        op: &str,
+        table: Option<&str>,
+        row: Option<&str>,
+        before: Value,
+        after: Value,
+        actor: &Actor,
+    ) {
+        self.migs.push(Migration {
+            seq: 0,
+            ts: String::new(),
+            op: op.into(),
+            table: table.map(Into::into),
+            row: row.map(Into::into),
+            before,
+            after,
+            actor: actor.clone(),
+            call: None,
+        });
+    }
+
+    pub(super) fn apply(&mut self, cmd: Cmd, actor: &Actor) -> Result<Value> {
+        match cmd {
+            Cmd::Insert(a) => self.insert(a, actor),
+            Cmd::Update(a) => self.update(a, actor),
+            Cmd::Delete(a) => self.delete(a, actor),
+            Cmd::CreateTable(a) => self.create_table(a, actor),
+            Cmd::AlterTable(a) => self.alter_table(a, actor),
+            Cmd::DropTable(a) => self.drop_table(a, actor),
+            Cmd::SetSettings(a) => self.set_settings(a, actor),
+            Cmd::Undo(a) => self.undo(a.seq, actor),
+            Cmd::Restore(a) => self.restore(a, actor),
+            Cmd::Scan { table, id } => self.scan(table, id),
+            Cmd::Event { op, call } => {
+                self.migs.push(Migration {
+                    seq: 0,
+                    ts: String::new(),
+                    op,
+                    table: None,
+                    row: None,
+                    before: Value::Null,
+                    after: Value::Null,
+                    actor: actor.clone(),
+                    call: Some(call),
+                });
+                Ok(json!({"seq": null}))
+            }
+            Cmd::Vacuum(_) | Cmd::RebuildIndex => unreachable!("run outside batches"),
+        }
+    }
+
+    // ---- rows ----
+}
+
+pub fn defhash(def: &TableDef) -> String {
+    files::hash(&files::render_table_def(def))
+}
+use commit::FileOp;
+use maintain::index_versions;
+pub(in crate::engine) use maintain::{
+    flag_ref_violations, known_versions, reindex_table, wipe_index,
+};
+pub(in crate::engine) use scan::validate_file;

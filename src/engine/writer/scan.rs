@@ -1,0 +1,359 @@
+//! Hand edits: files compared with the index, differences journaled as `hand_edit`.
+
+use super::*;
+use crate::engine::files::{self, RowFile};
+use crate::engine::index::{self, FileFacts, IndexedRow};
+use crate::engine::journal::Actor;
+use crate::engine::schema::Table;
+use crate::error::{Error, Result};
+use serde_json::{Value, json};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
+
+impl Writer {
+    pub(super) fn scan(&mut self, table: Option<String>, id: Option<String>) -> Result<Value> {
+        let actor = Actor::hand_edit();
+        let mut found = 0;
+        if id.is_none() {
+            found += self.scan_defs(table.as_deref(), &actor)?;
+        }
+        let names: Vec<String> = match &table {
+            Some(t) => self
+                .tables
+                .contains_key(t)
+                .then(|| t.clone())
+                .into_iter()
+                .collect(),
+            None => self.tables.keys().cloned().collect(),
+        };
+        for name in names {
+            let t = self.tables[&name].clone();
+            if let Some(id) = &id {
+                let known = index::known_file(&self.idx, &name, id)?;
+                let path = files::row_path(&self.root, &name, id);
+                let same = match (&known, files::stat(&path)) {
+                    (Some(k), Some((m, s))) => k.mtime == m && k.size == s,
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !same {
+                    let seen = look_at(&self.root, &t, id.clone(), known)?;
+                    found += self.check_file(&t, seen, &actor)? as usize;
+                }
+                continue;
+            }
+            let dir = files::table_dir(&self.root, &name);
+            let mut known = index::known_files(&self.idx, &name)?;
+            let mut todo = vec![];
+            for f in files::list_rows(&dir) {
+                let k = known.remove(&f.id);
+                if k.as_ref()
+                    .is_some_and(|k| k.mtime == f.mtime_ns && k.size == f.size)
+                {
+                    continue;
+                }
+                todo.push((f.id, k));
+            }
+            todo.extend(known.into_iter().map(|(id, k)| (id, Some(k))));
+            found += self.check_files(&t, todo, &actor)?;
+        }
+        Ok(json!({"hand_edits": found}))
+    }
+
+    /// In a folder scan alone in its batch, commits the hand edits found so far once there are
+    /// `SCAN_CHUNK` of them, and goes on in a new transaction (each hand edit stands on its own).
+    pub(super) fn commit_scan_chunk(&mut self) -> Result<()> {
+        if !self.solo_scan || self.migs.len() < SCAN_CHUNK {
+            return Ok(());
+        }
+        self.idx.execute_batch("RELEASE job")?;
+        let r = self.commit();
+        self.migs.clear();
+        if r.is_err() {
+            let _ = self.idx.execute_batch("ROLLBACK");
+            (self.tables, self.settings) = self.job_base.clone();
+        } else {
+            self.batch_base = (self.tables.clone(), self.settings.clone());
+            self.job_base = self.batch_base.clone();
+        }
+        self.idx.execute_batch("BEGIN; SAVEPOINT job")?;
+        r
+    }
+
+    /// Compares one file (as `look_at` saw it) with the index; journals a difference as a hand
+    /// edit.
+    pub(super) fn check_file(&mut self, t: &Table, seen: SeenRow, actor: &Actor) -> Result<bool> {
+        let SeenRow { id, known, file } = seen;
+        let id = id.as_str();
+        let cur = self.get(t, id)?;
+        let before = cur.as_ref().map(state).unwrap_or(Value::Null);
+        let Some(file) = file else {
+            if known.is_none() {
+                return Ok(false);
+            }
+            index::delete_row(&self.idx, &t.name, id)?;
+            self.mig(
+                "hand_edit",
+                Some(&t.name),
+                Some(id),
+                before,
+                Value::Null,
+                actor,
+            );
+            return Ok(true);
+        };
+        let facts = file.facts;
+        let Some(checked) = file.checked else {
+            index::touch_file(&self.idx, &t.name, id, facts.mtime, facts.size)?;
+            return Ok(false);
+        };
+        let version = cur.as_ref().map(|c| c.version).unwrap_or(0) + 1;
+        let checked = checked.and_then(|rf| {
+            self.check_refs(t, id, &rf.values)
+                .map_err(|e| e.message.clone())?;
+            Ok(rf)
+        });
+        match checked {
+            Ok(rf) => {
+                let row = IndexedRow {
+                    id: id.into(),
+                    version,
+                    values: rf.values,
+                    body: rf.body,
+                };
+                index::put_row(&self.idx, t, &row, &facts)?;
+                self.mig(
+                    "hand_edit",
+                    Some(&t.name),
+                    Some(id),
+                    before,
+                    state(&row),
+                    actor,
+                );
+            }
+            Err(msg) => {
+                tracing::warn!(table = %t.name, row = id, "hand-edited row is invalid: {msg}");
+                index::put_invalid(&self.idx, &t.name, id, &facts, &msg)?;
+                self.mig(
+                    "hand_edit",
+                    Some(&t.name),
+                    Some(id),
+                    before,
+                    json!({"invalid": msg}),
+                    actor,
+                );
+            }
+        }
+        Ok(true)
+    }
+
+    /// Checks many files of a table: another thread reads, hashes and validates them ahead
+    /// while this one compares them with the index and journals the differences.
+    pub(super) fn check_files(
+        &mut self,
+        t: &Table,
+        todo: Vec<(String, Option<index::KnownFile>)>,
+        actor: &Actor,
+    ) -> Result<usize> {
+        let mut found = 0;
+        if todo.len() < 64 {
+            for (id, known) in todo {
+                let seen = look_at(&self.root, t, id, known)?;
+                found += self.check_file(t, seen, actor)? as usize;
+                self.commit_scan_chunk()?;
+            }
+            return Ok(found);
+        }
+        let root = self.root.clone();
+        std::thread::scope(|s| {
+            let (tx, rx) = mpsc::sync_channel(256);
+            s.spawn(move || {
+                for (id, known) in todo {
+                    let seen = look_at(&root, t, id, known);
+                    let failed = seen.is_err();
+                    if tx.send(seen).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            for seen in rx {
+                found += self.check_file(t, seen?, actor)? as usize;
+                self.commit_scan_chunk()?;
+            }
+            Ok(found)
+        })
+    }
+
+    /// Table definitions added, changed or removed by hand.
+    pub(super) fn scan_defs(&mut self, only: Option<&str>, actor: &Actor) -> Result<usize> {
+        let on_disk: HashMap<String, PathBuf> = files::find_tables(&self.root)
+            .into_iter()
+            .filter(|(n, _)| only.is_none_or(|o| o == n))
+            .collect();
+        let mut found = 0;
+        let known: Vec<String> = self
+            .tables
+            .keys()
+            .filter(|n| only.is_none_or(|o| o == n.as_str()))
+            .cloned()
+            .collect();
+        for name in &known {
+            if !on_disk.contains_key(name) {
+                let t = self.tables.remove(name).unwrap();
+                index::drop_table(&self.idx, name)?;
+                self.tables_dirty = true;
+                self.mig(
+                    "hand_edit",
+                    Some(name),
+                    None,
+                    serde_json::to_value(&t.def).unwrap_or_default(),
+                    Value::Null,
+                    actor,
+                );
+                found += 1;
+            }
+        }
+        for (name, dir) in on_disk {
+            let text = std::fs::read_to_string(dir.join(files::TABLE_FILE)).unwrap_or_default();
+            let t = match files::parse_table_def(&text)
+                .map_err(Error::invalid)
+                .and_then(|d| Table::compile(&name, d))
+            {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!(table = %name, "hand-edited definition is invalid, keeping the previous one: {e}");
+                    continue;
+                }
+            };
+            let before = match self.tables.get(&name) {
+                Some(cur) if cur.def == t.def => continue,
+                Some(cur) => serde_json::to_value(&cur.def).unwrap_or_default(),
+                None => Value::Null,
+            };
+            if before.is_null() {
+                // A new table: its rows are left to the row scan that follows, which journals them.
+                index::create_table(&self.idx, &t, &defhash(&t.def))?;
+            } else {
+                let old = self.tables.get(&name).cloned();
+                let old_rows: HashMap<String, IndexedRow> = match &old {
+                    Some(o) => index::all_rows(&self.idx, o)?
+                        .into_iter()
+                        .map(|r| (r.id.clone(), r))
+                        .collect(),
+                    None => HashMap::new(),
+                };
+                let old_files = index::known_files(&self.idx, &name)?;
+                let versions = index_versions(&self.idx, old.as_deref())?;
+                reindex_table(&self.idx, &self.root, &t, &versions)?;
+                flag_ref_violations(&self.idx, &self.tables)?;
+                // Rows whose files changed along with the definition are hand edits too.
+                let new_files = index::known_files(&self.idx, &name)?;
+                let mut ids: BTreeSet<&String> = old_files.keys().collect();
+                ids.extend(new_files.keys());
+                for id in ids {
+                    let (was, now) = (old_files.get(id), new_files.get(id));
+                    if was.map(|k| &k.hash) == now.map(|k| &k.hash) {
+                        continue;
+                    }
+                    let before = old_rows.get(id).map(state).unwrap_or(Value::Null);
+                    let version = old_rows.get(id).map(|r| r.version).unwrap_or(0) + 1;
+                    let after = match (now, index::get_row(&self.idx, &t, id)?) {
+                        (Some(k), Some(mut r)) => {
+                            r.version = version;
+                            index::put_row(
+                                &self.idx,
+                                &t,
+                                &r,
+                                &FileFacts {
+                                    mtime: k.mtime,
+                                    size: k.size,
+                                    hash: k.hash.clone(),
+                                },
+                            )?;
+                            state(&r)
+                        }
+                        (Some(k), None) => json!({"invalid": k.error.clone().unwrap_or_default()}),
+                        (None, _) => Value::Null,
+                    };
+                    self.mig("hand_edit", Some(&name), Some(id), before, after, actor);
+                }
+            }
+            self.mig(
+                "hand_edit",
+                Some(&name),
+                None,
+                before,
+                serde_json::to_value(&t.def).unwrap_or_default(),
+                actor,
+            );
+            self.tables.insert(name, Arc::new(t));
+            self.tables_dirty = true;
+            found += 1;
+        }
+        Ok(found)
+    }
+}
+
+/// A row file as a scan sees it, before comparing it with the index.
+pub(super) struct SeenRow {
+    id: String,
+    known: Option<index::KnownFile>,
+    /// None: there is no such file.
+    file: Option<SeenFile>,
+}
+
+pub(super) struct SeenFile {
+    facts: FileFacts,
+    /// The parsed and validated row; None when the content is the one the index knows (only
+    /// the file's stat changed).
+    checked: Option<std::result::Result<RowFile, String>>,
+}
+
+/// Reads, hashes and validates a row file: everything a scan does without the index, so it can
+/// run on another thread. The stat is taken before the read, so a change racing the scan is
+/// seen again by the next one.
+pub(super) fn look_at(
+    root: &Path,
+    t: &Table,
+    id: String,
+    known: Option<index::KnownFile>,
+) -> Result<SeenRow> {
+    let path = files::row_path(root, &t.name, &id);
+    let stat = files::stat(&path);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let file = bytes.map(|bytes| {
+        let (mtime, size) = stat.unwrap_or((0, bytes.len() as i64));
+        let hash = files::hash(&bytes);
+        let checked = known
+            .as_ref()
+            .is_none_or(|k| k.hash != hash)
+            .then(|| validate_file(t, &bytes));
+        SeenFile {
+            facts: FileFacts { mtime, size, hash },
+            checked,
+        }
+    });
+    Ok(SeenRow { id, known, file })
+}
+
+pub(in crate::engine) fn validate_file(
+    t: &Table,
+    bytes: &[u8],
+) -> std::result::Result<RowFile, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())?;
+    let rf = files::parse_row(text)?;
+    let values = t.check_row(&rf.values).map_err(|e| match &e.hint {
+        Some(h) => format!("{} ({h})", e.message),
+        None => e.message.clone(),
+    })?;
+    Ok(RowFile {
+        values,
+        body: rf.body,
+    })
+}
