@@ -94,14 +94,12 @@ impl Engine {
         let root = root.canonicalize()?;
         let meta_dir = root.join(".datanotes");
         std::fs::create_dir_all(&meta_dir)?;
-        let settings: Settings = match std::fs::read(meta_dir.join("settings.json")) {
-            Ok(b) => serde_json::from_slice(&b)?,
-            Err(_) => Settings::default(),
-        };
         let jpath = meta_dir.join("journal.db");
         let jconn = journal::open(&jpath, true)?;
         let mut tables = load_tables(&root);
-        recovery::redo(&root, &jconn, &mut tables)?;
+        let behind = recovery::redo(&root, &jconn, &mut tables)?;
+        // After the redo: an interrupted set_engine_settings is finished by it.
+        let settings = Settings::load(&meta_dir);
         let ipath = meta_dir.join("index.db");
         let iconn = recovery::open_index_checked(&ipath)?;
         // A table that neither the index nor the journal knows was made by hand while the engine
@@ -122,6 +120,7 @@ impl Engine {
                 jconn,
                 tables.clone(),
                 weak.clone(),
+                behind,
             )),
             root: root.clone(),
             meta_dir: meta_dir.clone(),
@@ -134,14 +133,17 @@ impl Engine {
             table_tools: RwLock::new(Default::default()),
             _watcher: Mutex::new(None),
         });
-        // Hand edits made while the engine was stopped.
-        engine.write(
+        // Hand edits made while the engine was stopped. A scan that cannot run (files behind
+        // the journal) is reported and the engine serves what it has.
+        if let Err(e) = engine.write(
             Cmd::Scan {
                 table: None,
                 id: None,
             },
             Actor::hand_edit(),
-        )?;
+        ) {
+            tracing::error!("the folder scan at start did not run: {}", e.message);
+        }
         if watch_files {
             match watch::Watcher::start(&engine) {
                 Ok(w) => *engine._watcher.lock().unwrap() = Some(w),

@@ -9,7 +9,7 @@ use crate::engine::index::{self, FileFacts, IndexedRow};
 use crate::engine::journal::{self};
 use crate::engine::schema::{Table, TableDef};
 use crate::engine::settings::Settings;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
@@ -42,10 +42,18 @@ pub fn open_index_checked(path: &Path) -> anyhow::Result<Connection> {
     }
 }
 
-/// Redoes, on the files, the migrations the journal holds beyond the files' checkpoint.
+/// Redoes, on the files, the migrations the journal holds beyond the files' checkpoint, and
+/// moves the checkpoint to the end of the journal.
+///
 /// Idempotent: a file already in the after state is left alone, and one that is in neither the
-/// before nor the after state was edited by hand and is left for the scan.
-pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<()> {
+/// before nor the after state was edited by hand and is left for the scan. Each row migration is
+/// compared under the definitions in force around it: an `alter_table` (or its undo) interrupted
+/// half-way leaves rows in the old shape, which only the definition before it renders.
+///
+/// A file that cannot be written does not stop the engine: the redo stops there (the checkpoint
+/// stays before that migration, so nothing is skipped) and answers why; the writer refuses
+/// writes until a later redo gets through.
+pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> Result<Option<String>> {
     let files_seq = journal::meta_i64(j, "files_seq")?;
     let migs = journal::list(
         j,
@@ -56,90 +64,121 @@ pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<
         },
     )?;
     let mut touched_dirs = BTreeSet::new();
-    for m in migs {
-        let Some(table) = m.table.clone() else {
-            if matches!(m.op.as_str(), "settings" | "undo")
-                && !m.after.is_null()
-                && m.row.is_none()
-                && let Ok(s) = serde_json::from_value::<Settings>(m.after.clone())
-            {
-                files::write_atomic(
-                    &root.join(".datanotes/settings.json"),
-                    &serde_json::to_vec_pretty(&s)?,
-                )?;
-            }
-            continue;
-        };
-        if m.op == "hand_edit" {
-            continue;
-        }
-        let dir = files::table_dir(root, &table);
-        match &m.row {
-            Some(id) => {
-                let Some(t) = tables.get(&table).cloned() else {
-                    continue;
-                };
-                let path = files::row_path(root, &table, id);
-                let cur = std::fs::read(&path).ok();
-                let render = |s: &Value| -> Option<Vec<u8>> {
-                    if s.is_null() {
-                        return None;
-                    }
-                    let values = s["values"].as_object().cloned().unwrap_or_default();
-                    Some(files::render_row(
-                        &t,
-                        &values,
-                        s["body"].as_str().unwrap_or_default(),
-                    ))
-                };
-                let (want, was) = (render(&m.after), render(&m.before));
-                if cur == want || (cur != was && cur.is_some()) {
-                    continue;
-                }
-                match want {
-                    Some(b) => {
-                        files::create_dirs(root, &dir)?;
-                        files::write_atomic(&path, &b)?
-                    }
-                    None => files::remove_file(&path)?,
-                }
-                touched_dirs.insert(dir);
-            }
-            None => {
-                let def_after = serde_json::from_value::<TableDef>(
-                    json!({"description": m.after.get("description"), "columns": m.after.get("columns")}),
-                );
-                match (m.after.is_null(), def_after) {
-                    (true, _) => {
-                        if dir.exists() {
-                            files::remove_table_dir(root, &dir)?;
-                        }
-                        tables.remove(&table);
-                    }
-                    (false, Ok(def)) => {
-                        if let Ok(t) = Table::compile(&table, def) {
-                            files::create_dirs(root, &dir)?;
-                            let bytes = files::render_table_def(&t.def);
-                            if std::fs::read(dir.join(files::TABLE_FILE)).ok().as_deref()
-                                != Some(&bytes[..])
-                            {
-                                files::write_atomic(&dir.join(files::TABLE_FILE), &bytes)?;
-                                touched_dirs.insert(dir.clone());
-                            }
-                            tables.insert(table.clone(), Arc::new(t));
-                        }
-                    }
-                    _ => {}
-                }
-            }
+    // The definition each table had before its latest table migration in this redo.
+    let mut before_defs: HashMap<String, Arc<Table>> = HashMap::new();
+    for m in &migs {
+        if let Err(e) = redo_one(root, m, tables, &mut before_defs, &mut touched_dirs) {
+            let why = format!(
+                "migration {} ({}) could not be redone on the files: {}",
+                m.seq, m.op, e.message
+            );
+            tracing::error!("{why}");
+            return Ok(Some(why));
         }
     }
     for d in touched_dirs {
-        if d.exists() {
-            files::fsync_dir(&d)?;
+        if d.exists()
+            && let Err(e) = files::fsync_dir(&d)
+        {
+            return Ok(Some(format!("cannot fsync {}: {}", d.display(), e.message)));
         }
     }
     journal::set_meta(j, "files_seq", &journal::last_seq(j)?.to_string())?;
+    Ok(None)
+}
+
+fn def_of(table: &str, v: &Value) -> Option<Table> {
+    if v.is_null() {
+        return None;
+    }
+    let def = serde_json::from_value::<TableDef>(
+        json!({"description": v.get("description"), "columns": v.get("columns")}),
+    )
+    .ok()?;
+    Table::compile(table, def).ok()
+}
+
+fn redo_one(
+    root: &Path,
+    m: &journal::Migration,
+    tables: &mut Tables,
+    before_defs: &mut HashMap<String, Arc<Table>>,
+    touched_dirs: &mut BTreeSet<std::path::PathBuf>,
+) -> Result<()> {
+    let Some(table) = m.table.clone() else {
+        if matches!(m.op.as_str(), "settings" | "undo")
+            && !m.after.is_null()
+            && m.row.is_none()
+            && let Ok(s) = serde_json::from_value::<Settings>(m.after.clone())
+        {
+            let bytes =
+                serde_json::to_vec_pretty(&s).map_err(|e| Error::internal(e.to_string()))?;
+            files::write_atomic(&root.join(".datanotes/settings.json"), &bytes)?;
+        }
+        return Ok(());
+    };
+    if m.op == "hand_edit" {
+        return Ok(());
+    }
+    let dir = files::table_dir(root, &table);
+    match &m.row {
+        Some(id) => {
+            let Some(t) = tables.get(&table).cloned() else {
+                return Ok(());
+            };
+            let path = files::row_path(root, &table, id);
+            let cur = std::fs::read(&path).ok();
+            let render = |t: &Table, s: &Value| -> Option<Vec<u8>> {
+                if s.is_null() {
+                    return None;
+                }
+                let values = s["values"].as_object().cloned().unwrap_or_default();
+                Some(files::render_row(
+                    t,
+                    &values,
+                    s["body"].as_str().unwrap_or_default(),
+                ))
+            };
+            let want = render(&t, &m.after);
+            if cur == want {
+                return Ok(());
+            }
+            // The file still in the before state, under the definition now or the one before.
+            let was_now = render(&t, &m.before);
+            let was_then = before_defs.get(&table).map(|old| render(old, &m.before));
+            let in_before = cur == was_now || was_then.is_some_and(|w| w == cur);
+            if !in_before && cur.is_some() {
+                return Ok(());
+            }
+            match want {
+                Some(b) => {
+                    files::create_dirs(root, &dir)?;
+                    files::write_atomic(&path, &b)?
+                }
+                None => files::remove_file(&path)?,
+            }
+            touched_dirs.insert(dir);
+        }
+        None => {
+            if let Some(old) = def_of(&table, &m.before) {
+                before_defs.insert(table.clone(), Arc::new(old));
+            }
+            if m.after.is_null() {
+                if dir.exists() {
+                    files::remove_table_dir(root, &dir)?;
+                }
+                tables.remove(&table);
+            } else if let Some(t) = def_of(&table, &m.after) {
+                files::create_dirs(root, &dir)?;
+                let bytes = files::render_table_def(&t.def);
+                if std::fs::read(dir.join(files::TABLE_FILE)).ok().as_deref() != Some(&bytes[..]) {
+                    files::write_atomic(&dir.join(files::TABLE_FILE), &bytes)?;
+                    touched_dirs.insert(dir.clone());
+                }
+                tables.insert(table.clone(), Arc::new(t));
+            }
+        }
+    }
     Ok(())
 }
 

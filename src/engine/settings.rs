@@ -30,6 +30,19 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The settings in `.datanotes/settings.json` (`meta_dir`); defaults when there is none. A
+    /// file that cannot be read does not stop the engine: it is reported and the defaults apply.
+    pub fn load(meta_dir: &std::path::Path) -> Settings {
+        let path = meta_dir.join("settings.json");
+        match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
+                tracing::error!(path = %path.display(), "the settings cannot be read, using the defaults: {e}");
+                Settings::default()
+            }),
+            Err(_) => Settings::default(),
+        }
+    }
+
     /// Applies a partial change, checking every key and value.
     pub fn merged(&self, change: &Map<String, Value>) -> Result<Settings> {
         let mut cur = serde_json::to_value(self).map_err(|e| Error::internal(e.to_string()))?;

@@ -158,11 +158,22 @@ impl Writer {
         });
         self.synced(synced, synced_seq);
         let staged = staged.unwrap_or_else(|_| plan.failed("staging the files panicked"));
-        if let Err(e) = journaled {
+        let stage_err = staged
+            .iter()
+            .flatten()
+            .find_map(|r| r.as_ref().err())
+            .cloned();
+        if journaled.is_err() || stage_err.is_some() {
             for tmp in staged.into_iter().flatten().flatten() {
                 let _ = files::remove_file(&tmp);
             }
-            return Err(e);
+            journaled?;
+            // A file could not be written: the batch is refused, so the journal must not keep it
+            // (nobody has seen it: the feed is published below, after the files).
+            self.unjournal();
+            return Err(file_error(
+                stage_err.unwrap_or_else(|| Error::internal("?")),
+            ));
         }
         // From here on the journal holds the batch: a failure below is redone at the next start.
         let t1 = t0.elapsed();
@@ -177,13 +188,14 @@ impl Writer {
             self.idx.execute_batch("COMMIT")?;
             Ok(())
         });
-        if let Err(e) = placed {
-            tracing::error!(
-                "writing files failed after the journal commit; they will be redone at the next start: {e}"
-            );
-            self.files_behind = true;
-        }
         committed?;
+        if let Err(e) = placed {
+            // Journaled and indexed, but a file is not in place: the callers are not told it
+            // worked, and no other write is taken until the redo puts the files in place.
+            let e = file_error(e);
+            self.fall_behind(&e.message);
+            self.unplaced = Some(e);
+        }
         let t3 = t0.elapsed();
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         tracing::debug!(
@@ -196,7 +208,7 @@ impl Writer {
         if let Some(last) = last {
             self.unsynced.extend(dirs);
             self.unsynced_seq = last;
-            if self.unsynced.is_empty() && !self.files_behind {
+            if self.unsynced.is_empty() && self.behind.is_none() {
                 self.files_seq = last;
             }
         }
@@ -211,6 +223,56 @@ impl Writer {
             );
         }
         Ok(())
+    }
+
+    /// Takes the batch's migrations back out of the journal (its files could not be written).
+    /// Should that fail too, the journal keeps them and the files are behind it: the redo writes
+    /// them once it can.
+    fn unjournal(&mut self) {
+        let (Some(first), Some(last)) = (self.migs.first(), self.migs.last()) else {
+            return;
+        };
+        let r = self.jr.execute(
+            "DELETE FROM migrations WHERE seq BETWEEN ?1 AND ?2",
+            [first.seq, last.seq],
+        );
+        if let Err(e) = r {
+            self.fall_behind(&format!("a refused batch stays in the journal: {e}"));
+        }
+    }
+
+    /// The files are behind the journal: say why, and refuse writes until they catch up.
+    pub(super) fn fall_behind(&mut self, why: &str) {
+        tracing::error!(
+            "the files are behind the journal; writes are refused until they catch up: {why}"
+        );
+        self.behind = Some(why.to_string());
+    }
+
+    /// While the files are behind, tries the redo again: true once they have caught up.
+    pub(super) fn catch_up(&mut self) -> bool {
+        if self.behind.is_none() {
+            return true;
+        }
+        self.unsynced.clear();
+        let mut tables = self.tables.clone();
+        match crate::engine::recovery::redo(&self.root, &self.jr, &mut tables) {
+            Ok(None) => {
+                tracing::info!("the files caught up with the journal; writes are taken again");
+                self.behind = None;
+                self.files_seq = journal::last_seq(&self.jr).unwrap_or(self.files_seq);
+                self.unsynced_seq = self.files_seq;
+                true
+            }
+            Ok(Some(why)) => {
+                self.behind = Some(why);
+                false
+            }
+            Err(e) => {
+                self.behind = Some(e.message.clone());
+                false
+            }
+        }
     }
 
     /// Appends the batch's migrations to the journal and commits (fsync).
@@ -330,13 +392,8 @@ impl Writer {
     /// After the folders of every batch up to `seq` were fsynced (or failed to be).
     fn synced(&mut self, r: Result<()>, seq: i64) {
         match r {
-            Err(e) => {
-                tracing::error!(
-                    "fsync of the row folders failed; the files will be redone at the next start: {e}"
-                );
-                self.files_behind = true;
-            }
-            Ok(()) if !self.files_behind => self.files_seq = self.files_seq.max(seq),
+            Err(e) => self.fall_behind(&format!("fsync of the row folders failed: {}", e.message)),
+            Ok(()) if self.behind.is_none() => self.files_seq = self.files_seq.max(seq),
             Ok(()) => {}
         }
     }
@@ -346,4 +403,14 @@ impl Writer {
         self.sync_unsynced();
         let _ = journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string());
     }
+}
+
+/// What a caller reads when the files could not be written.
+fn file_error(e: Error) -> Error {
+    Error::new(
+        503,
+        "files_unavailable",
+        format!("the row files could not be written: {}", e.message),
+    )
+    .hint("check the database folder (free space, permissions, open files, a folder in the way of a row file), then try again")
 }

@@ -24,11 +24,36 @@ impl Writer {
             .rule("before_seq")
             .hint("list_migrations shows the seqs"));
         }
-        let removed = self
-            .jr
-            .execute("DELETE FROM migrations WHERE seq < ?1", [before_seq])?;
-        let start = before_seq.max(self.vacuumed_before()?);
-        journal::set_meta(&self.jr, "vacuumed_before", &start.to_string())?;
+        // The redo at start needs every migration past the files' checkpoint: bring the
+        // checkpoint up first, and never remove what it still needs.
+        self.checkpoint();
+        if before_seq > self.files_seq + 1 {
+            return Err(Error::new(
+                503,
+                "files_unavailable",
+                format!(
+                    "migrations from {} on are not on the files yet, so they cannot be vacuumed",
+                    self.files_seq + 1
+                ),
+            )
+            .rule("before_seq")
+            .hint("try again in a moment, or give a smaller before_seq"));
+        }
+        // One transaction: the feed's start moves with the migrations it loses.
+        self.jr.execute_batch("BEGIN IMMEDIATE")?;
+        let r = (|| -> Result<(usize, i64)> {
+            let removed = self
+                .jr
+                .execute("DELETE FROM migrations WHERE seq < ?1", [before_seq])?;
+            let start = before_seq.max(self.vacuumed_before()?);
+            journal::set_meta(&self.jr, "vacuumed_before", &start.to_string())?;
+            self.jr.execute_batch("COMMIT")?;
+            Ok((removed, start))
+        })();
+        if r.is_err() {
+            let _ = self.jr.execute_batch("ROLLBACK");
+        }
+        let (removed, start) = r?;
         self.jr.execute_batch("VACUUM")?;
         if let Some(engine) = self.engine.upgrade() {
             engine.recent.forget_before(start);
@@ -46,22 +71,34 @@ impl Writer {
                 0
             }
         };
-        let mut versions = HashMap::new();
-        for name in self.tables.keys() {
-            versions.insert(name.clone(), known_versions(&self.idx, &self.jr, name)?);
+        // One transaction: a crash half-way leaves the old index whole (never a half-built one
+        // that the next start would trust, taking missing rows for hand-deleted ones).
+        self.idx.execute_batch("BEGIN")?;
+        let rebuilt = (|| -> Result<usize> {
+            let mut versions = HashMap::new();
+            for name in self.tables.keys() {
+                versions.insert(name.clone(), known_versions(&self.idx, &self.jr, name)?);
+            }
+            wipe_index(&self.idx)?;
+            let mut rows = 0;
+            for t in self.tables.values() {
+                let versions = versions.remove(&t.name).unwrap_or_default();
+                rows += reindex_table(&self.idx, &self.root, t, &versions)?;
+            }
+            flag_ref_violations(&self.idx, &self.tables)?;
+            index::set_meta(
+                &self.idx,
+                "applied_seq",
+                &journal::last_seq(&self.jr)?.to_string(),
+            )?;
+            index::flush_fts(&self.idx)?;
+            self.idx.execute_batch("COMMIT")?;
+            Ok(rows)
+        })();
+        if rebuilt.is_err() {
+            let _ = self.idx.execute_batch("ROLLBACK");
         }
-        wipe_index(&self.idx)?;
-        let mut rows = 0;
-        for t in self.tables.values() {
-            let versions = versions.remove(&t.name).unwrap_or_default();
-            rows += reindex_table(&self.idx, &self.root, t, &versions)?;
-        }
-        flag_ref_violations(&self.idx, &self.tables)?;
-        index::set_meta(
-            &self.idx,
-            "applied_seq",
-            &journal::last_seq(&self.jr)?.to_string(),
-        )?;
+        let rows = rebuilt?;
         let mut out = self.run_scan()?;
         out["hand_edits"] = Value::from(found + out["hand_edits"].as_i64().unwrap_or(0));
         out["tables"] = Value::from(self.tables.len());

@@ -194,9 +194,15 @@ pub struct Writer {
     settings_dirty: bool,
     /// The newest seq whose files are durable; recorded in the next journal commit.
     files_seq: i64,
-    /// Files of a batch failed after its journal commit: `files_seq` stays where it was, so the
-    /// next start redoes them.
-    files_behind: bool,
+    /// Why the files are behind the journal (a file could not be written after its journal
+    /// commit, or at the redo): `files_seq` stays where it was, every write is refused (503)
+    /// and scans do not run (they would take the old files for hand edits) until a redo gets
+    /// through (`catch_up`, tried before each batch).
+    behind: Option<String>,
+    /// A batch was journaled but its files could not be put in place: what its callers read.
+    unplaced: Option<Error>,
+    /// A job's savepoint could not be rolled back: the batch must not commit.
+    poisoned: Option<Error>,
     /// Folders whose renames are not fsynced yet, and the seq `files_seq` reaches once they are.
     /// A batch is answered once its journal commit and its row files (fsynced before their
     /// rename) are done; its folders are fsynced while the next batch's journal commits, or after
@@ -231,12 +237,13 @@ impl Writer {
         jr: Connection,
         tables: Tables,
         engine: Weak<Engine>,
+        behind: Option<String>,
     ) -> Writer {
-        let settings = std::fs::read(root.join(".datanotes/settings.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        let files_seq = journal::last_seq(&jr).unwrap_or(0);
+        let settings = Settings::load(&root.join(".datanotes"));
+        let files_seq = match behind {
+            Some(_) => journal::meta_i64(&jr, "files_seq").unwrap_or(0),
+            None => journal::last_seq(&jr).unwrap_or(0),
+        };
         Writer {
             root,
             idx,
@@ -249,7 +256,9 @@ impl Writer {
             tables_dirty: false,
             settings_dirty: false,
             files_seq,
-            files_behind: false,
+            behind,
+            unplaced: None,
+            poisoned: None,
             unsynced: BTreeSet::new(),
             unsynced_seq: files_seq,
             batch_base: Default::default(),
@@ -259,6 +268,11 @@ impl Writer {
     }
 
     fn run(&mut self, jobs: Vec<Job>) {
+        let jobs = if self.catch_up() {
+            jobs
+        } else {
+            self.refuse_while_behind(jobs)
+        };
         // Maintenance that cannot share a transaction runs on its own.
         let mut batch: Vec<Job> = vec![];
         for job in jobs {
@@ -290,6 +304,26 @@ impl Writer {
         self.run_batch(batch);
     }
 
+    /// While the files are behind the journal, only events (which have no file) are taken.
+    fn refuse_while_behind(&mut self, jobs: Vec<Job>) -> Vec<Job> {
+        let why = self.behind.clone().unwrap_or_default();
+        let mut keep = vec![];
+        for job in jobs {
+            if matches!(job.cmd, Cmd::Event { .. }) {
+                keep.push(job);
+            } else if let Some(tx) = job.reply {
+                let e = Error::new(
+                    503,
+                    "files_unavailable",
+                    format!("the engine cannot write its files, so it takes no writes: {why}"),
+                )
+                .hint("fix the cause in the database folder (free space, permissions, a folder in the way); writes resume by themselves once the files are written");
+                let _ = tx.send(Err(e));
+            }
+        }
+        keep
+    }
+
     fn run_batch(&mut self, jobs: Vec<Job>) {
         if jobs.is_empty() {
             return;
@@ -309,18 +343,11 @@ impl Writer {
         self.batch_base = (self.tables.clone(), self.settings.clone());
         let mut results = vec![];
         for job in jobs {
-            let (m0, f0) = (self.migs.len(), self.fops.len());
-            self.job_base = (self.tables.clone(), self.settings.clone());
-            let _ = self.idx.execute_batch("SAVEPOINT job");
-            let r = self.apply(job.cmd, &job.actor);
-            if r.is_ok() {
-                let _ = self.idx.execute_batch("RELEASE job");
-            } else {
-                let _ = self.idx.execute_batch("ROLLBACK TO job; RELEASE job");
-                self.migs.truncate(m0);
-                self.fops.truncate(f0);
-                (self.tables, self.settings) = self.job_base.clone();
-            }
+            // A hand edit of the row a job is about to write is journaled first, on its own: it
+            // stays even if the job is refused.
+            self.hand_edits_first(&job.cmd);
+            let m0 = self.migs.len();
+            let r = self.in_savepoint(|w| w.apply(job.cmd, &job.actor));
             results.push((job.reply, r, m0..self.migs.len()));
         }
         self.solo_scan = false;
@@ -329,16 +356,21 @@ impl Writer {
             apply_ms = started.elapsed().as_secs_f64() * 1e3,
             "batch applied"
         );
-        let outcome = self.commit();
+        let outcome = match self.poisoned.take() {
+            Some(e) => Err(e),
+            None => self.commit(),
+        };
         if let Err(e) = &outcome {
             tracing::error!("batch failed: {e}");
             let _ = self.idx.execute_batch("ROLLBACK");
             (self.tables, self.settings) = self.batch_base.clone();
         }
         let migs = std::mem::take(&mut self.migs);
+        let unplaced = self.unplaced.take();
         for (reply, r, range) in results {
             let r = match (&outcome, r) {
                 (Err(e), _) => Err(e.clone()),
+                (Ok(()), Ok(_)) if unplaced.is_some() => Err(unplaced.clone().unwrap()),
                 (Ok(()), Ok(mut v)) => {
                     // The operation's own migration: the first of its job (an alter_table's
                     // table migration, before the rows it rewrote), the one undo takes back.
@@ -356,6 +388,33 @@ impl Writer {
                 let _ = tx.send(r);
             }
         }
+    }
+
+    /// Runs `f` in a savepoint of the batch's index transaction: on error the index, the
+    /// migrations, the file operations, the tables and the settings go back to where they were.
+    fn in_savepoint(&mut self, f: impl FnOnce(&mut Self) -> Result<Value>) -> Result<Value> {
+        let (m0, f0) = (self.migs.len(), self.fops.len());
+        self.job_base = (self.tables.clone(), self.settings.clone());
+        self.idx.execute_batch("SAVEPOINT job")?;
+        let r = f(self);
+        let r = match r {
+            Ok(v) => self
+                .idx
+                .execute_batch("RELEASE job")
+                .map(|()| v)
+                .map_err(Error::from),
+            Err(e) => Err(e),
+        };
+        if r.is_err() {
+            // If even the rollback fails, the whole batch must not commit.
+            if let Err(e) = self.idx.execute_batch("ROLLBACK TO job; RELEASE job") {
+                self.poisoned = Some(e.into());
+            }
+            self.migs.truncate(m0);
+            self.fops.truncate(f0);
+            (self.tables, self.settings) = self.job_base.clone();
+        }
+        r
     }
 
     pub(super) fn table(&self, name: &str) -> Result<Arc<Table>> {

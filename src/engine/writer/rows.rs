@@ -171,9 +171,13 @@ impl Writer {
             }
         }
         let slug = slug.trim_end_matches('-').to_string();
+        // A file no scan has seen yet (written by hand a moment ago) takes its id too.
         let taken = |id: &str| -> Result<bool> {
             Ok(index::row_exists(&self.idx, &t.name, id)?
-                || index::known_file(&self.idx, &t.name, id)?.is_some())
+                || index::known_file(&self.idx, &t.name, id)?.is_some()
+                || files::row_path(&self.root, &t.name, id)
+                    .symlink_metadata()
+                    .is_ok())
         };
         if !slug.is_empty() {
             if !taken(&slug)? {
@@ -205,6 +209,15 @@ impl Writer {
         let t = self.table(&a.table)?;
         names::check_row_id(&t.name, &a.id)?;
         let cur = self.get(&t, &a.id)?.ok_or_else(|| no_row(&t.name, &a.id))?;
+        if let Some(v) = a.expect_version
+            && v != cur.version
+            && self.hand_edited_in_batch(&t.name, &a.id)
+        {
+            return Err(Error::conflict(format!("row {} was edited by hand (its file changed) and is now at version {}, not {v}", a.id, cur.version))
+                .table(t.name.as_str())
+                .rule("expect_version")
+                .hint("the hand edit is journaled: get_row to see it, reapply your change on top, and send the new version"));
+        }
         if let Some(v) = a.expect_version
             && v != cur.version
         {

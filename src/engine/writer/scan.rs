@@ -13,6 +13,59 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 impl Writer {
+    /// Before a job writes a row (or every row of a table), journals a hand edit of it that no
+    /// scan has seen yet, so that the write neither overwrites nor hides it. One stat per row
+    /// write. Skipped for paths this batch already writes: their files are only written at the
+    /// commit, and the old file is no hand edit.
+    pub(super) fn hand_edits_first(&mut self, cmd: &Cmd) {
+        let target = match cmd {
+            Cmd::Insert(a) => a.id.clone().map(|id| (a.table.clone(), Some(id))),
+            Cmd::Update(a) => Some((a.table.clone(), Some(a.id.clone()))),
+            Cmd::Delete(a) => Some((a.table.clone(), Some(a.id.clone()))),
+            Cmd::Restore(a) => Some((a.table.clone(), a.id.clone())),
+            Cmd::AlterTable(a) => Some((a.table.clone(), None)),
+            Cmd::DropTable(a) => Some((a.table.clone(), None)),
+            Cmd::Undo(a) => journal::get(&self.jr, a.seq)
+                .ok()
+                .flatten()
+                .and_then(|m| Some((m.table?, m.row))),
+            _ => None,
+        };
+        let Some((table, id)) = target else { return };
+        if !self.tables.contains_key(&table)
+            || id.as_deref().is_some_and(|i| !crate::names::is_row_id(i))
+        {
+            return;
+        }
+        let dir = files::table_dir(&self.root, &table);
+        let path = id
+            .as_deref()
+            .map(|i| files::row_path(&self.root, &table, i));
+        let pending = self.fops.iter().any(|op| match (op, &path) {
+            (FileOp::Write { path: p, .. } | FileOp::Remove { path: p }, Some(row)) => p == row,
+            (FileOp::Write { path: p, .. } | FileOp::Remove { path: p }, None) => {
+                p.starts_with(&dir)
+            }
+            (FileOp::MakeDir(d) | FileOp::RemoveTableDir(d), _) => d.starts_with(&dir),
+        });
+        if pending {
+            return;
+        }
+        if let Err(e) = self.in_savepoint(|w| w.scan(Some(table), id)) {
+            tracing::warn!(
+                "looking for a hand edit before a write failed: {}",
+                e.message
+            );
+        }
+    }
+
+    /// Whether this batch journaled a hand edit of the row (for errors that name it).
+    pub(super) fn hand_edited_in_batch(&self, table: &str, id: &str) -> bool {
+        self.migs.iter().any(|m| {
+            m.op == "hand_edit" && m.table.as_deref() == Some(table) && m.row.as_deref() == Some(id)
+        })
+    }
+
     pub(super) fn scan(&mut self, table: Option<String>, id: Option<String>) -> Result<Value> {
         let actor = Actor::hand_edit();
         let mut found = 0;

@@ -25,7 +25,10 @@ fn writer() -> (tempfile::TempDir, Writer) {
     std::fs::create_dir_all(root.join(".datanotes")).unwrap();
     let jr = journal::open(&root.join(".datanotes/journal.db"), true).unwrap();
     let idx = open_index_checked(&root.join(".datanotes/index.db")).unwrap();
-    (tmp, Writer::new(root, idx, jr, Tables::new(), Weak::new()))
+    (
+        tmp,
+        Writer::new(root, idx, jr, Tables::new(), Weak::new(), None),
+    )
 }
 
 fn run(w: &mut Writer, cmds: Vec<Cmd>) -> Vec<Value> {
