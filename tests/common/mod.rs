@@ -311,6 +311,11 @@ unsafe extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
+/// Sends a signal to a process (9: SIGKILL, 15: SIGTERM).
+pub fn signal(pid: u32, sig: i32) {
+    unsafe { libc_kill(pid as i32, sig) };
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();

@@ -85,9 +85,11 @@ impl Writer {
             values,
             body,
         };
+        let path = files::row_path(&self.root, &t.name, id);
+        check_row_target(&path, &t.name, id)?;
         index::put_row(&self.idx, t, &row, &facts)?;
         self.fops.push(FileOp::Write {
-            path: files::row_path(&self.root, &t.name, id),
+            path,
             bytes,
             row: Some((t.name.clone(), id.into())),
         });
@@ -95,10 +97,10 @@ impl Writer {
     }
 
     pub(super) fn remove(&mut self, t: &Table, id: &str) -> Result<()> {
+        let path = files::row_path(&self.root, &t.name, id);
+        check_row_target(&path, &t.name, id)?;
         index::delete_row(&self.idx, &t.name, id)?;
-        self.fops.push(FileOp::Remove {
-            path: files::row_path(&self.root, &t.name, id),
-        });
+        self.fops.push(FileOp::Remove { path });
         Ok(())
     }
 
@@ -311,4 +313,31 @@ impl Writer {
         );
         Ok(json!({"seq": null}))
     }
+}
+
+/// A row file is written only over a regular file or nothing: a folder, link or special file
+/// named like the row (put there by hand) refuses the write, which would fail or write
+/// elsewhere.
+fn check_row_target(path: &std::path::Path, table: &str, id: &str) -> Result<()> {
+    let Ok(meta) = path.symlink_metadata() else {
+        return Ok(());
+    };
+    let what = if meta.is_file() {
+        return Ok(());
+    } else if meta.is_dir() {
+        "a folder"
+    } else if meta.file_type().is_symlink() {
+        "a symbolic link"
+    } else {
+        "a special file"
+    };
+    Err(Error::conflict(format!(
+        "{id}.md in the folder of {table} is {what}, not a row file, so row {id} cannot be written or removed"
+    ))
+    .table(table)
+    .column("id")
+    .rule("file")
+    .hint(format!(
+        "remove or rename {id}.md in the table's folder, or use another id"
+    )))
 }
