@@ -1,7 +1,7 @@
 //! Recovery at open: the index checked, the journal redone on the files, the index reconciled.
 
 use super::writer::{
-    defhash, flag_ref_violations, known_versions, reindex_table, validate_file, wipe_index,
+    check_read, defhash, flag_ref_violations, known_versions, reindex_table, wipe_index,
 };
 use crate::engine::Tables;
 use crate::engine::files::{self};
@@ -80,7 +80,6 @@ pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<
                     continue;
                 };
                 let path = files::row_path(root, &table, id);
-                let cur = std::fs::read(&path).ok();
                 let render = |s: &Value| -> Option<Vec<u8>> {
                     if s.is_null() {
                         return None;
@@ -93,9 +92,19 @@ pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<
                     ))
                 };
                 let (want, was) = (render(&m.after), render(&m.before));
+                // Read like any row file (bounded, never through a link): only a file of one of
+                // these two sizes can be in either state. One that is not read is left to the
+                // scan, which reports it.
+                let size = want.iter().chain(&was).map(Vec::len).max().unwrap_or(0);
+                let cur = match files::read_row(&path, size as i64).map(|r| r.bytes) {
+                    None => None,
+                    Some(Ok(b)) => Some(b),
+                    Some(Err(_)) => continue,
+                };
                 if cur == want || (cur != was && cur.is_some()) {
                     continue;
                 }
+                files::check_dirs(root, &dir)?;
                 match want {
                     Some(b) => {
                         files::create_dirs(root, &dir)?;
@@ -120,9 +129,9 @@ pub fn redo(root: &Path, j: &Connection, tables: &mut Tables) -> anyhow::Result<
                         if let Ok(t) = Table::compile(&table, def) {
                             files::create_dirs(root, &dir)?;
                             let bytes = files::render_table_def(&t.def);
-                            if std::fs::read(dir.join(files::TABLE_FILE)).ok().as_deref()
-                                != Some(&bytes[..])
-                            {
+                            let cur = files::read_table_def(&dir.join(files::TABLE_FILE))
+                                .and_then(|r| r.bytes.ok());
+                            if cur.as_deref() != Some(&bytes[..]) {
                                 files::write_atomic(&dir.join(files::TABLE_FILE), &bytes)?;
                                 touched_dirs.insert(dir.clone());
                             }
@@ -150,6 +159,7 @@ pub fn reconcile_index(
     c: &Connection,
     j: &Connection,
     tables: &Tables,
+    max_body: i64,
 ) -> anyhow::Result<()> {
     c.execute_batch("BEGIN")?;
     let r = (|| -> Result<()> {
@@ -162,7 +172,7 @@ pub fn reconcile_index(
         }
         for (name, t) in tables {
             if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def).as_str()) {
-                reindex_table(c, root, t, &known_versions(c, j, name)?)?;
+                reindex_table(c, root, t, &known_versions(c, j, name)?, max_body)?;
                 flag_after = true;
                 fresh.insert(name.clone());
             }
@@ -192,17 +202,16 @@ pub fn reconcile_index(
                 continue;
             };
             let path = files::row_path(root, &table, &id);
-            let Ok(bytes) = std::fs::read(&path) else {
+            let Some(read) = files::read_row(&path, max_body) else {
                 index::delete_row(c, &table, &id)?;
                 continue;
             };
-            let (mtime, size) = files::stat(&path).unwrap_or((0, 0));
             let facts = FileFacts {
-                mtime,
-                size,
-                hash: files::hash(&bytes),
+                mtime: read.mtime_ns,
+                size: read.size,
+                hash: read.hash(),
             };
-            match validate_file(t, &bytes) {
+            match check_read(t, read.bytes, max_body) {
                 Ok(rf) => index::put_row(
                     c,
                     t,

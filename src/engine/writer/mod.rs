@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::names::TableName;
 use rusqlite::Connection;
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, Weak};
@@ -210,6 +210,8 @@ pub struct Writer {
     job_base: (Tables, Settings),
     /// The batch is one folder scan, which commits every `SCAN_CHUNK` hand edits.
     solo_scan: bool,
+    /// Folders found to be real folders (not links) during this batch (see `check_folders`).
+    real_dirs: HashSet<PathBuf>,
 }
 
 /// The hand edits a folder scan journals per commit: a folder of new files (a first start over
@@ -255,6 +257,7 @@ impl Writer {
             batch_base: Default::default(),
             job_base: Default::default(),
             solo_scan: false,
+            real_dirs: HashSet::new(),
         }
     }
 
@@ -307,12 +310,15 @@ impl Writer {
         let n_jobs = jobs.len();
         self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });
         self.batch_base = (self.tables.clone(), self.settings.clone());
+        self.real_dirs.clear();
         let mut results = vec![];
         for job in jobs {
             let (m0, f0) = (self.migs.len(), self.fops.len());
             self.job_base = (self.tables.clone(), self.settings.clone());
             let _ = self.idx.execute_batch("SAVEPOINT job");
-            let r = self.apply(job.cmd, &job.actor);
+            let r = self
+                .apply(job.cmd, &job.actor)
+                .and_then(|v| self.check_folders(f0).map(|()| v));
             if r.is_ok() {
                 let _ = self.idx.execute_batch("RELEASE job");
             } else {
@@ -356,6 +362,28 @@ impl Writer {
                 let _ = tx.send(r);
             }
         }
+    }
+
+    /// The folders the file operations of a job (those from `from` on) go through must be real
+    /// folders, not links: a write through a link would land outside the database. Checked
+    /// before anything is journaled (so the caller is refused), each folder once per batch.
+    fn check_folders(&mut self, from: usize) -> Result<()> {
+        for op in &self.fops[from..] {
+            let dir = match op {
+                FileOp::Write { path, .. } | FileOp::Remove { path } => path.parent(),
+                FileOp::MakeDir(d) | FileOp::RemoveTableDir(d) => Some(d.as_path()),
+            };
+            let Some(dir) = dir else { continue };
+            if !self.real_dirs.contains(dir) && files::check_dirs(&self.root, dir)? {
+                self.real_dirs.insert(dir.to_path_buf());
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest body a row may have (hand-edited files included).
+    pub(super) fn max_body(&self) -> i64 {
+        self.settings.max_body_bytes
     }
 
     pub(super) fn table(&self, name: &str) -> Result<Arc<Table>> {
@@ -426,4 +454,4 @@ use maintain::index_versions;
 pub(in crate::engine) use maintain::{
     flag_ref_violations, known_versions, reindex_table, wipe_index,
 };
-pub(in crate::engine) use scan::validate_file;
+pub(in crate::engine) use scan::check_read;
