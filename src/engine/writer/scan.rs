@@ -253,7 +253,11 @@ impl Writer {
                 let old_files = index::known_files(&self.idx, &name)?;
                 let versions = index_versions(&self.idx, old.as_deref())?;
                 reindex_table(&self.idx, &self.root, &t, &versions, self.max_body())?;
-                flag_ref_violations(&self.idx, &self.tables)?;
+                // Checked against the new definition: the old one may name columns that the
+                // index no longer has (a link or unique column removed by hand).
+                let mut tables = self.tables.clone();
+                tables.insert(name.clone(), Arc::new(t.clone()));
+                flag_ref_violations(&self.idx, &tables)?;
                 // Rows whose files changed along with the definition are hand edits too.
                 let new_files = index::known_files(&self.idx, &name)?;
                 let mut ids: BTreeSet<&String> = old_files.keys().collect();
