@@ -125,8 +125,16 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl From<rusqlite::Error> for Error {
+    /// The full error (which may quote SQL) goes to the log; the answer only says what kind of
+    /// failure it was.
     fn from(e: rusqlite::Error) -> Self {
-        Error::internal(format!("index or journal error: {e}"))
+        tracing::error!("index or journal error: {e}");
+        let kind = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => f.to_string(),
+            rusqlite::Error::SqlInputError { error, .. } => error.to_string(),
+            _ => "see the server log".to_string(),
+        };
+        Error::internal(format!("index or journal error: {kind}"))
     }
 }
 

@@ -109,7 +109,7 @@ impl Engine {
             index::defhash(&iconn, name).is_ok_and(|h| h.is_some())
                 || journal::knows_table(&jconn, name).unwrap_or(true)
         });
-        recovery::reconcile_index(&root, &iconn, &jconn, &tables)?;
+        recovery::reconcile_index(&root, &iconn, &jconn, &tables, settings.max_body_bytes)?;
         let last = journal::last_seq(&jconn)?;
         let (seq, _) = tokio::sync::watch::channel(last);
         let watch_files = settings.watch_files;
@@ -426,7 +426,7 @@ pub fn no_row(table: &str, id: &str) -> Error {
 fn load_tables(root: &Path) -> Tables {
     let mut out = Tables::new();
     for (name, dir) in files::find_tables(root) {
-        let text = match std::fs::read_to_string(dir.join(files::TABLE_FILE)) {
+        let text = match files::read_table_text(&dir.join(files::TABLE_FILE)) {
             Ok(t) => t,
             Err(e) => {
                 tracing::error!(table = %name, "cannot read its definition: {e}");

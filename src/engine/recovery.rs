@@ -1,7 +1,7 @@
 //! Recovery at open: the index checked, the journal redone on the files, the index reconciled.
 
 use super::writer::{
-    defhash, flag_ref_violations, known_versions, reindex_table, validate_file, wipe_index,
+    check_read, defhash, flag_ref_violations, known_versions, reindex_table, wipe_index,
 };
 use crate::engine::Tables;
 use crate::engine::files::{self};
@@ -127,7 +127,6 @@ fn redo_one(
                 return Ok(());
             };
             let path = files::row_path(root, &table, id);
-            let cur = std::fs::read(&path).ok();
             let render = |t: &Table, s: &Value| -> Option<Vec<u8>> {
                 if s.is_null() {
                     return None;
@@ -140,16 +139,32 @@ fn redo_one(
                 ))
             };
             let want = render(&t, &m.after);
-            if cur == want {
-                return Ok(());
-            }
             // The file still in the before state, under the definition now or the one before.
             let was_now = render(&t, &m.before);
             let was_then = before_defs.get(&table).map(|old| render(old, &m.before));
+            // Read like any row file (bounded, never through a link): only a file of one of
+            // these sizes can be in either state. One that is not read is left to the scan,
+            // which reports it.
+            let size = [&want, &was_now]
+                .into_iter()
+                .chain(was_then.as_ref())
+                .flatten()
+                .map(Vec::len)
+                .max()
+                .unwrap_or(0);
+            let cur = match files::read_row(&path, size as i64).map(|r| r.bytes) {
+                None => None,
+                Some(Ok(b)) => Some(b),
+                Some(Err(_)) => return Ok(()),
+            };
+            if cur == want {
+                return Ok(());
+            }
             let in_before = cur == was_now || was_then.is_some_and(|w| w == cur);
             if !in_before && cur.is_some() {
                 return Ok(());
             }
+            files::check_dirs(root, &dir)?;
             match want {
                 Some(b) => {
                     files::create_dirs(root, &dir)?;
@@ -171,7 +186,9 @@ fn redo_one(
             } else if let Some(t) = def_of(&table, &m.after) {
                 files::create_dirs(root, &dir)?;
                 let bytes = files::render_table_def(&t.def);
-                if std::fs::read(dir.join(files::TABLE_FILE)).ok().as_deref() != Some(&bytes[..]) {
+                let cur =
+                    files::read_table_def(&dir.join(files::TABLE_FILE)).and_then(|r| r.bytes.ok());
+                if cur.as_deref() != Some(&bytes[..]) {
                     files::write_atomic(&dir.join(files::TABLE_FILE), &bytes)?;
                     touched_dirs.insert(dir.clone());
                 }
@@ -189,6 +206,7 @@ pub fn reconcile_index(
     c: &Connection,
     j: &Connection,
     tables: &Tables,
+    max_body: i64,
 ) -> anyhow::Result<()> {
     c.execute_batch("BEGIN")?;
     let r = (|| -> Result<()> {
@@ -201,7 +219,7 @@ pub fn reconcile_index(
         }
         for (name, t) in tables {
             if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def).as_str()) {
-                reindex_table(c, root, t, &known_versions(c, j, name)?)?;
+                reindex_table(c, root, t, &known_versions(c, j, name)?, max_body)?;
                 flag_after = true;
                 fresh.insert(name.clone());
             }
@@ -231,17 +249,16 @@ pub fn reconcile_index(
                 continue;
             };
             let path = files::row_path(root, &table, &id);
-            let Ok(bytes) = std::fs::read(&path) else {
+            let Some(read) = files::read_row(&path, max_body) else {
                 index::delete_row(c, &table, &id)?;
                 continue;
             };
-            let (mtime, size) = files::stat(&path).unwrap_or((0, 0));
             let facts = FileFacts {
-                mtime,
-                size,
-                hash: files::hash(&bytes),
+                mtime: read.mtime_ns,
+                size: read.size,
+                hash: read.hash(),
             };
-            match validate_file(t, &bytes) {
+            match check_read(t, read.bytes, max_body) {
                 Ok(rf) => index::put_row(
                     c,
                     t,

@@ -50,7 +50,9 @@ fn classify(root: &Path, path: &Path) -> Option<(Option<String>, Option<String>)
                 Some((Some(table), None))
             } else {
                 let id = file.strip_suffix(".md")?;
-                crate::names::is_row_id(id).then(|| (Some(table), Some(id.to_string())))
+                // A name that is not a row id is reported by the table's scan.
+                let id = crate::names::is_row_id(id).then(|| id.to_string());
+                Some((Some(table), id))
             }
         }
         [c, s, t] if [c, s, t].iter().all(|p| crate::names::is_name(p)) => {
@@ -69,7 +71,7 @@ fn folder_prefix(root: &Path, path: &Path) -> Option<String> {
     let parts = rel_parts(root, path)?;
     let ok = (1..=2).contains(&parts.len())
         && parts.iter().all(|p| crate::names::is_name(p))
-        && path.is_dir();
+        && super::files::is_real_dir(path);
     ok.then(|| format!("{}.", parts.join(".")))
 }
 
@@ -77,7 +79,7 @@ impl Watcher {
     pub fn start(engine: &Arc<Engine>) -> notify::Result<Watcher> {
         let root = engine.root.clone();
         let (tx, rx) = mpsc::channel::<PathBuf>();
-        let mut inner = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        let handler = move |ev: notify::Result<notify::Event>| {
             if let Ok(ev) = ev {
                 // Opening or reading a file changes nothing, and the engine itself opens every
                 // file it scans (and each folder it fsyncs): reacting to that would loop.
@@ -99,7 +101,12 @@ impl Watcher {
                     }
                 }
             }
-        })?;
+        };
+        // Links are never followed, by the watcher either.
+        let mut inner = notify::RecommendedWatcher::new(
+            handler,
+            notify::Config::default().with_follow_symlinks(false),
+        )?;
         // The root alone, then each catalog folder with everything below it: the engine's own
         // `.datanotes/` (journal and index WAL writes) stays unwatched.
         inner.watch(&root, RecursiveMode::NonRecursive)?;
@@ -152,7 +159,7 @@ impl Watcher {
                             }
                         }
                     }
-                    watched.retain(|p| p.is_dir());
+                    watched.retain(|p| super::files::is_real_dir(p));
                     for p in paths {
                         if let Some(what) = classify(&root, &p)
                             && seen.insert(what.clone())

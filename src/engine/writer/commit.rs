@@ -41,7 +41,7 @@ impl FilePlan {
     fn new(fops: Vec<FileOp>) -> FilePlan {
         let rows_only = fops.iter().all(|op| match op {
             FileOp::Write { .. } | FileOp::Remove { .. } => true,
-            FileOp::MakeDir(d) => d.is_dir(),
+            FileOp::MakeDir(d) => files::is_real_dir(d),
             FileOp::RemoveTableDir(_) => false,
         });
         if !rows_only {

@@ -83,7 +83,7 @@ impl Writer {
             let mut rows = 0;
             for t in self.tables.values() {
                 let versions = versions.remove(&t.name).unwrap_or_default();
-                rows += reindex_table(&self.idx, &self.root, t, &versions)?;
+                rows += reindex_table(&self.idx, &self.root, t, &versions, self.max_body())?;
             }
             flag_ref_violations(&self.idx, &self.tables)?;
             index::set_meta(
@@ -273,26 +273,32 @@ pub(in crate::engine) fn flag_ref_violations(c: &Connection, tables: &Tables) ->
 }
 
 /// Recreates a table's index from its files, silently (no journal). Returns the row count.
+/// Files that are not read (see `files::read_row`) are invalid rows; a table folder reached
+/// through a link has no rows.
 pub(in crate::engine) fn reindex_table(
     c: &Connection,
     root: &Path,
     t: &Table,
     versions: &HashMap<String, i64>,
+    max_body: i64,
 ) -> Result<usize> {
     index::create_table(c, t, &defhash(&t.def))?;
     let dir = files::table_dir(root, &t.name);
+    if !matches!(files::check_dirs(root, &dir), Ok(true)) {
+        return Ok(0);
+    }
     let mut n = 0;
     for f in files::list_rows(&dir) {
         let path = dir.join(format!("{}.md", f.id));
-        let Ok(bytes) = std::fs::read(&path) else {
+        let Some(read) = files::read_row(&path, max_body) else {
             continue;
         };
         let facts = FileFacts {
-            mtime: f.mtime_ns,
-            size: f.size,
-            hash: files::hash(&bytes),
+            mtime: read.mtime_ns,
+            size: read.size,
+            hash: read.hash(),
         };
-        match validate_file(t, &bytes) {
+        match check_read(t, read.bytes, max_body) {
             Ok(rf) => {
                 let version = versions.get(&f.id).copied().unwrap_or(1);
                 index::put_row(

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::names::TableName;
 use rusqlite::Connection;
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, Weak};
@@ -216,6 +216,8 @@ pub struct Writer {
     job_base: (Tables, Settings),
     /// The batch is one folder scan, which commits every `SCAN_CHUNK` hand edits.
     solo_scan: bool,
+    /// Folders found to be real folders (not links) during this batch (see `check_folders`).
+    real_dirs: HashSet<PathBuf>,
 }
 
 /// The hand edits a folder scan journals per commit: a folder of new files (a first start over
@@ -264,6 +266,7 @@ impl Writer {
             batch_base: Default::default(),
             job_base: Default::default(),
             solo_scan: false,
+            real_dirs: HashSet::new(),
         }
     }
 
@@ -341,13 +344,19 @@ impl Writer {
         let n_jobs = jobs.len();
         self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });
         self.batch_base = (self.tables.clone(), self.settings.clone());
+        self.real_dirs.clear();
         let mut results = vec![];
         for job in jobs {
             // A hand edit of the row a job is about to write is journaled first, on its own: it
             // stays even if the job is refused.
             self.hand_edits_first(&job.cmd);
             let m0 = self.migs.len();
-            let r = self.in_savepoint(|w| w.apply(job.cmd, &job.actor));
+            let r = self.in_savepoint(|w| {
+                let f0 = w.fops.len();
+                let v = w.apply(job.cmd, &job.actor)?;
+                w.check_folders(f0)?;
+                Ok(v)
+            });
             results.push((job.reply, r, m0..self.migs.len()));
         }
         self.solo_scan = false;
@@ -415,6 +424,28 @@ impl Writer {
             (self.tables, self.settings) = self.job_base.clone();
         }
         r
+    }
+
+    /// The folders the file operations of a job (those from `from` on) go through must be real
+    /// folders, not links: a write through a link would land outside the database. Checked
+    /// before anything is journaled (so the caller is refused), each folder once per batch.
+    fn check_folders(&mut self, from: usize) -> Result<()> {
+        for op in &self.fops[from..] {
+            let dir = match op {
+                FileOp::Write { path, .. } | FileOp::Remove { path } => path.parent(),
+                FileOp::MakeDir(d) | FileOp::RemoveTableDir(d) => Some(d.as_path()),
+            };
+            let Some(dir) = dir else { continue };
+            if !self.real_dirs.contains(dir) && files::check_dirs(&self.root, dir)? {
+                self.real_dirs.insert(dir.to_path_buf());
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest body a row may have (hand-edited files included).
+    pub(super) fn max_body(&self) -> i64 {
+        self.settings.max_body_bytes
     }
 
     pub(super) fn table(&self, name: &str) -> Result<Arc<Table>> {
@@ -485,4 +516,4 @@ use maintain::index_versions;
 pub(in crate::engine) use maintain::{
     flag_ref_violations, known_versions, reindex_table, wipe_index,
 };
-pub(in crate::engine) use scan::validate_file;
+pub(in crate::engine) use scan::check_read;

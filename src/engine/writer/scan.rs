@@ -57,7 +57,7 @@ impl Writer {
             Some(id) => {
                 let t = w.tables[&table].clone();
                 let known = index::known_file(&w.idx, &table, &id)?;
-                let seen = look_at(&w.root, &t, id, known)?;
+                let seen = look_at(&w.root, &t, id, known, w.max_body())?;
                 w.check_file(&t, seen, &Actor::hand_edit())?;
                 Ok(Value::Null)
             }
@@ -96,6 +96,11 @@ impl Writer {
         for name in names {
             let t = self.tables[&name].clone();
             if let Some(id) = &id {
+                // A table folder that became a link is a change of the table (it is gone).
+                if files::check_dirs(&self.root, &files::table_dir(&self.root, &name)).is_err() {
+                    found += self.scan_defs(Some(&name), &actor)?;
+                    continue;
+                }
                 let known = index::known_file(&self.idx, &name, id)?;
                 let path = files::row_path(&self.root, &name, id);
                 let same = match (&known, files::stat(&path)) {
@@ -104,7 +109,7 @@ impl Writer {
                     _ => false,
                 };
                 if !same {
-                    let seen = look_at(&self.root, &t, id.clone(), known)?;
+                    let seen = look_at(&self.root, &t, id.clone(), known, self.max_body())?;
                     found += self.check_file(&t, seen, &actor)? as usize;
                 }
                 continue;
@@ -225,18 +230,19 @@ impl Writer {
         let mut found = 0;
         if todo.len() < 64 {
             for (id, known) in todo {
-                let seen = look_at(&self.root, t, id, known)?;
+                let seen = look_at(&self.root, t, id, known, self.max_body())?;
                 found += self.check_file(t, seen, actor)? as usize;
                 self.commit_scan_chunk()?;
             }
             return Ok(found);
         }
         let root = self.root.clone();
+        let max_body = self.max_body();
         std::thread::scope(|s| {
             let (tx, rx) = mpsc::sync_channel(256);
             s.spawn(move || {
                 for (id, known) in todo {
-                    let seen = look_at(&root, t, id, known);
+                    let seen = look_at(&root, t, id, known, max_body);
                     let failed = seen.is_err();
                     if tx.send(seen).is_err() || failed {
                         break;
@@ -281,8 +287,8 @@ impl Writer {
             }
         }
         for (name, dir) in on_disk {
-            let text = std::fs::read_to_string(dir.join(files::TABLE_FILE)).unwrap_or_default();
-            let t = match files::parse_table_def(&text)
+            let t = match files::read_table_text(&dir.join(files::TABLE_FILE))
+                .and_then(|text| files::parse_table_def(&text))
                 .map_err(Error::invalid)
                 .and_then(|d| Table::compile(&name, d))
             {
@@ -311,8 +317,12 @@ impl Writer {
                 };
                 let old_files = index::known_files(&self.idx, &name)?;
                 let versions = index_versions(&self.idx, old.as_deref())?;
-                reindex_table(&self.idx, &self.root, &t, &versions)?;
-                flag_ref_violations(&self.idx, &self.tables)?;
+                reindex_table(&self.idx, &self.root, &t, &versions, self.max_body())?;
+                // Checked against the new definition: the old one may name columns that the
+                // index no longer has (a link or unique column removed by hand).
+                let mut tables = self.tables.clone();
+                tables.insert(name.clone(), Arc::new(t.clone()));
+                flag_ref_violations(&self.idx, &tables)?;
                 // Rows whose files changed along with the definition are hand edits too.
                 let new_files = index::known_files(&self.idx, &name)?;
                 let mut ids: BTreeSet<&String> = old_files.keys().collect();
@@ -376,43 +386,60 @@ pub(super) struct SeenFile {
     checked: Option<std::result::Result<RowFile, String>>,
 }
 
-/// Reads, hashes and validates a row file: everything a scan does without the index, so it can
-/// run on another thread. The stat is taken before the read, so a change racing the scan is
-/// seen again by the next one.
+/// Reads (bounded, never following a link: see `files::read_row`), hashes and validates a row
+/// file: everything a scan does without the index, so it can run on another thread. The stat is
+/// taken on the open file before the read, so a change racing the scan is seen again by the
+/// next one. A file that is not read (a link, a pipe, too big, a bad name) is an invalid row.
 pub(super) fn look_at(
     root: &Path,
     t: &Table,
     id: String,
     known: Option<index::KnownFile>,
+    max_body: i64,
 ) -> Result<SeenRow> {
     let path = files::row_path(root, &t.name, &id);
-    let stat = files::stat(&path);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e.into()),
-    };
-    let file = bytes.map(|bytes| {
-        let (mtime, size) = stat.unwrap_or((0, bytes.len() as i64));
-        let hash = files::hash(&bytes);
+    let file = files::read_row(&path, max_body).map(|read| {
+        let hash = read.hash();
         let checked = known
             .as_ref()
             .is_none_or(|k| k.hash != hash)
-            .then(|| validate_file(t, &bytes));
+            .then(|| check_read(t, read.bytes, max_body));
         SeenFile {
-            facts: FileFacts { mtime, size, hash },
+            facts: FileFacts {
+                mtime: read.mtime_ns,
+                size: read.size,
+                hash,
+            },
             checked,
         }
     });
     Ok(SeenRow { id, known, file })
 }
 
+/// Validates what `files::read_row` answered: a file that was not read is invalid for the
+/// reason it was not.
+pub(in crate::engine) fn check_read(
+    t: &Table,
+    bytes: std::result::Result<Vec<u8>, String>,
+    max_body: i64,
+) -> std::result::Result<RowFile, String> {
+    validate_file(t, &bytes?, max_body)
+}
+
 pub(in crate::engine) fn validate_file(
     t: &Table,
     bytes: &[u8],
+    max_body: i64,
 ) -> std::result::Result<RowFile, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())?;
     let rf = files::parse_row(text)?;
+    // The same limit as for writes through the API.
+    if rf.body.len() as i64 > max_body {
+        return Err(format!(
+            "the body has {} bytes, more than the limit {max_body} (max_body_bytes): shorten the body or split the note",
+            rf.body.len()
+        ));
+    }
     let values = t.check_row(&rf.values).map_err(|e| match &e.hint {
         Some(h) => format!("{} ({h})", e.message),
         None => e.message.clone(),

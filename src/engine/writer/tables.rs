@@ -253,18 +253,10 @@ impl Writer {
                 None => {
                     self.check_refs(&nt, &r.id, &r.values)?;
                     let path = files::row_path(&self.root, &nt.name, &r.id);
-                    let bytes = std::fs::read(&path).unwrap_or_default();
-                    let (mtime, size) = files::stat(&path).unwrap_or((0, 0));
-                    index::put_row(
-                        &self.idx,
-                        &nt,
-                        r,
-                        &FileFacts {
-                            mtime,
-                            size,
-                            hash: files::hash(&bytes),
-                        },
-                    )?;
+                    let (mtime, size, hash) = files::read_row(&path, self.max_body())
+                        .map(|f| (f.mtime_ns, f.size, f.hash()))
+                        .unwrap_or((0, 0, files::hash(b"")));
+                    index::put_row(&self.idx, &nt, r, &FileFacts { mtime, size, hash })?;
                 }
             }
         }
