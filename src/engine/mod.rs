@@ -83,6 +83,11 @@ pub struct Engine {
     _watcher: Mutex<Option<watch::Watcher>>,
 }
 
+/// The most changes the feed's ring of recent changes keeps.
+const RECENT_CHANGES: usize = 20_000;
+/// The most bytes (of serialized changes) the feed's ring keeps.
+const RECENT_BYTES: usize = 64 << 20;
+
 fn open_journal_reader(p: &Path) -> Result<Connection> {
     journal::open(p, false)
 }
@@ -130,7 +135,7 @@ impl Engine {
             index: Pool::new(ipath, index::open),
             journal: Pool::new(jpath, open_journal_reader),
             seq,
-            recent: crate::feed::Recent::new(20_000),
+            recent: crate::feed::Recent::new(RECENT_CHANGES, RECENT_BYTES),
             table_tools: RwLock::new(Default::default()),
             _watcher: Mutex::new(None),
         });

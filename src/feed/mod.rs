@@ -50,43 +50,63 @@ impl Change {
     }
 }
 
-/// The ring of recent changes.
+/// The ring of recent changes, bounded in entries and in bytes (of serialized changes): the
+/// oldest go first. It always holds a contiguous run of seqs, so a cursor inside it is served
+/// from it, and one behind it (or any cursor while it is empty) from the journal.
 pub struct Recent {
-    ring: RwLock<VecDeque<Arc<Change>>>,
+    ring: RwLock<Ring>,
     cap: usize,
+    cap_bytes: usize,
+}
+
+#[derive(Default)]
+struct Ring {
+    changes: VecDeque<Arc<Change>>,
+    bytes: usize,
+}
+
+impl Ring {
+    fn pop_front(&mut self) {
+        if let Some(c) = self.changes.pop_front() {
+            self.bytes -= c.json.len();
+        }
+    }
 }
 
 impl Recent {
-    pub fn new(cap: usize) -> Recent {
+    pub fn new(cap: usize, cap_bytes: usize) -> Recent {
         Recent {
-            ring: RwLock::new(VecDeque::new()),
+            ring: RwLock::new(Ring::default()),
             cap,
+            cap_bytes,
         }
     }
     pub fn push(&self, migs: &[Migration]) {
         let mut r = self.ring.write().unwrap();
         for m in migs {
-            r.push_back(Arc::new(Change::from_migration(m)));
+            let c = Change::from_migration(m);
+            r.bytes += c.json.len();
+            r.changes.push_back(Arc::new(c));
         }
-        while r.len() > self.cap {
+        while r.changes.len() > self.cap || r.bytes > self.cap_bytes {
             r.pop_front();
         }
     }
     /// Changes after `cursor` if the ring covers it, with the ring's newest seq.
     fn after(&self, cursor: i64, max: usize) -> Option<(Vec<Arc<Change>>, i64)> {
         let r = self.ring.read().unwrap();
-        let first = r.front()?.seq;
-        let last = r.back()?.seq;
+        let first = r.changes.front()?.seq;
+        let last = r.changes.back()?.seq;
         if cursor + 1 < first {
             return None;
         }
-        let start = r.partition_point(|c| c.seq <= cursor);
-        Some((r.range(start..).take(max).cloned().collect(), last))
+        let start = r.changes.partition_point(|c| c.seq <= cursor);
+        Some((r.changes.range(start..).take(max).cloned().collect(), last))
     }
     /// Drops changes below a seq (after vacuum).
     pub fn forget_before(&self, seq: i64) {
         let mut r = self.ring.write().unwrap();
-        while r.front().is_some_and(|c| c.seq < seq) {
+        while r.changes.front().is_some_and(|c| c.seq < seq) {
             r.pop_front();
         }
     }
@@ -352,4 +372,81 @@ pub fn tool_call_event(v: serde_json::Value) -> Result<serde_json::Value> {
         "resultChars": r.result_chars,
         "resultTokens": r.result_tokens,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Actor;
+    use serde_json::json;
+
+    fn mig(seq: i64, bytes: usize) -> Migration {
+        Migration {
+            seq,
+            ts: "2026-01-01T00:00:00.000Z".into(),
+            op: "insert".into(),
+            table: Some("a.b.c".into()),
+            row: Some(format!("r{seq}")),
+            before: serde_json::Value::Null,
+            after: json!({"body": "x".repeat(bytes)}),
+            actor: Actor::hand_edit(),
+            call: None,
+        }
+    }
+
+    fn held(r: &Recent) -> (Vec<i64>, usize) {
+        let ring = r.ring.read().unwrap();
+        let sum: usize = ring.changes.iter().map(|c| c.json.len()).sum();
+        assert_eq!(ring.bytes, sum, "the byte count follows the changes");
+        (ring.changes.iter().map(|c| c.seq).collect(), ring.bytes)
+    }
+
+    #[test]
+    fn the_ring_is_bounded_in_bytes_and_a_reader_behind_it_goes_to_the_journal() {
+        const CAP: usize = 350_000;
+        let r = Recent::new(20_000, CAP);
+        // Ten changes of about 100 kB, in batches of different sizes.
+        r.push(&[mig(1, 100_000)]);
+        r.push(&(2..=5).map(|s| mig(s, 100_000)).collect::<Vec<_>>());
+        r.push(&(6..=10).map(|s| mig(s, 100_000)).collect::<Vec<_>>());
+        let (seqs, bytes) = held(&r);
+        assert_eq!(seqs, vec![8, 9, 10], "the oldest went first");
+        assert!(bytes <= CAP, "{bytes} bytes held, cap {CAP}");
+
+        // A cursor inside the ring (or just before its first change) is served from it, in
+        // order and without a gap; one further behind is not (the journal serves it).
+        let from = |cursor: i64| {
+            r.after(cursor, 1000)
+                .map(|(cs, last)| (cs.iter().map(|c| c.seq).collect::<Vec<_>>(), last))
+        };
+        assert_eq!(from(7), Some((vec![8, 9, 10], 10)));
+        assert_eq!(from(8), Some((vec![9, 10], 10)));
+        assert_eq!(from(10), Some((vec![], 10)));
+        assert_eq!(
+            from(6),
+            None,
+            "seq 7 was evicted: the journal must serve it"
+        );
+        assert_eq!(from(0), None);
+
+        // A change larger than the whole bound is not kept at all, nor anything before it.
+        r.push(&[mig(11, CAP)]);
+        assert_eq!(held(&r), (vec![], 0));
+        assert_eq!(from(10), None, "an empty ring serves nothing");
+        // And the ring fills again from there, contiguous.
+        r.push(&[mig(12, 10)]);
+        assert_eq!(held(&r).0, vec![12]);
+        assert_eq!(from(10), None, "seq 11 is only in the journal");
+        assert_eq!(from(11), Some((vec![12], 12)));
+
+        // Vacuum's forgetting keeps the count right.
+        r.push(&[mig(13, 10), mig(14, 10)]);
+        r.forget_before(14);
+        assert_eq!(held(&r).0, vec![14]);
+
+        // The entry bound still holds.
+        let r = Recent::new(3, CAP);
+        r.push(&(1..=5).map(|s| mig(s, 10)).collect::<Vec<_>>());
+        assert_eq!(held(&r).0, vec![3, 4, 5]);
+    }
 }
