@@ -662,6 +662,50 @@ fn tool_call_events_reach_only_consumers_that_ask_and_are_cut() {
     assert_eq!(st, 401);
 }
 
+#[test]
+fn tool_call_records_with_huge_fields_are_cut_and_the_journal_stays_small() {
+    let s = Server::start();
+    let journal = |s: &Server| -> u64 {
+        ["journal.db", "journal.db-wal"]
+            .iter()
+            .map(|f| std::fs::metadata(s.dir.join(".datanotes").join(f)).map_or(0, |m| m.len()))
+            .sum()
+    };
+    let since = s.seq();
+    let grown_from = journal(&s);
+    // About 1 MB in every text field (two-byte characters in some, so a cut in the middle of
+    // a character would show).
+    let mut body = tool_call("x");
+    body["tool"] = json!("é".repeat(500_000));
+    body["servedBy"] = json!("s".repeat(1 << 20));
+    body["session"] = json!("ß".repeat(500_000));
+    body["summary"] = json!("y".repeat(1 << 20));
+    body["args"] = json!({"a": "z".repeat(1 << 20)});
+    body["value"] = json!("v".repeat(1 << 20));
+    for _ in 0..3 {
+        let (st, v) = s.call_as(Some(&s.token), "tool-calls/record", &body, &[]);
+        assert_eq!(st, 200, "{v}");
+    }
+    let grew = journal(&s) - grown_from;
+    assert!(
+        grew < 256 << 10,
+        "three records of ~6 MB each grew the journal by {grew} bytes"
+    );
+
+    let p = changes(&s, json!({"since": since, "ops": ["tool_call"]}));
+    let cs = p["changes"].as_array().unwrap();
+    assert_eq!(cs.len(), 3, "{p}");
+    let want_args: String = body["args"].to_string().chars().take(300).collect();
+    for c in cs {
+        assert_eq!(
+            c["call"],
+            json!({"tool": "é".repeat(200), "args": want_args, "ok": true, "value": "v".repeat(1000),
+                   "servedBy": "s".repeat(200), "durationMs": 12.5, "summary": "y".repeat(300),
+                   "session": "ß".repeat(200), "resultChars": 6, "resultTokens": 2})
+        );
+    }
+}
+
 // ---- webhooks ----
 
 /// One request the receiver got.

@@ -345,30 +345,66 @@ struct ToolCallRecord {
     result_tokens: u64,
 }
 
-fn cut(s: &str, n: usize) -> String {
+/// The most characters of each text field of a `tool_call` event.
+pub const TOOL_CALL_TOOL_CHARS: usize = 200;
+pub const TOOL_CALL_SERVED_BY_CHARS: usize = 200;
+pub const TOOL_CALL_SESSION_CHARS: usize = 200;
+pub const TOOL_CALL_SUMMARY_CHARS: usize = 300;
+pub const TOOL_CALL_ARGS_CHARS: usize = 300;
+pub const TOOL_CALL_VALUE_CHARS: usize = 1000;
+
+/// The first `n` characters of `s` (cut on a character boundary).
+pub fn cut(s: &str, n: usize) -> String {
     match s.char_indices().nth(n) {
         Some((i, _)) => s[..i].to_string(),
         None => s.to_string(),
     }
 }
 
-/// Checks a tool-call report and shapes the `call` of its `tool_call` change: `args` as JSON
-/// text cut at 300 characters, `value` cut at 1,000.
+/// The first `n` characters of a JSON value's text, without writing out more than that.
+fn cut_json(v: &serde_json::Value, n: usize) -> String {
+    /// Takes bytes up to a bound, then refuses more (which ends the serialization).
+    struct Bounded(Vec<u8>, usize);
+    impl std::io::Write for Bounded {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let room = self.1 - self.0.len();
+            if room == 0 {
+                return Err(std::io::Error::other("enough"));
+            }
+            let k = room.min(b.len());
+            self.0.extend_from_slice(&b[..k]);
+            Ok(k)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // n characters are at most 4n bytes: the first 4n bytes hold them all, and a character
+    // split at the bound comes after them.
+    let mut w = Bounded(Vec::new(), n.saturating_mul(4));
+    let _ = serde_json::to_writer(&mut w, v);
+    cut(&String::from_utf8_lossy(&w.0), n)
+}
+
+/// Checks a tool-call report and shapes the `call` of its `tool_call` change, with every text
+/// field cut: `tool`, `servedBy` and `session` at 200 characters, `summary` at 300, `args` (as
+/// JSON text) at 300, `value` at 1,000. Every door that records a tool call (the MCP door and
+/// `tool-calls/record`) goes through here.
 pub fn tool_call_event(v: serde_json::Value) -> Result<serde_json::Value> {
     let r: ToolCallRecord = crate::ops::parse("tool-calls/record", v)?;
     let value = match &r.value {
-        serde_json::Value::String(s) => cut(s, 1000),
-        other => cut(&other.to_string(), 1000),
+        serde_json::Value::String(s) => cut(s, TOOL_CALL_VALUE_CHARS),
+        other => cut_json(other, TOOL_CALL_VALUE_CHARS),
     };
     Ok(serde_json::json!({
-        "tool": r.tool,
-        "args": cut(&r.args.to_string(), 300),
+        "tool": cut(&r.tool, TOOL_CALL_TOOL_CHARS),
+        "args": cut_json(&r.args, TOOL_CALL_ARGS_CHARS),
         "ok": r.ok,
         "value": value,
-        "servedBy": r.served_by,
+        "servedBy": cut(&r.served_by, TOOL_CALL_SERVED_BY_CHARS),
         "durationMs": r.duration_ms,
-        "summary": cut(&r.summary, 300),
-        "session": r.session,
+        "summary": cut(&r.summary, TOOL_CALL_SUMMARY_CHARS),
+        "session": r.session.as_deref().map(|s| cut(s, TOOL_CALL_SESSION_CHARS)),
         "resultChars": r.result_chars,
         "resultTokens": r.result_tokens,
     }))
@@ -448,5 +484,21 @@ mod tests {
         let r = Recent::new(3, CAP);
         r.push(&(1..=5).map(|s| mig(s, 10)).collect::<Vec<_>>());
         assert_eq!(held(&r).0, vec![3, 4, 5]);
+    }
+
+    #[test]
+    fn cutting_keeps_whole_characters() {
+        assert_eq!(cut("héllo", 2), "hé");
+        assert_eq!(cut("hé", 5), "hé");
+        let v = json!({"t": "é".repeat(1000)});
+        let c = cut_json(&v, 300);
+        assert_eq!(c.chars().count(), 300);
+        assert!(v.to_string().starts_with(&c));
+        assert_eq!(cut_json(&json!([1, 2]), 300), "[1,2]");
+        let v = json!("😀".repeat(50));
+        assert_eq!(
+            cut_json(&v, 10),
+            v.to_string().chars().take(10).collect::<String>()
+        );
     }
 }
