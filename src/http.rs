@@ -444,10 +444,10 @@ static ROUTES: &[Route] = &[
     Route {
         path: "webhooks",
         access: Access::Read,
-        run: |s, _, v| {
+        run: |s, c, v| {
             blocking(move || {
                 ops::parse::<crate::engine::args::Empty>("webhooks", v)?;
-                Ok(s.webhooks.list())
+                Ok(s.webhooks.list(&c.caller))
             })
         },
     },

@@ -1376,3 +1376,43 @@ fn a_watcher_scan_batched_after_an_insert_is_not_a_hand_edit() {
     }
     eprintln!("the race was set up {clean} times only: little was proven");
 }
+
+#[test]
+fn webhook_urls_are_shown_whole_only_to_the_owner() {
+    let s = Server::start();
+    // Secrets in the userinfo, the query and the fragment; this one never delivers.
+    let quiet = "https://ada:pa55word@hooks.example.com:8443/in/x?key=s3cret-key&b=2#frag";
+    // This one fails at once (nothing listens on port 9), so it has a last error.
+    let failing = "http://bob:hunter2@127.0.0.1:9/hook?token=s3cret-token";
+    let created = s.ok_route("webhooks/create", json!({"url": quiet, "ops": ["delete"]}));
+    assert_eq!(created["webhook"]["url"], quiet, "the owner sees it whole");
+    s.ok_route("webhooks/create", json!({"url": failing}));
+    s.ok("create_table", items("a.b.c"));
+    let app = s.ok_route("apps/create", json!({"name": "viewer"}))["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let list = |token: &str| {
+        let (st, v) = s.call_as(Some(token), "webhooks", &json!({}), &[]);
+        assert_eq!(st, 200, "{v}");
+        v["webhooks"].as_array().unwrap().clone()
+    };
+    eventually("the failing webhook has a last error", || {
+        list(&s.token)[1]["last_error"].is_string()
+    });
+
+    let owner = list(&s.token);
+    assert_eq!(owner[0]["url"], quiet);
+    assert_eq!(owner[1]["url"], failing);
+
+    let seen = list(&app);
+    assert_eq!(seen[0]["url"], "https://hooks.example.com:8443/in/x");
+    assert_eq!(seen[1]["url"], "http://127.0.0.1:9/hook");
+    assert!(seen[1]["last_error"].is_string(), "{seen:?}");
+    let text = Value::Array(seen).to_string();
+    for secret in [
+        "ada", "pa55word", "s3cret", "frag", "bob", "hunter2", "token=",
+    ] {
+        assert!(!text.contains(secret), "an app sees {secret:?}: {text}");
+    }
+}
