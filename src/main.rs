@@ -18,7 +18,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create a database folder (and its owner token).
+    /// Create a database folder (and its owner token). Refused while a server serves the folder.
     Init {
         #[arg(long)]
         database: PathBuf,
@@ -81,9 +81,17 @@ fn open(db: &std::path::Path) -> anyhow::Result<(std::sync::Arc<Engine>, String)
     Ok((engine, hash))
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     let cli = Cli::parse();
     init_logs();
+    // A failure is one plain line (with its causes), never a backtrace.
+    if let Err(e) = run(cli) {
+        eprintln!("datanotes: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
         Command::Init { database } => {
             let (engine, _) = open(&database)?;
@@ -106,6 +114,8 @@ fn main() -> anyhow::Result<()> {
             rt.block_on(async {
                 let listener = tokio::net::TcpListener::bind(listen).await?;
                 let addr = listener.local_addr()?;
+                // A second server on this folder names this one and its address.
+                engine.record_address(&addr.to_string())?;
                 tracing::info!(database = %engine.root.display(), "serving on http://{addr}");
                 println!(
                     "datanotes serving {} on http://{addr}",

@@ -662,6 +662,50 @@ fn tool_call_events_reach_only_consumers_that_ask_and_are_cut() {
     assert_eq!(st, 401);
 }
 
+#[test]
+fn tool_call_records_with_huge_fields_are_cut_and_the_journal_stays_small() {
+    let s = Server::start();
+    let journal = |s: &Server| -> u64 {
+        ["journal.db", "journal.db-wal"]
+            .iter()
+            .map(|f| std::fs::metadata(s.dir.join(".datanotes").join(f)).map_or(0, |m| m.len()))
+            .sum()
+    };
+    let since = s.seq();
+    let grown_from = journal(&s);
+    // About 1 MB in every text field (two-byte characters in some, so a cut in the middle of
+    // a character would show).
+    let mut body = tool_call("x");
+    body["tool"] = json!("é".repeat(500_000));
+    body["servedBy"] = json!("s".repeat(1 << 20));
+    body["session"] = json!("ß".repeat(500_000));
+    body["summary"] = json!("y".repeat(1 << 20));
+    body["args"] = json!({"a": "z".repeat(1 << 20)});
+    body["value"] = json!("v".repeat(1 << 20));
+    for _ in 0..3 {
+        let (st, v) = s.call_as(Some(&s.token), "tool-calls/record", &body, &[]);
+        assert_eq!(st, 200, "{v}");
+    }
+    let grew = journal(&s) - grown_from;
+    assert!(
+        grew < 256 << 10,
+        "three records of ~6 MB each grew the journal by {grew} bytes"
+    );
+
+    let p = changes(&s, json!({"since": since, "ops": ["tool_call"]}));
+    let cs = p["changes"].as_array().unwrap();
+    assert_eq!(cs.len(), 3, "{p}");
+    let want_args: String = body["args"].to_string().chars().take(300).collect();
+    for c in cs {
+        assert_eq!(
+            c["call"],
+            json!({"tool": "é".repeat(200), "args": want_args, "ok": true, "value": "v".repeat(1000),
+                   "servedBy": "s".repeat(200), "durationMs": 12.5, "summary": "y".repeat(300),
+                   "session": "ß".repeat(200), "resultChars": 6, "resultTokens": 2})
+        );
+    }
+}
+
 // ---- webhooks ----
 
 /// One request the receiver got.
@@ -1331,4 +1375,44 @@ fn a_watcher_scan_batched_after_an_insert_is_not_a_hand_edit() {
         }
     }
     eprintln!("the race was set up {clean} times only: little was proven");
+}
+
+#[test]
+fn webhook_urls_are_shown_whole_only_to_the_owner() {
+    let s = Server::start();
+    // Secrets in the userinfo, the query and the fragment; this one never delivers.
+    let quiet = "https://ada:pa55word@hooks.example.com:8443/in/x?key=s3cret-key&b=2#frag";
+    // This one fails at once (nothing listens on port 9), so it has a last error.
+    let failing = "http://bob:hunter2@127.0.0.1:9/hook?token=s3cret-token";
+    let created = s.ok_route("webhooks/create", json!({"url": quiet, "ops": ["delete"]}));
+    assert_eq!(created["webhook"]["url"], quiet, "the owner sees it whole");
+    s.ok_route("webhooks/create", json!({"url": failing}));
+    s.ok("create_table", items("a.b.c"));
+    let app = s.ok_route("apps/create", json!({"name": "viewer"}))["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let list = |token: &str| {
+        let (st, v) = s.call_as(Some(token), "webhooks", &json!({}), &[]);
+        assert_eq!(st, 200, "{v}");
+        v["webhooks"].as_array().unwrap().clone()
+    };
+    eventually("the failing webhook has a last error", || {
+        list(&s.token)[1]["last_error"].is_string()
+    });
+
+    let owner = list(&s.token);
+    assert_eq!(owner[0]["url"], quiet);
+    assert_eq!(owner[1]["url"], failing);
+
+    let seen = list(&app);
+    assert_eq!(seen[0]["url"], "https://hooks.example.com:8443/in/x");
+    assert_eq!(seen[1]["url"], "http://127.0.0.1:9/hook");
+    assert!(seen[1]["last_error"].is_string(), "{seen:?}");
+    let text = Value::Array(seen).to_string();
+    for secret in [
+        "ada", "pa55word", "s3cret", "frag", "bob", "hunter2", "token=",
+    ] {
+        assert!(!text.contains(secret), "an app sees {secret:?}: {text}");
+    }
 }

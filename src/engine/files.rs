@@ -132,7 +132,17 @@ pub fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
         .ok_or_else(|| Error::internal("file has no folder"))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut f = fs::File::create(&tmp)?;
+    // The engine's own files (settings) are private like the rest of `.datanotes/`.
+    let private = dir.file_name().is_some_and(|n| n == ".datanotes");
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(if private { 0o600 } else { 0o666 })
+            .open(&tmp)?
+    };
     f.write_all(bytes)?;
     f.sync_all()?;
     Ok(tmp)

@@ -26,7 +26,12 @@ pub struct Actor {
     pub label: String,
 }
 
+/// The most characters of an actor's harness, model or session (they come from headers and
+/// clients' names).
+pub const ACTOR_FIELD_CHARS: usize = 200;
+
 impl Actor {
+    /// An actor, its harness, model and session cut at [`ACTOR_FIELD_CHARS`] characters.
     pub fn new(
         harness: Option<String>,
         model: Option<String>,
@@ -34,11 +39,12 @@ impl Actor {
         session: Option<String>,
         token: Option<String>,
     ) -> Actor {
+        let clip = |s: Option<String>| s.map(|s| crate::feed::cut(&s, ACTOR_FIELD_CHARS));
         let mut a = Actor {
-            harness,
-            model,
+            harness: clip(harness),
+            model: clip(model),
             app,
-            session,
+            session: clip(session),
             token,
             label: String::new(),
         };

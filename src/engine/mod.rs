@@ -16,6 +16,7 @@ pub mod args;
 pub mod files;
 pub mod index;
 pub mod journal;
+pub mod lock;
 mod recovery;
 pub mod schema;
 pub mod settings;
@@ -81,7 +82,14 @@ pub struct Engine {
     /// The app tools that declare each table (set by the aggregator), for describe_table.
     table_tools: RwLock<std::collections::HashMap<String, Vec<Value>>>,
     _watcher: Mutex<Option<watch::Watcher>>,
+    /// The folder's lock (one process per folder), held until `shutdown` or drop.
+    lock: Mutex<Option<lock::FolderLock>>,
 }
+
+/// The most changes the feed's ring of recent changes keeps.
+const RECENT_CHANGES: usize = 20_000;
+/// The most bytes (of serialized changes) the feed's ring keeps.
+const RECENT_BYTES: usize = 64 << 20;
 
 fn open_journal_reader(p: &Path) -> Result<Connection> {
     journal::open(p, false)
@@ -94,6 +102,10 @@ impl Engine {
         let root = root.canonicalize()?;
         let meta_dir = root.join(".datanotes");
         std::fs::create_dir_all(&meta_dir)?;
+        lock::set_mode(&meta_dir, 0o700)?;
+        // Before anything reads or repairs the folder: a second process stops here.
+        let folder_lock = lock::FolderLock::acquire(&meta_dir)?;
+        lock::make_private(&meta_dir)?;
         let jpath = meta_dir.join("journal.db");
         let jconn = journal::open(&jpath, true)?;
         let mut tables = load_tables(&root);
@@ -111,6 +123,8 @@ impl Engine {
         });
         recovery::reconcile_index(&root, &iconn, &jconn, &tables, settings.max_body_bytes)?;
         let last = journal::last_seq(&jconn)?;
+        // Recovery may have made index.db (and both databases their -wal/-shm) anew.
+        lock::make_private(&meta_dir)?;
         let (seq, _) = tokio::sync::watch::channel(last);
         let watch_files = settings.watch_files;
         let engine = Arc::new_cyclic(|weak| Engine {
@@ -129,9 +143,10 @@ impl Engine {
             index: Pool::new(ipath, index::open),
             journal: Pool::new(jpath, open_journal_reader),
             seq,
-            recent: crate::feed::Recent::new(20_000),
+            recent: crate::feed::Recent::new(RECENT_CHANGES, RECENT_BYTES),
             table_tools: RwLock::new(Default::default()),
             _watcher: Mutex::new(None),
+            lock: Mutex::new(Some(folder_lock)),
         });
         // Hand edits made while the engine was stopped. A scan that cannot run (files behind
         // the journal) is reported and the engine serves what it has.
@@ -151,6 +166,15 @@ impl Engine {
             }
         }
         Ok(engine)
+    }
+
+    /// Records the address the server listens on in the folder's lock file, for the message a
+    /// second server gets.
+    pub fn record_address(&self, address: &str) -> std::io::Result<()> {
+        match &*self.lock.lock().unwrap() {
+            Some(l) => l.record_address(address),
+            None => Ok(()),
+        }
     }
 
     /// Runs a write through the single writer and waits until it is durable.
@@ -392,6 +416,10 @@ impl Engine {
         }
         if let Some(s) = settings {
             *self.settings.write().unwrap() = s;
+            // The writer rewrote settings.json (a new file, made with the default mode).
+            if let Err(e) = lock::set_mode(&self.meta_dir.join("settings.json"), 0o600) {
+                tracing::warn!("settings.json mode: {e}");
+            }
         }
         self.seq.send_if_modified(|v| {
             let changed = *v != last_seq;
@@ -401,10 +429,11 @@ impl Engine {
     }
 
     /// Stops the writer after the writes in flight (files and journal are consistent at every
-    /// step anyway; this only saves the next start a redo).
+    /// step anyway; this only saves the next start a redo), then releases the folder's lock.
     pub fn shutdown(&self) {
         self._watcher.lock().unwrap().take();
         self.writer.stop();
+        self.lock.lock().unwrap().take();
     }
 }
 

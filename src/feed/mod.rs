@@ -50,43 +50,63 @@ impl Change {
     }
 }
 
-/// The ring of recent changes.
+/// The ring of recent changes, bounded in entries and in bytes (of serialized changes): the
+/// oldest go first. It always holds a contiguous run of seqs, so a cursor inside it is served
+/// from it, and one behind it (or any cursor while it is empty) from the journal.
 pub struct Recent {
-    ring: RwLock<VecDeque<Arc<Change>>>,
+    ring: RwLock<Ring>,
     cap: usize,
+    cap_bytes: usize,
+}
+
+#[derive(Default)]
+struct Ring {
+    changes: VecDeque<Arc<Change>>,
+    bytes: usize,
+}
+
+impl Ring {
+    fn pop_front(&mut self) {
+        if let Some(c) = self.changes.pop_front() {
+            self.bytes -= c.json.len();
+        }
+    }
 }
 
 impl Recent {
-    pub fn new(cap: usize) -> Recent {
+    pub fn new(cap: usize, cap_bytes: usize) -> Recent {
         Recent {
-            ring: RwLock::new(VecDeque::new()),
+            ring: RwLock::new(Ring::default()),
             cap,
+            cap_bytes,
         }
     }
     pub fn push(&self, migs: &[Migration]) {
         let mut r = self.ring.write().unwrap();
         for m in migs {
-            r.push_back(Arc::new(Change::from_migration(m)));
+            let c = Change::from_migration(m);
+            r.bytes += c.json.len();
+            r.changes.push_back(Arc::new(c));
         }
-        while r.len() > self.cap {
+        while r.changes.len() > self.cap || r.bytes > self.cap_bytes {
             r.pop_front();
         }
     }
     /// Changes after `cursor` if the ring covers it, with the ring's newest seq.
     fn after(&self, cursor: i64, max: usize) -> Option<(Vec<Arc<Change>>, i64)> {
         let r = self.ring.read().unwrap();
-        let first = r.front()?.seq;
-        let last = r.back()?.seq;
+        let first = r.changes.front()?.seq;
+        let last = r.changes.back()?.seq;
         if cursor + 1 < first {
             return None;
         }
-        let start = r.partition_point(|c| c.seq <= cursor);
-        Some((r.range(start..).take(max).cloned().collect(), last))
+        let start = r.changes.partition_point(|c| c.seq <= cursor);
+        Some((r.changes.range(start..).take(max).cloned().collect(), last))
     }
     /// Drops changes below a seq (after vacuum).
     pub fn forget_before(&self, seq: i64) {
         let mut r = self.ring.write().unwrap();
-        while r.front().is_some_and(|c| c.seq < seq) {
+        while r.changes.front().is_some_and(|c| c.seq < seq) {
             r.pop_front();
         }
     }
@@ -325,31 +345,160 @@ struct ToolCallRecord {
     result_tokens: u64,
 }
 
-fn cut(s: &str, n: usize) -> String {
+/// The most characters of each text field of a `tool_call` event.
+pub const TOOL_CALL_TOOL_CHARS: usize = 200;
+pub const TOOL_CALL_SERVED_BY_CHARS: usize = 200;
+pub const TOOL_CALL_SESSION_CHARS: usize = 200;
+pub const TOOL_CALL_SUMMARY_CHARS: usize = 300;
+pub const TOOL_CALL_ARGS_CHARS: usize = 300;
+pub const TOOL_CALL_VALUE_CHARS: usize = 1000;
+
+/// The first `n` characters of `s` (cut on a character boundary).
+pub fn cut(s: &str, n: usize) -> String {
     match s.char_indices().nth(n) {
         Some((i, _)) => s[..i].to_string(),
         None => s.to_string(),
     }
 }
 
-/// Checks a tool-call report and shapes the `call` of its `tool_call` change: `args` as JSON
-/// text cut at 300 characters, `value` cut at 1,000.
+/// The first `n` characters of a JSON value's text, without writing out more than that.
+fn cut_json(v: &serde_json::Value, n: usize) -> String {
+    /// Takes bytes up to a bound, then refuses more (which ends the serialization).
+    struct Bounded(Vec<u8>, usize);
+    impl std::io::Write for Bounded {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let room = self.1 - self.0.len();
+            if room == 0 {
+                return Err(std::io::Error::other("enough"));
+            }
+            let k = room.min(b.len());
+            self.0.extend_from_slice(&b[..k]);
+            Ok(k)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // n characters are at most 4n bytes: the first 4n bytes hold them all, and a character
+    // split at the bound comes after them.
+    let mut w = Bounded(Vec::new(), n.saturating_mul(4));
+    let _ = serde_json::to_writer(&mut w, v);
+    cut(&String::from_utf8_lossy(&w.0), n)
+}
+
+/// Checks a tool-call report and shapes the `call` of its `tool_call` change, with every text
+/// field cut: `tool`, `servedBy` and `session` at 200 characters, `summary` at 300, `args` (as
+/// JSON text) at 300, `value` at 1,000. Every door that records a tool call (the MCP door and
+/// `tool-calls/record`) goes through here.
 pub fn tool_call_event(v: serde_json::Value) -> Result<serde_json::Value> {
     let r: ToolCallRecord = crate::ops::parse("tool-calls/record", v)?;
     let value = match &r.value {
-        serde_json::Value::String(s) => cut(s, 1000),
-        other => cut(&other.to_string(), 1000),
+        serde_json::Value::String(s) => cut(s, TOOL_CALL_VALUE_CHARS),
+        other => cut_json(other, TOOL_CALL_VALUE_CHARS),
     };
     Ok(serde_json::json!({
-        "tool": r.tool,
-        "args": cut(&r.args.to_string(), 300),
+        "tool": cut(&r.tool, TOOL_CALL_TOOL_CHARS),
+        "args": cut_json(&r.args, TOOL_CALL_ARGS_CHARS),
         "ok": r.ok,
         "value": value,
-        "servedBy": r.served_by,
+        "servedBy": cut(&r.served_by, TOOL_CALL_SERVED_BY_CHARS),
         "durationMs": r.duration_ms,
-        "summary": cut(&r.summary, 300),
-        "session": r.session,
+        "summary": cut(&r.summary, TOOL_CALL_SUMMARY_CHARS),
+        "session": r.session.as_deref().map(|s| cut(s, TOOL_CALL_SESSION_CHARS)),
         "resultChars": r.result_chars,
         "resultTokens": r.result_tokens,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Actor;
+    use serde_json::json;
+
+    fn mig(seq: i64, bytes: usize) -> Migration {
+        Migration {
+            seq,
+            ts: "2026-01-01T00:00:00.000Z".into(),
+            op: "insert".into(),
+            table: Some("a.b.c".into()),
+            row: Some(format!("r{seq}")),
+            before: serde_json::Value::Null,
+            after: json!({"body": "x".repeat(bytes)}),
+            actor: Actor::hand_edit(),
+            call: None,
+        }
+    }
+
+    fn held(r: &Recent) -> (Vec<i64>, usize) {
+        let ring = r.ring.read().unwrap();
+        let sum: usize = ring.changes.iter().map(|c| c.json.len()).sum();
+        assert_eq!(ring.bytes, sum, "the byte count follows the changes");
+        (ring.changes.iter().map(|c| c.seq).collect(), ring.bytes)
+    }
+
+    #[test]
+    fn the_ring_is_bounded_in_bytes_and_a_reader_behind_it_goes_to_the_journal() {
+        const CAP: usize = 350_000;
+        let r = Recent::new(20_000, CAP);
+        // Ten changes of about 100 kB, in batches of different sizes.
+        r.push(&[mig(1, 100_000)]);
+        r.push(&(2..=5).map(|s| mig(s, 100_000)).collect::<Vec<_>>());
+        r.push(&(6..=10).map(|s| mig(s, 100_000)).collect::<Vec<_>>());
+        let (seqs, bytes) = held(&r);
+        assert_eq!(seqs, vec![8, 9, 10], "the oldest went first");
+        assert!(bytes <= CAP, "{bytes} bytes held, cap {CAP}");
+
+        // A cursor inside the ring (or just before its first change) is served from it, in
+        // order and without a gap; one further behind is not (the journal serves it).
+        let from = |cursor: i64| {
+            r.after(cursor, 1000)
+                .map(|(cs, last)| (cs.iter().map(|c| c.seq).collect::<Vec<_>>(), last))
+        };
+        assert_eq!(from(7), Some((vec![8, 9, 10], 10)));
+        assert_eq!(from(8), Some((vec![9, 10], 10)));
+        assert_eq!(from(10), Some((vec![], 10)));
+        assert_eq!(
+            from(6),
+            None,
+            "seq 7 was evicted: the journal must serve it"
+        );
+        assert_eq!(from(0), None);
+
+        // A change larger than the whole bound is not kept at all, nor anything before it.
+        r.push(&[mig(11, CAP)]);
+        assert_eq!(held(&r), (vec![], 0));
+        assert_eq!(from(10), None, "an empty ring serves nothing");
+        // And the ring fills again from there, contiguous.
+        r.push(&[mig(12, 10)]);
+        assert_eq!(held(&r).0, vec![12]);
+        assert_eq!(from(10), None, "seq 11 is only in the journal");
+        assert_eq!(from(11), Some((vec![12], 12)));
+
+        // Vacuum's forgetting keeps the count right.
+        r.push(&[mig(13, 10), mig(14, 10)]);
+        r.forget_before(14);
+        assert_eq!(held(&r).0, vec![14]);
+
+        // The entry bound still holds.
+        let r = Recent::new(3, CAP);
+        r.push(&(1..=5).map(|s| mig(s, 10)).collect::<Vec<_>>());
+        assert_eq!(held(&r).0, vec![3, 4, 5]);
+    }
+
+    #[test]
+    fn cutting_keeps_whole_characters() {
+        assert_eq!(cut("héllo", 2), "hé");
+        assert_eq!(cut("hé", 5), "hé");
+        let v = json!({"t": "é".repeat(1000)});
+        let c = cut_json(&v, 300);
+        assert_eq!(c.chars().count(), 300);
+        assert!(v.to_string().starts_with(&c));
+        assert_eq!(cut_json(&json!([1, 2]), 300), "[1,2]");
+        let v = json!("😀".repeat(50));
+        assert_eq!(
+            cut_json(&v, 10),
+            v.to_string().chars().take(10).collect::<String>()
+        );
+    }
 }

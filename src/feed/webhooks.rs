@@ -32,11 +32,43 @@ struct Hook {
     consecutive_failures: u32,
 }
 
+/// A webhook URL as a non-owner sees it: without user, password, query and fragment (where
+/// the secrets of a URL live), e.g. `https://host/path`.
+pub fn redact_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string()
+        }
+        Err(_) => "(hidden)".into(),
+    }
+}
+
 impl Hook {
-    fn public(&self) -> Value {
+    /// The webhook as listed: whole for the owner; for anyone else (an app's token) its URL
+    /// redacted, here and in its last error.
+    fn public(&self, whole: bool) -> Value {
+        let (url, last_error) = if whole {
+            (self.url.clone(), self.last_error.clone())
+        } else {
+            let url = redact_url(&self.url);
+            let mut forms = vec![self.url.clone()];
+            if let Ok(u) = reqwest::Url::parse(&self.url) {
+                forms.push(u.to_string());
+            }
+            let last_error = self.last_error.as_ref().map(|e| {
+                forms
+                    .iter()
+                    .fold(e.clone(), |e, form| e.replace(form.as_str(), &url))
+            });
+            (url, last_error)
+        };
         json!({
-            "id": self.id, "url": self.url, "ops": self.ops, "tables": self.tables, "created": self.created,
-            "cursor": self.cursor, "last_success": self.last_success, "last_error": self.last_error,
+            "id": self.id, "url": url, "ops": self.ops, "tables": self.tables, "created": self.created,
+            "cursor": self.cursor, "last_success": self.last_success, "last_error": last_error,
             "consecutive_failures": self.consecutive_failures,
         })
     }
@@ -156,12 +188,14 @@ impl Webhooks {
             *hooks = next;
         }
         self.spawn(hook.id.clone());
-        Ok(json!({"webhook": hook.public(), "secret": hook.secret}))
+        Ok(json!({"webhook": hook.public(true), "secret": hook.secret}))
     }
 
-    pub fn list(&self) -> Value {
+    /// The webhooks, for `caller`: the owner sees their URLs whole, an app redacted.
+    pub fn list(&self, caller: &auth::Caller) -> Value {
+        let whole = matches!(caller, auth::Caller::Owner);
         let hooks = self.hooks.lock().unwrap();
-        json!({"webhooks": hooks.iter().map(Hook::public).collect::<Vec<_>>()})
+        json!({"webhooks": hooks.iter().map(|h| h.public(whole)).collect::<Vec<_>>()})
     }
 
     pub fn delete(&self, a: IdArg) -> Result<Value> {
@@ -281,7 +315,8 @@ impl Webhooks {
             let err = match resp {
                 Ok(r) if r.status().is_success() => None,
                 Ok(r) => Some(format!("HTTP {}", r.status())),
-                Err(e) => Some(format!("request failed: {e}")),
+                // Without the URL: the owner knows it, and it may hold a secret.
+                Err(e) => Some(format!("request failed: {}", e.without_url())),
             };
             match err {
                 None => {

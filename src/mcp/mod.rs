@@ -134,7 +134,7 @@ impl Mcp {
                 .headers
                 .get("mcp-session-id")
                 .and_then(|v| v.to_str().ok())
-                .map(String::from);
+                .map(|s| crate::feed::cut(s, crate::engine::journal::ACTOR_FIELD_CHARS));
         }
         if ctx.actor.harness.is_none()
             && let Some(info) = rc.peer.peer_info()
