@@ -36,7 +36,7 @@ pub fn open(path: &Path) -> Result<Connection> {
 pub fn tname(table: &str) -> String {
     format!("\"t:{table}\"")
 }
-fn cname(col: &str) -> String {
+pub fn cname(col: &str) -> String {
     format!("\"c:{col}\"")
 }
 

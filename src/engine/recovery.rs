@@ -1,11 +1,11 @@
 //! Recovery at open: the index checked, the journal redone on the files, the index reconciled.
 
 use super::writer::{
-    check_read, defhash, flag_ref_violations, known_versions, reindex_table, wipe_index,
+    defhash, flag_ref_violations, index_read, known_versions, reindex_table, wipe_index,
 };
 use crate::engine::Tables;
 use crate::engine::files::{self};
-use crate::engine::index::{self, FileFacts, IndexedRow};
+use crate::engine::index;
 use crate::engine::journal::{self};
 use crate::engine::schema::{Table, TableDef};
 use crate::engine::settings::Settings;
@@ -253,25 +253,7 @@ pub fn reconcile_index(
                 index::delete_row(c, &table, &id)?;
                 continue;
             };
-            let facts = FileFacts {
-                mtime: read.mtime_ns,
-                size: read.size,
-                hash: read.hash(),
-            };
-            match check_read(t, read.bytes, max_body) {
-                Ok(rf) => index::put_row(
-                    c,
-                    t,
-                    &IndexedRow {
-                        id,
-                        version: version.max(1),
-                        values: rf.values,
-                        body: rf.body,
-                    },
-                    &facts,
-                )?,
-                Err(msg) => index::put_invalid(c, &table, &id, &facts, &msg)?,
-            }
+            index_read(c, t, id, read, version.max(1), max_body)?;
         }
         index::set_meta(c, "applied_seq", &journal::last_seq(j)?.to_string())?;
         index::flush_fts(c)?;

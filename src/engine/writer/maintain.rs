@@ -189,7 +189,7 @@ pub(in crate::engine) fn flag_ref_violations(c: &Connection, tables: &Tables) ->
         for (name, t) in tables {
             let tn = index::tname(name);
             for (cname, col) in &t.def.columns {
-                let cn = format!("\"c:{cname}\"");
+                let cn = index::cname(cname);
                 if col.unique {
                     let sql = format!(
                         "SELECT x.id, x.{cn}, (SELECT y.id FROM {tn} y JOIN files fy ON fy.tbl=?1 AND fy.id=y.id
@@ -293,29 +293,41 @@ pub(in crate::engine) fn reindex_table(
         let Some(read) = files::read_row(&path, max_body) else {
             continue;
         };
-        let facts = FileFacts {
-            mtime: read.mtime_ns,
-            size: read.size,
-            hash: read.hash(),
-        };
-        match check_read(t, read.bytes, max_body) {
-            Ok(rf) => {
-                let version = versions.get(&f.id).copied().unwrap_or(1);
-                index::put_row(
-                    c,
-                    t,
-                    &IndexedRow {
-                        id: f.id,
-                        version,
-                        values: rf.values,
-                        body: rf.body,
-                    },
-                    &facts,
-                )?;
-                n += 1;
-            }
-            Err(msg) => index::put_invalid(c, &t.name, &f.id, &facts, &msg)?,
-        }
+        let version = versions.get(&f.id).copied().unwrap_or(1);
+        n += index_read(c, t, f.id, read, version, max_body)? as usize;
     }
     Ok(n)
+}
+
+/// Indexes a row file as it was read (`files::read_row`): the row at `version` when it
+/// validates, otherwise an invalid entry with the reason. Answers whether the row is valid.
+pub(in crate::engine) fn index_read(
+    c: &Connection,
+    t: &Table,
+    id: String,
+    read: files::Read,
+    version: i64,
+    max_body: i64,
+) -> Result<bool> {
+    let facts = FileFacts {
+        mtime: read.mtime_ns,
+        size: read.size,
+        hash: read.hash(),
+    };
+    match check_read(t, read.bytes, max_body) {
+        Ok(rf) => {
+            let row = IndexedRow {
+                id,
+                version,
+                values: rf.values,
+                body: rf.body,
+            };
+            index::put_row(c, t, &row, &facts)?;
+            Ok(true)
+        }
+        Err(msg) => {
+            index::put_invalid(c, &t.name, &id, &facts, &msg)?;
+            Ok(false)
+        }
+    }
 }

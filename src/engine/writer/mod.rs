@@ -514,6 +514,6 @@ pub fn defhash(def: &TableDef) -> String {
 use commit::FileOp;
 use maintain::index_versions;
 pub(in crate::engine) use maintain::{
-    flag_ref_violations, known_versions, reindex_table, wipe_index,
+    flag_ref_violations, index_read, known_versions, reindex_table, wipe_index,
 };
 pub(in crate::engine) use scan::check_read;
