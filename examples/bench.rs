@@ -894,12 +894,24 @@ async fn mcp_raw_call(
     sid: &str,
     method: &str,
 ) -> usize {
+    mcp_raw_request(http, url, token, sid, method, json!({})).await
+}
+
+/// One JSON-RPC request with its params on a raw session; answers the size of the answer.
+async fn mcp_raw_request(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    sid: &str,
+    method: &str,
+    params: Value,
+) -> usize {
     let r = http
         .post(format!("{url}/mcp"))
         .bearer_auth(token)
         .header("Accept", "application/json, text/event-stream")
         .header("Mcp-Session-Id", sid)
-        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": {}}))
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}))
         .send()
         .await
         .expect(method);
@@ -1086,6 +1098,105 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
         s.call("apps/delete", json!({"name": n}));
     }
     drop(running);
+    // MCP against its own floor and against HTTP, on one raw keep-alive session, interleaved:
+    // `ping`; `tools/call` of `list_tables` against `POST /datanotes/list_tables/`; `tools/call`
+    // of a trivial WASM tool (when target/plugins/planning.wasm is there).
+    let wasm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins/planning.wasm");
+    let wasm_tool = wasm.is_file().then(|| {
+        s.call(
+            "apps/create",
+            json!({"name": "planning", "write": ["personal.tasks.*"], "wasm_path": wasm}),
+        );
+        "planning_complete_task"
+    });
+    let (mut ping, mut lt_mcp, mut lt_http, mut w_mcp) = (vec![], vec![], vec![], vec![]);
+    let timed = |f: &dyn Fn() -> usize| {
+        let t0 = Instant::now();
+        f();
+        t0.elapsed()
+    };
+    for i in 0..20 + calls * 4 {
+        let d1 = timed(&|| rt.block_on(mcp_raw_call(http, &url, &token, &raw_session, "ping")));
+        let d2 = timed(&|| {
+            rt.block_on(mcp_raw_request(
+                http,
+                &url,
+                &token,
+                &raw_session,
+                "tools/call",
+                json!({"name": "list_tables", "arguments": {}}),
+            ))
+        });
+        let d3 = timed(&|| {
+            rt.block_on(async {
+                let r = http
+                    .post(format!("{url}/datanotes/list_tables/"))
+                    .bearer_auth(&token)
+                    .json(&json!({}))
+                    .send()
+                    .await
+                    .expect("list_tables");
+                r.bytes().await.expect("list_tables").len()
+            })
+        });
+        let d4 = wasm_tool.map(|t| {
+            timed(&|| {
+                rt.block_on(mcp_raw_request(
+                    http,
+                    &url,
+                    &token,
+                    &raw_session,
+                    "tools/call",
+                    json!({"name": t, "arguments": {}}),
+                ))
+            })
+        });
+        if i >= 20 {
+            ping.push(d1);
+            lt_mcp.push(d2);
+            lt_http.push(d3);
+            w_mcp.extend(d4);
+        }
+    }
+    let (lp, lm, lhh) = (
+        Latency::of(&ping),
+        Latency::of(&lt_mcp),
+        Latency::of(&lt_http),
+    );
+    progress(format!(
+        "MCP ping p50 {:.3} ms; list_tables: MCP tools/call p50 {:.3} ms vs HTTP {:.3} ms = {:.2}x",
+        lp.p50,
+        lm.p50,
+        lhh.p50,
+        lm.p50 / lhh.p50
+    ));
+    let mut mcp_figs = vec![];
+    mcp_figs.extend(lp.figures(S, "mcp_ping", None).into_iter().take(2));
+    mcp_figs.extend(lm.figures(S, "mcp_list_tables", None).into_iter().take(2));
+    mcp_figs.extend(lhh.figures(S, "http_list_tables", None).into_iter().take(2));
+    mcp_figs.push(
+        Figure::new(S, "mcp_over_http_list_tables", lm.p50 / lhh.p50, "x")
+            .target(Target::AtMost(1.3)),
+    );
+    if wasm_tool.is_some() {
+        let lw = Latency::of(&w_mcp);
+        progress(format!(
+            "trivial WASM tool over MCP: p50 {:.3} ms, p99 {:.3} ms = {:.2}x the ping",
+            lw.p50,
+            lw.p99,
+            lw.p50 / lp.p50
+        ));
+        mcp_figs.extend(lw.figures(S, "mcp_wasm_call", None).into_iter().take(2));
+        mcp_figs.push(
+            Figure::new(S, "mcp_wasm_call_over_ping", lw.p50 / lp.p50, "x")
+                .target(Target::AtMost(1.3)),
+        );
+        mcp_figs.push(
+            Figure::new(S, "mcp_wasm_call_p99_over_p50", lw.p99 / lw.p50, "x")
+                .target(Target::AtMost(2.0)),
+        );
+        s.call("apps/delete", json!({"name": "planning"}));
+    }
     let mut out = vec![
         Figure::new(S, "agg_apps", apps as f64, "apps"),
         Figure::new(S, "agg_apps_down", down as f64, "apps"),
@@ -1114,6 +1225,7 @@ fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
             .take(2),
     );
     out.push(Figure::new(S, "apps_call_over_direct", ratio, "x").target(Target::AtMost(1.3)));
+    out.extend(mcp_figs);
     out
 }
 

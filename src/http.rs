@@ -488,13 +488,15 @@ static ROUTES: &[Route] = &[
         run: |s, c, v| {
             blocking(move || {
                 let call = feed::tool_call_event(v)?;
-                s.engine.write(
+                // Not waited for: committed with the writer's next batch, in order.
+                s.engine.write_nowait(
                     crate::engine::Cmd::Event {
                         op: "tool_call".into(),
                         call,
                     },
                     c.actor,
-                )
+                );
+                Ok(json!({"queued": true}))
             })
         },
     },

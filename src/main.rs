@@ -58,12 +58,24 @@ enum Command {
     },
 }
 
-fn init_logs() {
+/// Logs to stderr, filtered by `DATANOTES_LOG` (else `default`); colours only on a terminal.
+/// rmcp's own lines are left out by default: its transport workers log every failed attempt to
+/// reach an app (the aggregator logs one line per change of an app's reachability instead) and
+/// its structs at INFO.
+fn init_logs(default: &str) {
+    use std::io::IsTerminal;
+    let filter = match std::env::var("DATANOTES_LOG") {
+        // rmcp's lines only when asked for by name.
+        Ok(f) if !f.contains("rmcp") => format!("{f},rmcp=off"),
+        Ok(f) => f,
+        Err(_) => default.to_string(),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("DATANOTES_LOG")
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_new(&filter)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }
@@ -83,7 +95,11 @@ fn open(db: &std::path::Path) -> anyhow::Result<(std::sync::Arc<Engine>, String)
 
 fn main() {
     let cli = Cli::parse();
-    init_logs();
+    // `datanotes mcp` says nothing on stderr unless something is wrong.
+    init_logs(match cli.cmd {
+        Command::Mcp { .. } => "warn,rmcp=off",
+        _ => "info,rmcp=off",
+    });
     // A failure is one plain line (with its causes), never a backtrace.
     if let Err(e) = run(cli) {
         eprintln!("datanotes: {e:#}");

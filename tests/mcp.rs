@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -620,6 +622,327 @@ fn the_bearer_token_and_the_actor_reach_the_app() {
         !msg.contains("app-secret-1") && !msg.contains("wrong"),
         "{msg}"
     );
+    assert!(
+        msg.contains("HTTP 401") && msg.contains("mcp_token"),
+        "{msg}"
+    );
+    assert_plain(msg);
+    let e = entry(&s, "planning");
+    assert_plain(e["lastError"].as_str().unwrap());
+    assert!(e["lastErrorAt"].is_string(), "{e}");
+
+    // A wrong path: HTTP 404, in plain words.
+    let wrong = app.url.replace("/mcp", "/nope");
+    owner_post(
+        &s,
+        "/datanotes/apps/update/",
+        json!({"name": "planning", "mcp_url": wrong, "mcp_token": "app-secret-1"}),
+    );
+    let e = entry(&s, "planning");
+    let msg = e["lastError"].as_str().unwrap_or_default().to_string();
+    assert!(msg.contains("HTTP 404") && msg.contains("/mcp"), "{e}");
+    assert_plain(&msg);
+
+    // Back on the right path: the error is cleared and kept as previousError.
+    owner_post(
+        &s,
+        "/datanotes/apps/update/",
+        json!({"name": "planning", "mcp_url": app.url}),
+    );
+    let e = wait_listed(&s, "planning");
+    assert_eq!(e["lastError"], Value::Null, "{e}");
+}
+
+/// What an agent or an owner reads names no Rust type.
+fn assert_plain(msg: &str) {
+    for bad in ["::", "<", "Transport", "Client error", "reqwest", "Os {"] {
+        assert!(!msg.contains(bad), "{bad:?} in {msg:?}");
+    }
+}
+
+/// An MCP client that counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+struct Counting(Arc<AtomicUsize>);
+
+impl rmcp::ClientHandler for Counting {
+    async fn on_tool_list_changed(&self, _c: rmcp::service::NotificationContext<RoleClient>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Counting {
+    fn n(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
+    let s = Server::start();
+    let rt = runtime();
+    let http = Counting::default();
+    let cfg = transport_config(&format!("{}/mcp", s.url), Some(&s.token), None);
+    let agent = rt
+        .block_on(async {
+            http.clone()
+                .serve(StreamableHttpClientTransport::from_config(cfg))
+                .await
+        })
+        .unwrap();
+    let caps = agent.peer_info().unwrap().capabilities.clone();
+    assert_eq!(caps.tools.unwrap().list_changed, Some(true));
+    let stdio = Counting::default();
+    let (desk, mut child) = rt.block_on(async {
+        let mut child = tokio::process::Command::new(bin())
+            .args(["mcp", "--url", &s.url, "--token", &s.token])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start datanotes mcp");
+        let (i, o) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        (stdio.clone().serve((o, i)).await.unwrap(), child)
+    });
+    let caps = desk.peer_info().unwrap().capabilities.clone();
+    assert_eq!(caps.tools.unwrap().list_changed, Some(true));
+
+    // An app installed after the sessions opened.
+    let t = create_app(&s, json!({"name": "planning"}));
+    let _app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+    eventually("list_changed over HTTP and stdio", || {
+        http.n() >= 1 && stdio.n() >= 1
+    });
+    for c in [&agent.peer().clone(), &desk.peer().clone()] {
+        let tools = rt.block_on(c.list_all_tools()).unwrap();
+        assert!(tools.iter().any(|t| t.name == "planning_echo"));
+    }
+
+    // A burst of 50 namespace changes (an app created and deleted 25 times) gives a few
+    // notifications, not 50.
+    let bare = create_app(&s, json!({"name": "bare-src"}));
+    let src = App::start(&s, "bare-src", &bare, &["--bare", "--tool", "burst_tool"]);
+    wait_listed(&s, "bare-src");
+    owner_post(&s, "/datanotes/apps/delete/", json!({"name": "bare-src"}));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let before = http.n();
+    let t0 = std::time::Instant::now();
+    for _ in 0..25 {
+        create_app(&s, json!({"name": "burst", "mcp_url": src.url}));
+        owner_post(&s, "/datanotes/apps/delete/", json!({"name": "burst"}));
+    }
+    let took = t0.elapsed();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let got = http.n() - before;
+    let most = 2 + (took.as_millis() / 200) as usize;
+    assert!(
+        got >= 1 && got <= most && got < 50,
+        "{got} notifications over {took:?}"
+    );
+
+    rt.block_on(async {
+        let _ = desk.cancel().await;
+        let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success());
+        let mut err = String::new();
+        use tokio::io::AsyncReadExt;
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .await
+            .unwrap();
+        assert_eq!(err, "", "datanotes mcp is silent on a clean exit");
+        let _ = agent.cancel().await;
+    });
+}
+
+#[test]
+fn delete_ends_a_session_with_204() {
+    let s = Server::start();
+    let http = reqwest::blocking::Client::new();
+    let post = |sid: Option<&str>, body: Value| {
+        let mut r = http
+            .post(format!("{}/mcp", s.url))
+            .bearer_auth(&s.token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(id) = sid {
+            r = r.header("mcp-session-id", id);
+        }
+        r.send().unwrap()
+    };
+    let r = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "9.9"}}}),
+    );
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let _ = r.text();
+    post(
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    // A call on the lean path: one JSON answer.
+    let mut r = None;
+    eventually("the session is open", || {
+        let x = post(
+            Some(&sid),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+        );
+        let json = x.headers()["content-type"] == "application/json";
+        r = Some(x);
+        json
+    });
+    let v: Value = r.unwrap().json().unwrap();
+    assert_eq!(v, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+    let since = seq(&s);
+    let r = post(
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "list_tables", "arguments": {}}}),
+    );
+    let v: Value = r.json().unwrap();
+    assert_eq!(v["result"]["structuredContent"]["tables"], json!([]), "{v}");
+    let mut ev = vec![];
+    eventually("the tool_call event", || {
+        ev = changes(&s, since, Some(&["tool_call"]));
+        !ev.is_empty()
+    });
+    // The client's name is the harness; its version is not a model.
+    assert_eq!(ev[0]["actor"]["harness"], "raw", "{ev:?}");
+    assert_eq!(ev[0]["actor"]["model"], Value::Null, "{ev:?}");
+
+    let r = http
+        .delete(format!("{}/mcp", s.url))
+        .bearer_auth(&s.token)
+        .header("mcp-session-id", &sid)
+        .send()
+        .unwrap();
+    assert!(matches!(r.status().as_u16(), 200 | 204), "{}", r.status());
+    let r = post(
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}),
+    );
+    assert_eq!(r.status(), 404);
+}
+
+#[test]
+fn last_known_tools_survive_a_restart_with_the_app_down() {
+    let env = [("DATANOTES_APP_PROBE_MS", "100")];
+    let s = Server::start_with_env(&env);
+    let t = create_app(&s, json!({"name": "planning"}));
+    let mut app = App::start(&s, "planning", &t, &[]);
+    let before = wait_listed(&s, "planning")["tools"].clone();
+    let saved = s.dir.join(".datanotes/app-tools/planning.json");
+    use std::os::unix::fs::PermissionsExt;
+    eventually("the last known tools saved", || saved.exists());
+    let mode = std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let mut s = s;
+    let addr = s.url.trim_start_matches("http://").to_string();
+    s.stop();
+    app.kill();
+    // The same address: the app's process finds the engine where it was.
+    let s2 = Server::start_opts(&s.dir.clone(), &["--listen", &addr], &env);
+    // Listed at once, from what was saved.
+    let e = entry(&s2, "planning");
+    assert_eq!(e["tools"], before, "{e}");
+    let agent = Agent::engine(&s2, &s2.token, None);
+    assert!(agent.names().contains(&"planning_echo".to_string()));
+    let r = agent.call("planning_echo", json!({}));
+    assert!(is_error(&r));
+    let msg = text(&r);
+    assert!(
+        msg.starts_with("app planning is not reachable: connection refused at"),
+        "{msg}"
+    );
+    assert_plain(&msg);
+    eventually("probed: not reachable", || {
+        entry(&s2, "planning")["reachable"] == false
+    });
+    // Back by itself once the app is.
+    app.restart();
+    eventually("reachable again", || {
+        entry(&s2, "planning")["reachable"] == true
+    });
+    assert!(!is_error(&agent.call("planning_echo", json!({}))));
+    let e = entry(&s2, "planning");
+    assert!(e["previousError"]["message"].is_string(), "{e}");
+    drop(agent);
+    drop(s2);
+    drop(s);
+}
+
+#[test]
+fn tool_call_events_are_all_there_in_order_after_a_clean_stop() {
+    let s = Server::start();
+    let url = s.url.clone();
+    let token = s.token.clone();
+    let threads: Vec<_> = (0..4)
+        .map(|k| {
+            let (url, token) = (url.clone(), token.clone());
+            std::thread::spawn(move || {
+                let a = Agent::connect(
+                    &format!("{url}/mcp"),
+                    Some(&token),
+                    Some(&format!("thread{k} / m")),
+                );
+                for i in 0..25 {
+                    a.call(
+                        "describe_table",
+                        json!({"table": format!("t.k{k}.n{i:02}")}),
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let s = s.restart();
+    let ev = changes(&s, 0, Some(&["tool_call"]));
+    assert_eq!(ev.len(), 100);
+    for k in 0..4 {
+        let mine: Vec<String> = ev
+            .iter()
+            .filter(|e| e["actor"]["harness"] == format!("thread{k}"))
+            .map(|e| e["call"]["args"].as_str().unwrap().to_string())
+            .collect();
+        let want: Vec<String> = (0..25)
+            .map(|i| format!("{{\"table\":\"t.k{k}.n{i:02}\"}}"))
+            .collect();
+        assert_eq!(mine, want);
+    }
+}
+
+#[test]
+fn the_stdio_door_with_a_wrong_token_says_it_was_refused() {
+    let s = Server::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let mut child = tokio::process::Command::new(bin())
+            .args(["mcp", "--url", &s.url, "--token", "dn_app_wrong"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start datanotes mcp");
+        let (i, o) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let e = match ().serve((o, i)).await {
+            Ok(_) => panic!("a wrong token was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains("refused the token"), "{e}");
+        assert!(!e.contains("WorkerTransport") && !e.contains("::"), "{e}");
+    });
 }
 
 #[test]

@@ -41,7 +41,9 @@ struct Slot {
     fingerprint: String,
     listing: Option<Listing>,
     reachable: Option<bool>,
-    last_error: Option<String>,
+    /// The error while unreachable, and when; on recovery it becomes `previous_error`.
+    last_error: Option<(String, String)>,
+    previous_error: Option<(String, String)>,
     last_seen: Option<String>,
 }
 
@@ -63,6 +65,8 @@ pub struct Aggregator {
     ns: RwLock<Arc<Namespace>>,
     op_tools: Vec<Tool>,
     pub wasm: Arc<WasmRuntime>,
+    /// Bumped whenever the namespace's tools change (MCP `notifications/tools/list_changed`).
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 pub fn valid_tool_name(n: &str) -> bool {
@@ -115,6 +119,7 @@ impl Aggregator {
             slots: RwLock::new(vec![]),
             ns: RwLock::new(Arc::new(Namespace::default())),
             op_tools: operation_tools(),
+            changed: tokio::sync::watch::Sender::new(0),
         });
         agg.sync();
         agg
@@ -224,8 +229,12 @@ impl Aggregator {
                     Some(s) if s.fingerprint == fp => slots.push(s),
                     prev => {
                         fresh.push(rec.name.clone());
-                        // Keep the last known tools until the new backend answers.
-                        let listing = prev.and_then(|p| p.listing);
+                        // Keep the last known tools until the new backend answers; at start,
+                        // those saved with the app.
+                        let listing = match prev {
+                            Some(p) => p.listing,
+                            None => self.load_listing(&rec.name),
+                        };
                         slots.push(Slot {
                             name: rec.name.clone(),
                             backend,
@@ -233,14 +242,53 @@ impl Aggregator {
                             listing,
                             reachable: None,
                             last_error: None,
+                            previous_error: None,
                             last_seen: None,
                         });
                     }
                 }
             }
+            // What is left was deleted.
+            for name in old.keys() {
+                let _ = std::fs::remove_file(self.listing_path(name));
+            }
         }
         self.resolve();
         fresh
+    }
+
+    /// Where an app's last known tools are kept: `.datanotes/app-tools/<app>.json` (0600).
+    fn listing_path(&self, app: &str) -> std::path::PathBuf {
+        self.engine
+            .meta_dir
+            .join("app-tools")
+            .join(format!("{app}.json"))
+    }
+
+    fn load_listing(&self, app: &str) -> Option<Listing> {
+        let bytes = std::fs::read(self.listing_path(app)).ok()?;
+        match serde_json::from_slice(&bytes) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::warn!(app, "the last known tools of app {app} are unreadable: {e}");
+                None
+            }
+        }
+    }
+
+    /// Saves an app's listing (after it changed), so that a restart lists its tools at once.
+    fn save_listing(&self, app: &str, l: &Listing) {
+        let path = self.listing_path(app);
+        let r = (|| {
+            if let Some(d) = path.parent() {
+                std::fs::create_dir_all(d)?;
+            }
+            let bytes = serde_json::to_vec(l).map_err(std::io::Error::other)?;
+            crate::auth::write_private(&path, &bytes)
+        })();
+        if let Err(e) = r {
+            tracing::warn!(app, "cannot save the last known tools of app {app}: {e}");
+        }
     }
 
     /// Recomputes the namespace from the last known listings.
@@ -295,7 +343,35 @@ impl Aggregator {
             }
         }
         self.engine.set_table_tools(per_table);
-        *self.ns.write().unwrap() = Arc::new(ns);
+        let mut cur = self.ns.write().unwrap();
+        let changed = cur.tools != ns.tools;
+        *cur = Arc::new(ns);
+        drop(cur);
+        if changed {
+            self.changed.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Changes whenever the tools of the namespace change (an app created, updated, deleted,
+    /// refreshed with a difference, a skip released...).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Whether a call of this tool may send notifications or requests before its result (its
+    /// app's backend says so): such a call is answered as a stream.
+    pub fn streams(&self, tool: &str) -> bool {
+        let ns = self.ns.read().unwrap().clone();
+        let Some(&i) = ns.by_name.get(tool) else {
+            return false;
+        };
+        let app = &ns.tools[i].0;
+        self.slots
+            .read()
+            .unwrap()
+            .iter()
+            .find(|s| &s.name == app)
+            .is_some_and(|s| s.backend.streams())
     }
 
     /// Re-reads one app's tools. Answers what changed: tools added, removed, skipped.
@@ -312,6 +388,7 @@ impl Aggregator {
         };
         let before: HashSet<String> = self.app_tool_names(name).into_iter().collect();
         let r = backend.list().await;
+        let mut changed = None;
         {
             let mut slots = self.slots.write().unwrap();
             let Some(s) = slots
@@ -321,9 +398,15 @@ impl Aggregator {
                 return Ok(json!({"added": [], "removed": [], "skipped": []}));
             };
             record(s, r.as_ref().err());
-            if let Ok(l) = r {
+            if let Ok(l) = r
+                && s.listing.as_ref() != Some(&l)
+            {
+                changed = Some(l.clone());
                 s.listing = Some(l);
             }
+        }
+        if let Some(l) = changed {
+            self.save_listing(name, &l);
         }
         self.resolve();
         let after: HashSet<String> = self.app_tool_names(name).into_iter().collect();
@@ -358,7 +441,13 @@ impl Aggregator {
             .find(|s| s.name == rec.name)
         {
             e["reachable"] = json!(s.reachable);
-            e["lastError"] = json!(s.last_error);
+            e["lastError"] = json!(s.last_error.as_ref().map(|x| &x.0));
+            e["lastErrorAt"] = json!(s.last_error.as_ref().map(|x| &x.1));
+            e["previousError"] = json!(
+                s.previous_error
+                    .as_ref()
+                    .map(|(m, at)| json!({"message": m, "at": at}))
+            );
             e["lastSeen"] = json!(s.last_seen);
         }
         e
@@ -497,18 +586,25 @@ fn unreachable(app: &str, why: &str) -> CallOutcome {
     }
 }
 
+/// Notes an app's answer (or failure): one log line per change of reachability, naming the app.
 fn record(s: &mut Slot, err: Option<&BackendError>) {
     match err {
         None => {
+            if s.reachable == Some(false) {
+                tracing::info!(app = %s.name, "app {} is reachable again", s.name);
+            }
             s.reachable = Some(true);
             s.last_seen = Some(crate::engine::journal::now());
+            if let Some(e) = s.last_error.take() {
+                s.previous_error = Some(e);
+            }
         }
         Some(e) => {
             if s.reachable != Some(false) {
-                tracing::warn!(app = %s.name, "app not reachable: {e}");
+                tracing::warn!(app = %s.name, "app {} is not reachable: {e}", s.name);
             }
             s.reachable = Some(false);
-            s.last_error = Some(e.0.clone());
+            s.last_error = Some((e.0.clone(), crate::engine::journal::now()));
         }
     }
 }

@@ -2,6 +2,7 @@
 //! tools and serves calls through [`AppBackend`]. Scopes, namespacing, skippedTools and
 //! reachability live above it, in the aggregator, written once.
 
+use super::plain::{self, Peer};
 use futures_util::future::BoxFuture;
 use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::RunningService;
@@ -14,9 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What an app offers: its tools and its instructions for agents.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Listing {
     pub tools: Vec<Tool>,
+    #[serde(default)]
     pub instructions: Option<String>,
 }
 
@@ -48,6 +50,11 @@ pub trait AppBackend: Send + Sync {
         args: Value,
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>>;
+    /// Whether a call may send notifications or requests (progress, logs, sampling) before its
+    /// result: the MCP door then answers it as a stream rather than as one JSON answer.
+    fn streams(&self) -> bool {
+        false
+    }
 }
 
 /// The limits for talking to an app.
@@ -140,7 +147,7 @@ impl RemoteApp {
                     secs(self.timeouts.open)
                 )));
             }
-            Ok(Err(e)) => return Err(BackendError(format!("cannot open a session: {e}"))),
+            Ok(Err(e)) => return Err(BackendError(plain::init_error(&self.url, Peer::App, &e))),
             Ok(Ok(c)) => Arc::new(c),
         };
         sessions.insert(actor.to_string(), client.clone());
@@ -153,6 +160,10 @@ impl RemoteApp {
 }
 
 impl AppBackend for RemoteApp {
+    fn streams(&self) -> bool {
+        true
+    }
+
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
         Box::pin(async move {
             let s = self.session("").await?;
@@ -161,7 +172,10 @@ impl AppBackend for RemoteApp {
                     "timed out listing tools ({})",
                     secs(self.timeouts.list)
                 ))),
-                Ok(Err(e)) => Err(BackendError(format!("listing tools failed: {e}"))),
+                Ok(Err(e)) => Err(BackendError(format!(
+                    "listing tools failed: {}",
+                    plain::service_error(&self.url, Peer::App, &e)
+                ))),
                 Ok(Ok(tools)) => {
                     let instructions = s.peer_info().and_then(|i| i.instructions.clone());
                     Ok(Listing {
@@ -201,7 +215,10 @@ impl AppBackend for RemoteApp {
                         serde_json::json!({"content": [{"type": "text", "text": e.message}], "isError": true}),
                     );
                 }
-                Ok(Err(e)) => Err(BackendError(format!("calling {tool} failed: {e}"))),
+                Ok(Err(e)) => Err(BackendError(format!(
+                    "calling {tool} failed: {}",
+                    plain::service_error(&self.url, Peer::App, &e)
+                ))),
                 Ok(Ok(result)) => {
                     serde_json::to_value(result).map_err(|e| BackendError(e.to_string()))
                 }

@@ -7,6 +7,7 @@
 pub mod aggregator;
 pub mod backend;
 pub mod net;
+pub mod plain;
 pub mod wasm;
 
 use crate::auth::{self, AppScope, Caller};
@@ -76,6 +77,8 @@ impl AppRecord {
             "skippedTools": [],
             "reachable": Value::Null,
             "lastError": Value::Null,
+            "lastErrorAt": Value::Null,
+            "previousError": Value::Null,
             "lastSeen": Value::Null,
             "wasm": self.wasm,
         })

@@ -182,6 +182,13 @@ impl Engine {
         self.writer.submit(cmd, actor)
     }
 
+    /// Hands a write to the single writer without waiting for it (tool-call events): it is
+    /// committed with the writer's next batch, in the order of these calls, and at the latest at
+    /// [`Engine::shutdown`]. A crash loses at most the writes of the batch being committed.
+    pub fn write_nowait(&self, cmd: Cmd, actor: Actor) {
+        self.writer.submit_nowait(cmd, actor)
+    }
+
     /// Which app tools declare which tables (the aggregator keeps this current).
     pub fn set_table_tools(&self, m: std::collections::HashMap<String, Vec<Value>>) {
         *self.table_tools.write().unwrap() = m;

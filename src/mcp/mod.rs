@@ -4,7 +4,15 @@
 //! proxy (`datanotes mcp`, see [`stdio`]) for desktop clients. `tools/list` is the aggregator's
 //! namespace: engine operations first, then every app's tools. Every `tools/call` goes through
 //! the aggregator (so engine operations go through `ops::call` and `auth::authorize`, as over
-//! HTTP) and is reported to the change feed as a `tool_call` event.
+//! HTTP) and is reported to the change feed as a `tool_call` event, handed to the writer
+//! without waiting for its commit.
+//!
+//! The transport is rmcp's (sessions, SSE streams, resumption), with one lean path beside it:
+//! `ping`, `tools/list` and `tools/call` on an open session from a client that accepts JSON are
+//! answered here as one `application/json` answer, without the session worker's hops or an SSE
+//! stream per call. Everything else (initialize, notifications, GET streams, DELETE, calls of
+//! tools whose app may stream, calls that ask for progress) goes to rmcp. Every open session
+//! gets `notifications/tools/list_changed` when the namespace changes (at most one per 200 ms).
 
 pub mod stdio;
 
@@ -12,24 +20,65 @@ use crate::apps::aggregator::CallOutcome;
 use crate::engine::Cmd;
 use crate::http::{Shared, error_response};
 use crate::ops::Ctx;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
+    ContentBlock as Content, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// The open MCP sessions, by `Mcp-Session-Id`: learnt at `notifications/initialized`.
+#[derive(Default)]
+pub struct Sessions(RwLock<HashMap<String, Arc<Session>>>);
+
+pub struct Session {
+    peer: Peer<RoleServer>,
+    /// The client's name (from `initialize`): the actor's harness unless the caller names one.
+    client: Option<String>,
+    /// When rmcp's session last saw traffic (its idle timeout counts only what it sees).
+    touched: Mutex<Instant>,
+}
+
+impl Sessions {
+    fn get(&self, id: &str) -> Option<Arc<Session>> {
+        let s = self.0.read().unwrap().get(id).cloned()?;
+        (!s.peer.is_transport_closed()).then_some(s)
+    }
+
+    fn forget(&self, id: &str) {
+        self.0.write().unwrap().remove(id);
+    }
+
+    /// Sends `notifications/tools/list_changed` to every open session.
+    fn notify_list_changed(&self) {
+        let mut all = self.0.write().unwrap();
+        all.retain(|_, s| !s.peer.is_transport_closed());
+        for s in all.values() {
+            let peer = s.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
+    }
+}
 
 #[derive(Clone)]
 pub struct Mcp {
     server: Shared,
+    sessions: Arc<Sessions>,
 }
 
 /// A result as an agent sees it. App results pass through intact; an operation's answer is its
@@ -60,12 +109,15 @@ pub fn estimate_tokens(chars: usize) -> u64 {
     chars.div_ceil(4) as u64
 }
 
-/// Reports a served call to the change feed (the tool-call recording path).
-pub async fn record_call(
+/// Reports a served call to the change feed (the tool-call recording path). The event is handed
+/// to the single writer without waiting for its commit: the answer does not wait on the journal.
+/// Events keep the order of these calls; the writer commits them with its next batch (at the
+/// latest at shutdown).
+pub fn record_call(
     server: &Shared,
     ctx: &Ctx,
     tool: &str,
-    args: &Value,
+    args: Value,
     o: &CallOutcome,
     started: Instant,
     result_chars: usize,
@@ -98,21 +150,15 @@ pub async fn record_call(
         "resultChars": result_chars,
         "resultTokens": estimate_tokens(result_chars),
     });
-    let engine = server.engine.clone();
-    let actor = ctx.actor.clone();
-    let r = tokio::task::spawn_blocking(move || {
-        let call = crate::feed::tool_call_event(report)?;
-        engine.write(
+    match crate::feed::tool_call_event(report) {
+        Ok(call) => server.engine.write_nowait(
             Cmd::Event {
                 op: "tool_call".into(),
                 call,
             },
-            actor,
-        )
-    })
-    .await;
-    if let Ok(Err(e)) = r {
-        tracing::warn!("recording a tool call failed: {e}");
+            ctx.actor.clone(),
+        ),
+        Err(e) => tracing::warn!("recording a tool call failed: {}", e.message),
     }
 }
 
@@ -125,40 +171,97 @@ impl Mcp {
                 None,
             ));
         };
-        let mut ctx = self
-            .server
-            .ctx(&parts.headers)
-            .map_err(|e| ErrorData::invalid_request(e.message.clone(), None))?;
-        if ctx.actor.session.is_none() {
-            ctx.actor.session = parts
-                .headers
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-                .map(|s| crate::feed::cut(s, crate::engine::journal::ACTOR_FIELD_CHARS));
-        }
-        if ctx.actor.harness.is_none()
-            && let Some(info) = rc.peer.peer_info()
-        {
-            let c = &info.client_info;
-            ctx.actor = crate::engine::Actor::new(
-                Some(format!("{} {}", c.name, c.version)),
-                None,
-                ctx.actor.app.clone(),
-                ctx.actor.session.clone(),
-                ctx.actor.token.clone(),
-            );
-        }
-        Ok(ctx)
+        let client = rc.peer.peer_info().map(|i| i.client_info.name.clone());
+        self.server_ctx(parts, client)
     }
+
+    /// The caller: the token's (checked once, by [`require_token`]), the session, and the
+    /// actor: `X-Datanotes-Actor` if sent, else the client's name as the harness.
+    fn server_ctx(
+        &self,
+        parts: &http::request::Parts,
+        client: Option<String>,
+    ) -> Result<Ctx, ErrorData> {
+        let ctx = match parts.extensions.get::<Ctx>() {
+            Some(c) => c.clone(),
+            None => self
+                .server
+                .ctx(&parts.headers)
+                .map_err(|e| ErrorData::invalid_request(e.message.clone(), None))?,
+        };
+        Ok(complete_ctx(ctx, &parts.headers, client))
+    }
+}
+
+/// Fills in the session and, when the caller named no harness, the client's name.
+fn complete_ctx(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ctx {
+    if ctx.actor.session.is_none() {
+        ctx.actor.session = headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(|s| crate::feed::cut(s, crate::engine::journal::ACTOR_FIELD_CHARS));
+    }
+    if ctx.actor.harness.is_none()
+        && let Some(name) = client.filter(|n| !n.trim().is_empty())
+    {
+        ctx.actor = crate::engine::Actor::new(
+            Some(name.chars().take(200).collect()),
+            None,
+            ctx.actor.app.clone(),
+            ctx.actor.session.clone(),
+            ctx.actor.token.clone(),
+        );
+    }
+    ctx
+}
+
+/// Serves one `tools/call` for a caller and records it.
+async fn serve_call(server: &Shared, ctx: Ctx, tool: String, args: Value) -> CallToolResult {
+    let started = Instant::now();
+    let outcome = server.agg.call(&tool, args.clone(), ctx.clone()).await;
+    let result = to_mcp_result(&outcome);
+    let chars = serde_json::to_string(&result.content)
+        .map(|s| s.len())
+        .unwrap_or(0);
+    record_call(server, &ctx, &tool, args, &outcome, started, chars);
+    result
 }
 
 impl ServerHandler for Mcp {
     fn get_info(&self) -> ServerConfig {
         let mut imp = Implementation::new("datanotes-mcp", env!("CARGO_PKG_VERSION"));
         imp.title = Some("datanotes".into());
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(imp)
-            .with_instructions(self.server.agg.instructions())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(imp)
+        .with_instructions(self.server.agg.instructions())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Some(id) = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+        else {
+            return;
+        };
+        let client = context.peer.peer_info().map(|i| i.client_info.name.clone());
+        let session = Session {
+            peer: context.peer,
+            client,
+            touched: Mutex::new(Instant::now()),
+        };
+        self.sessions
+            .0
+            .write()
+            .unwrap()
+            .insert(id, Arc::new(session));
     }
 
     async fn list_tools(
@@ -176,31 +279,191 @@ impl ServerHandler for Mcp {
         rc: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let ctx = self.ctx(&rc)?;
-        let started = Instant::now();
         let args = Value::Object(req.arguments.unwrap_or_default());
-        let tool = req.name.to_string();
-        let outcome = self.server.agg.call(&tool, args.clone(), ctx.clone()).await;
-        let result = to_mcp_result(&outcome);
-        let chars = serde_json::to_string(&result.content)
-            .map(|s| s.len())
-            .unwrap_or(0);
-        record_call(&self.server, &ctx, &tool, &args, &outcome, started, chars).await;
+        let result = serve_call(&self.server, ctx, req.name.to_string(), args).await;
         Ok(result.into())
     }
 }
 
-/// Refuses `/mcp` requests without a valid token before they reach the MCP layer.
-async fn require_token(State(s): State<Shared>, req: Request, next: Next) -> Response {
+/// Refuses `/mcp` requests without a valid token before they reach the MCP layer; the caller
+/// travels with the request.
+async fn require_token(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
     match s.ctx(req.headers()) {
-        Ok(_) => next.run(req).await,
+        Ok(ctx) => {
+            req.extensions_mut().insert(ctx);
+            next.run(req).await
+        }
         Err(e) => error_response(&e),
+    }
+}
+
+/// The `/mcp` address: the lean path, then rmcp's service.
+struct Door {
+    mcp: Mcp,
+    manager: Arc<LocalSessionManager>,
+    service: StreamableHttpService<Mcp, LocalSessionManager>,
+}
+
+/// rmcp closes a session after this long without traffic it sees: the lean path tells it
+/// about its calls at most this often.
+const TOUCH_EVERY: Duration = Duration::from_secs(30);
+
+/// Coalesces bursts of namespace changes: at most one `list_changed` per this interval.
+const LIST_CHANGED_EVERY: Duration = Duration::from_millis(200);
+
+impl Door {
+    async fn handle(self: Arc<Self>, req: Request) -> Response {
+        if req.method() == Method::POST {
+            let (parts, body) = req.into_parts();
+            let bytes = match axum::body::to_bytes(body, crate::http::MAX_BODY).await {
+                Ok(b) => b,
+                Err(_) => {
+                    return (
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "the request body is too large",
+                    )
+                        .into_response();
+                }
+            };
+            if let Some(r) = self.lean(&parts, &bytes).await {
+                return r;
+            }
+            let req = Request::from_parts(parts, Body::from(bytes));
+            return self.service.handle(req).await.into_response();
+        }
+        if req.method() == Method::DELETE {
+            let id = session_id(req.headers()).map(String::from);
+            let mut r = self.service.handle(req).await.into_response();
+            if r.status() == StatusCode::ACCEPTED {
+                // A session ended: clients expect 200 or 204.
+                *r.status_mut() = StatusCode::NO_CONTENT;
+                *r.body_mut() = Body::empty();
+            }
+            if let Some(id) = id {
+                self.mcp.sessions.forget(&id);
+            }
+            return r;
+        }
+        self.service.handle(req).await.into_response()
+    }
+
+    /// Answers `ping`, `tools/list` and `tools/call` on an open session as one JSON answer;
+    /// None: rmcp serves the request.
+    async fn lean(&self, parts: &http::request::Parts, body: &Bytes) -> Option<Response> {
+        let h = &parts.headers;
+        if !loopback_host(h) || !accepts_json(h) || !known_version(h) {
+            return None;
+        }
+        let id = session_id(h)?;
+        let session = self.mcp.sessions.get(id)?;
+        let msg: Value = serde_json::from_slice(body).ok()?;
+        let rpc_id = msg.get("id").filter(|i| i.is_string() || i.is_number())?;
+        if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return None;
+        }
+        let server = &self.mcp.server;
+        let result = match msg.get("method").and_then(Value::as_str)? {
+            "ping" => json!({}),
+            "tools/list" => {
+                if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
+                    return None;
+                }
+                serde_json::to_value(ListToolsResult::with_all_items(server.agg.tools())).ok()?
+            }
+            "tools/call" => {
+                let params = msg.get("params")?;
+                let tool = params.get("name")?.as_str()?;
+                let args = match params.get("arguments") {
+                    None | Some(Value::Null) => Value::Object(Default::default()),
+                    Some(a @ Value::Object(_)) => a.clone(),
+                    Some(_) => return None,
+                };
+                // A call that asks for progress, or whose app may stream, is rmcp's.
+                if params.pointer("/_meta/progressToken").is_some() || server.agg.streams(tool) {
+                    return None;
+                }
+                let ctx = self.mcp.server_ctx(parts, session.client.clone()).ok()?;
+                let r = serve_call(server, ctx, tool.to_string(), args).await;
+                serde_json::to_value(r).ok()?
+            }
+            _ => return None,
+        };
+        self.touch(id, &session).await;
+        let answer = json!({"jsonrpc": "2.0", "id": rpc_id, "result": result});
+        Some(
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                serde_json::to_vec(&answer).unwrap_or_default(),
+            )
+                .into_response(),
+        )
+    }
+
+    /// Tells rmcp's session about the lean path's traffic now and then, so that an active
+    /// session is not closed as idle.
+    async fn touch(&self, id: &str, session: &Session) {
+        {
+            let mut t = session.touched.lock().unwrap();
+            if t.elapsed() < TOUCH_EVERY {
+                return;
+            }
+            *t = Instant::now();
+        }
+        let Ok(msg) = serde_json::from_value::<ClientJsonRpcMessage>(
+            json!({"jsonrpc": "2.0", "method": "notifications/datanotes/active"}),
+        ) else {
+            return;
+        };
+        let _ = self
+            .manager
+            .accept_message(&id.to_string().into(), msg)
+            .await;
+    }
+}
+
+fn session_id(h: &HeaderMap) -> Option<&str> {
+    h.get("mcp-session-id").and_then(|v| v.to_str().ok())
+}
+
+/// As rmcp's default `allowed_hosts` (DNS rebinding protection): a loopback Host.
+fn loopback_host(h: &HeaderMap) -> bool {
+    let Some(host) = h.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(n, _)| n)
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "::1")
+}
+
+fn accepts_json(h: &HeaderMap) -> bool {
+    h.get_all(header::ACCEPT).iter().any(|v| {
+        v.to_str().is_ok_and(|s| {
+            s.split(',')
+                .any(|m| m.trim().starts_with("application/json"))
+        })
+    })
+}
+
+/// No `MCP-Protocol-Version`, or one this path knows (any other is rmcp's to refuse).
+fn known_version(h: &HeaderMap) -> bool {
+    match h.get("mcp-protocol-version") {
+        None => true,
+        Some(v) => matches!(
+            v.to_str().unwrap_or(""),
+            "2024-11-05" | "2025-03-26" | "2025-06-18" | "2025-11-25"
+        ),
     }
 }
 
 /// The `/mcp` service, mounted on the engine's router.
 pub fn router(server: Shared) -> axum::Router {
+    let sessions = Arc::new(Sessions::default());
     let mcp = Mcp {
         server: server.clone(),
+        sessions: sessions.clone(),
     };
     let config = StreamableHttpServerConfig::default();
     // At shutdown, end every session: an open SSE stream must not hold the server up.
@@ -210,12 +473,32 @@ pub fn router(server: Shared) -> axum::Router {
         let _ = closing.wait_for(|v| *v).await;
         ct.cancel();
     });
-    let service = StreamableHttpService::new(
-        move || Ok(mcp.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let manager = Arc::new(LocalSessionManager::default());
+    let factory = mcp.clone();
+    let service = StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
+    // list_changed: the first change of a burst at once, the rest at most every 200 ms.
+    let mut changes = server.agg.subscribe();
+    let mut closing = server.closing.subscribe();
+    let notified = sessions.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return },
+                _ = closing.wait_for(|v| *v) => return,
+            }
+            notified.notify_list_changed();
+            tokio::time::sleep(LIST_CHANGED_EVERY).await;
+        }
+    });
+    let door = Arc::new(Door {
+        mcp,
+        manager,
+        service,
+    });
     axum::Router::new()
-        .nest_service("/mcp", service)
+        .route(
+            "/mcp",
+            axum::routing::any(move |req: Request| door.clone().handle(req)),
+        )
         .layer(axum::middleware::from_fn_with_state(server, require_token))
 }

@@ -1,24 +1,45 @@
 //! `datanotes mcp`: the MCP door over stdio, for desktop clients (Claude Desktop, Claude Code,
 //! Cursor, VS Code). It is a thin proxy to a running server's `/mcp`: the same namespace, the same
-//! token rules, the same tool-call events. The client's name and version become the actor.
+//! token rules, the same tool-call events, and the server's `notifications/tools/list_changed`
+//! passed on. The client's name becomes the actor's harness (`--actor` overrides it).
 
+use crate::apps::plain::{self, Peer as Who};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, InitializeRequestParams, InitializeResult,
     ListToolsResult, PaginatedRequestParams,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-type Upstream = Arc<RunningService<RoleClient, ()>>;
+/// The desktop client, once it has initialized: where the server's notifications go.
+type Downstream = Arc<Mutex<Option<Peer<RoleServer>>>>;
+
+/// The proxy's side of its session with the server: passes `list_changed` on.
+#[derive(Clone)]
+struct Forward {
+    down: Downstream,
+}
+
+impl ClientHandler for Forward {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let peer = self.down.lock().unwrap().clone();
+        if let Some(p) = peer {
+            let _ = p.notify_tool_list_changed().await;
+        }
+    }
+}
+
+type Upstream = Arc<RunningService<RoleClient, Forward>>;
 
 pub struct Proxy {
     url: String,
     token: String,
     actor: Option<String>,
+    down: Downstream,
     upstream: tokio::sync::Mutex<Option<Upstream>>,
 }
 
@@ -38,25 +59,25 @@ impl Proxy {
                 v,
             )]));
         }
-        let client =
-            ().serve(StreamableHttpClientTransport::from_config(cfg))
-                .await
-                .map_err(|e| {
-                    ErrorData::internal_error(
-                        format!("cannot reach the datanotes server at {}: {e}", self.url),
-                        None,
-                    )
-                })?;
+        let forward = Forward {
+            down: self.down.clone(),
+        };
+        let client = forward
+            .serve(StreamableHttpClientTransport::from_config(cfg))
+            .await
+            .map_err(|e| {
+                ErrorData::internal_error(plain::init_error(&self.url, Who::Engine, &e), None)
+            })?;
         let client = Arc::new(client);
         *up = Some(client.clone());
         Ok(client)
     }
-}
 
-fn upstream_err(e: rmcp::ServiceError) -> ErrorData {
-    match e {
-        rmcp::ServiceError::McpError(e) => e,
-        e => ErrorData::internal_error(format!("the datanotes server did not answer: {e}"), None),
+    fn upstream_err(&self, e: rmcp::ServiceError) -> ErrorData {
+        match e {
+            rmcp::ServiceError::McpError(e) => e,
+            e => ErrorData::internal_error(plain::service_error(&self.url, Who::Engine, &e), None),
+        }
     }
 }
 
@@ -67,10 +88,10 @@ impl ServerHandler for Proxy {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        let c = &request.client_info;
-        let up = self
-            .upstream(Some(format!("{} / {}", c.name, c.version)))
-            .await?;
+        *self.down.lock().unwrap() = Some(context.peer.clone());
+        // The client's name is the harness; its version is not a model.
+        let name = request.client_info.name.trim().to_string();
+        let up = self.upstream(Some(name).filter(|n| !n.is_empty())).await?;
         let mut info = self.negotiate_initialize(&request)?;
         if let Some(u) = up.peer_info() {
             info.instructions = u.instructions.clone();
@@ -85,6 +106,7 @@ impl ServerHandler for Proxy {
         rmcp::model::ServerConfig::new(
             rmcp::model::ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .build(),
         )
     }
@@ -95,7 +117,10 @@ impl ServerHandler for Proxy {
         _rc: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let up = self.upstream(None).await?;
-        let tools = up.list_all_tools().await.map_err(upstream_err)?;
+        let tools = up
+            .list_all_tools()
+            .await
+            .map_err(|e| self.upstream_err(e))?;
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -105,20 +130,21 @@ impl ServerHandler for Proxy {
         _rc: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let up = self.upstream(None).await?;
-        let r = up.call_tool(req).await.map_err(upstream_err)?;
+        let r = up.call_tool(req).await.map_err(|e| self.upstream_err(e))?;
         Ok(r.into())
     }
 }
 
-/// Serves MCP on stdin/stdout until the client goes away.
+/// Serves MCP on stdin/stdout until the client goes away (a clean exit says nothing).
 pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::Result<()> {
     let proxy = Proxy {
         url,
         token,
         actor,
+        down: Arc::new(Mutex::new(None)),
         upstream: tokio::sync::Mutex::new(None),
     };
     let service = proxy.serve(rmcp::transport::stdio()).await?;
-    service.waiting().await?;
+    let _ = service.waiting().await;
     Ok(())
 }

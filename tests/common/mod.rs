@@ -160,12 +160,26 @@ impl Server {
         args: &Value,
         headers: &[(&str, &str)],
     ) -> (u16, Value) {
-        self.post_raw(
+        // A recorded tool call is committed after its answer (with the writer's next batch):
+        // wait until the journal holds it, as the tests read it next.
+        let before = (op == "tool-calls/record").then(|| self.seq());
+        let r = self.post_raw(
             &format!("/datanotes/{op}/"),
             token,
             headers,
             serde_json::to_vec(args).unwrap(),
-        )
+        );
+        if let Some(before) = before.filter(|_| r.0 == 200) {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while self.seq() <= before {
+                assert!(
+                    Instant::now() < deadline,
+                    "a recorded tool call never committed"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        r
     }
 
     /// Runs a route (e.g. `apps/create`, `changes`) with the owner token; it must succeed.

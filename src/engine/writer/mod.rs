@@ -271,7 +271,14 @@ impl Writer {
     }
 
     fn run(&mut self, jobs: Vec<Job>) {
+        let was_behind = self.behind.is_some();
         let jobs = if self.catch_up() {
+            if was_behind {
+                // Hand edits made while no scan could run (the watcher's scans were dropped).
+                if let Err(e) = self.run_scan() {
+                    tracing::warn!("the folder scan after catching up failed: {}", e.message);
+                }
+            }
             jobs
         } else {
             self.refuse_while_behind(jobs)
