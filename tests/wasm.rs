@@ -1492,3 +1492,73 @@ fn outgoing_http_goes_only_to_the_hosts_the_owner_allows() {
     assert_denied(&s, &web.url("/old"));
     assert_eq!((web.hits(), other.hits()), (hits, 1));
 }
+
+/// A field of the server's /proc/PID/status (VmRSS, VmHWM), in MiB.
+fn proc_mib(s: &Server, field: &str) -> u64 {
+    let pid = s.child.as_ref().unwrap().id();
+    let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = st
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb / 1024
+}
+
+#[test]
+fn memory_mb_bounds_every_memory_and_table_of_an_instance() {
+    let s = server();
+    // greedy (WebAssembly text) has four memories and a table. Per memory, 32 MiB would let it
+    // take 96 MiB in its three extra memories, and its table is unbounded: memory_mb counts them
+    // all together.
+    s.install(
+        "greedy",
+        "greedy",
+        json!({"limits": {"memory_mb": 32, "max_instances": 1, "cpu_ms": 5000}}),
+    );
+    assert_eq!(s.tool_ok("greedy_ok", json!({}))["ok"], true);
+    let (rss0, hwm0) = (proc_mib(&s, "VmRSS"), proc_mib(&s, "VmHWM"));
+    for tool in ["greedy_memories", "greedy_table"] {
+        let e = s.tool_err(tool, json!({}));
+        assert!(
+            e.contains("the call hit the memory limit (32 MiB)") && e.contains("memory_mb"),
+            "{tool}: {e}"
+        );
+        assert!(!e.contains("::") && !e.contains("wasmtime"), "{e}");
+        // The app goes on, on a fresh instance.
+        assert_eq!(s.tool_ok("greedy_ok", json!({}))["ok"], true);
+    }
+    let (rss1, hwm1) = (proc_mib(&s, "VmRSS"), proc_mib(&s, "VmHWM"));
+    eprintln!("greedy: VmRSS {rss0} -> {rss1} MiB, VmHWM {hwm0} -> {hwm1} MiB");
+    assert!(
+        hwm1 < hwm0 + 32 + 24,
+        "the peak grew from {hwm0} to {hwm1} MiB"
+    );
+    // What the trapped instances held is released.
+    assert!(rss1 < rss0 + 16, "VmRSS {rss0} -> {rss1} MiB");
+
+    // 99 memories, or a table of 16M elements (128 MiB), are refused at install.
+    for (name, want) in [
+        (
+            "manymem",
+            "the app needs 99 linear memories, more than the 4 an app may have",
+        ),
+        ("bigtable", "the call hit the memory limit (4 MiB)"),
+    ] {
+        let (st, v) = s.post(
+            "/datanotes/apps/create/",
+            Some(&s.token),
+            &json!({"name": name, "wasm_path": component(name), "limits": {"memory_mb": 4}}),
+        );
+        assert_eq!(st, 400, "{v}");
+        assert_eq!(v["error"]["rule"], "limits", "{v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(want), "{name}: {v}");
+    }
+    let hwm2 = proc_mib(&s, "VmHWM");
+    assert!(
+        hwm2 < hwm1 + 16,
+        "the refused installs took {hwm1} -> {hwm2} MiB"
+    );
+}

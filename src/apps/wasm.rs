@@ -8,8 +8,10 @@
 //!   sockets, no inherited stdio); guest stdout/stderr go to the log. wasi:http is linked too,
 //!   but a request goes out only to a host the owner listed in the app's `allow_hosts`
 //!   (`net.rs`); without it every request is denied.
-//! - Limits per app: memory, a CPU deadline (epoch interruption), a wall-clock timeout, a cap on
-//!   result size and on concurrent instances.
+//! - Limits per app: memory (every memory and table of an instance against one budget, and at
+//!   most [`MAX_MEMORIES`] memories, [`MAX_TABLES`] tables, [`MAX_CORE_INSTANCES`] core
+//!   instances), a CPU deadline (epoch interruption), a wall-clock timeout, a cap on result size
+//!   and on concurrent instances.
 //! - Async: guests run on wasmtime's async API, a call in a tokio task of its own (a caller that
 //!   hangs up does not cut it short). A running guest yields to the executor at every epoch
 //!   tick; the wall-clock timeout drops the call's future, which cancels the guest wherever it is
@@ -30,8 +32,8 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -58,7 +60,8 @@ const TICK: Duration = Duration::from_millis(10);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
-    /// Linear memory, in MiB.
+    /// Memory of one instance, in MiB: all its linear memories and tables together (a table
+    /// element counted as 8 bytes).
     pub memory_mb: u64,
     /// How long one call may run guest code, in ms: counted in epoch ticks (10 ms) that pass
     /// while the guest runs, so a guest that spins is stopped with a trap. Time blocked in a host
@@ -153,7 +156,7 @@ pub struct Host {
     http: WasiHttpCtx,
     outgoing: Outgoing,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: GuestLimits,
     engine: Arc<Engine>,
     scope: Arc<AppScope>,
     actor: Actor,
@@ -161,6 +164,120 @@ pub struct Host {
     ticks_left: u64,
     stdout: LogPipe,
     stderr: LogPipe,
+}
+
+/// The most memories, tables and core instances one instance of an app (one store) may create.
+/// The example apps need 1 memory, 2 tables and 3 to 14 core instances (a Python app links a
+/// dozen core modules); a component beyond these fails to instantiate.
+pub const MAX_MEMORIES: usize = 4;
+pub const MAX_TABLES: usize = 20;
+pub const MAX_CORE_INSTANCES: usize = 100;
+
+/// What one table element costs the host: a `funcref` is a pointer.
+const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
+
+/// `memory_mb` for a whole instance: every linear memory and table it creates (at
+/// instantiation or by growing one) is counted against one budget, so a component that
+/// declares many memories or a huge table gets no more than the owner granted. Counts are per
+/// store, and a store holds one instance of the app: all is released when it is dropped.
+pub struct GuestLimits {
+    /// `memory_mb` in bytes.
+    budget: usize,
+    /// What the instance's memories and tables hold now, in bytes.
+    used: usize,
+    /// Set when a growth was refused: the call fails with this message.
+    refused: Option<String>,
+    memory_mb: u64,
+}
+
+impl GuestLimits {
+    fn new(memory_mb: u64) -> GuestLimits {
+        GuestLimits {
+            budget: (memory_mb as usize) << 20,
+            used: 0,
+            refused: None,
+            memory_mb,
+        }
+    }
+
+    /// Charges `more` bytes, or refuses (a trap: the call fails naming `memory_mb`).
+    fn charge(&mut self, what: &str, more: usize) -> wasmtime::Result<bool> {
+        let want = self.used.saturating_add(more);
+        if want > self.budget {
+            let msg = format!(
+                "the call hit the memory limit ({} MiB): growing {what} would take the app's memories and tables to {:.1} MiB; the owner can raise memory_mb",
+                self.memory_mb,
+                want as f64 / f64::from(1 << 20)
+            );
+            self.refused = Some(msg.clone());
+            return Err(wasmtime::Error::msg(msg));
+        }
+        self.used = want;
+        Ok(true)
+    }
+}
+
+impl wasmtime::ResourceLimiter for GuestLimits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Beyond the memory's own maximum the growth fails anyway (memory.grow answers -1).
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        self.charge("a memory", desired.saturating_sub(current))
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        let more = desired
+            .saturating_sub(current)
+            .saturating_mul(TABLE_ELEMENT_BYTES);
+        self.charge("a table", more)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+}
+
+/// wasmtime's error for a count over [`GuestLimits`]' caps, said plainly.
+fn describe_count(e: &str) -> Option<String> {
+    let (what, most) = if e.contains("memory count too high") {
+        ("linear memories", MAX_MEMORIES)
+    } else if e.contains("table count too high") {
+        ("tables", MAX_TABLES)
+    } else if e.contains("instance count too high") {
+        ("core instances", MAX_CORE_INSTANCES)
+    } else {
+        return None;
+    };
+    let n = e
+        .rsplit("too high at ")
+        .next()
+        .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
+        .unwrap_or("more");
+    Some(format!(
+        "the app needs {n} {what}, more than the {most} an app may have"
+    ))
 }
 
 /// A guest's stdout or stderr: kept for the log (the first [`LogPipe::KEEP`] bytes of a call),
@@ -451,12 +568,22 @@ impl WasmRuntime {
             )),
             Err(e) => {
                 forget();
-                Err(
-                    Error::invalid(format!("the component cannot be installed: {}", e.0))
-                        .column("wasm")
-                        .rule("list_tools")
-                        .hint("list-tools and instructions must answer within timeout_ms, with JSON input schemas"),
-                )
+                let err = Error::invalid(format!("the component cannot be installed: {}", e.0))
+                    .column("wasm");
+                // Too much memory, or more memories, tables or instances than an app may have.
+                Err(if e.0.contains("an app may have") {
+                    err.rule("limits").hint(format!(
+                        "an app may have at most {MAX_MEMORIES} linear memories, {MAX_TABLES} tables and {MAX_CORE_INSTANCES} core instances: build it with fewer"
+                    ))
+                } else if e.0.contains("memory_mb") {
+                    err.rule("limits").hint(
+                        "give it a larger memory_mb in limits (at most 4096), or build it smaller",
+                    )
+                } else {
+                    err.rule("list_tools").hint(
+                        "list-tools and instructions must answer within timeout_ms, with JSON input schemas",
+                    )
+                })
             }
         }
     }
@@ -547,11 +674,7 @@ impl Inner {
             .stderr(stderr.clone())
             .allow_ip_name_lookup(false)
             .build();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size((self.limits.memory_mb as usize) << 20)
-            .trap_on_grow_failure(true)
-            .instances(32)
-            .build();
+        let limits = GuestLimits::new(self.limits.memory_mb);
         let host = Host {
             wasi,
             http: WasiHttpCtx::new(),
@@ -586,10 +709,18 @@ impl Inner {
                 wasmtime::UpdateDeadline::Yield(1)
             })
         });
-        let app = pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| format!("cannot instantiate: {e:#}"))?;
+        let app = match pre.instantiate_async(&mut store).await {
+            Ok(app) => app,
+            Err(e) => {
+                let text = format!("{e:#}");
+                return Err(
+                    match (store.data().limits.refused.clone(), describe_count(&text)) {
+                        (Some(m), _) | (None, Some(m)) => format!("cannot instantiate: {m}"),
+                        (None, None) => format!("cannot instantiate: {text}"),
+                    },
+                );
+            }
+        };
         Ok(Instance { store, app })
     }
 
@@ -624,6 +755,7 @@ impl Inner {
         let h = inst.store.data();
         // The call's output goes to the log, and the pipes start empty for the next call.
         let (stdout, stderr) = (h.stdout.take(), h.stderr.take());
+        let refused = h.limits.refused.clone();
         for (name, (c, dropped)) in [("stdout", &stdout), ("stderr", &stderr)] {
             if !c.is_empty() {
                 let more = if *dropped > 0 {
@@ -639,6 +771,8 @@ impl Inner {
                 self.warm.lock().unwrap().push(inst);
                 Ok(v)
             }
+            // A growth the limiter refused: its own message (what, how much, memory_mb).
+            Err(_) if refused.is_some() => Err(refused.unwrap_or_default()),
             // What the guest said last (a Rust panic message, a Python traceback) tells why it
             // trapped far better than "unreachable instruction executed".
             Err(e) => Err(match stderr_tail(&stderr.0) {
@@ -943,12 +1077,7 @@ fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
             other => format!("the app trapped: {other}"),
         };
     }
-    let s = format!("{e:#}");
-    if s.contains("memory") && s.contains("limit") || s.contains("forcing trap when growing memory")
-    {
-        return format!("the call hit the memory limit ({} MiB)", limits.memory_mb);
-    }
-    format!("the app failed: {s}")
+    format!("the app failed: {e:#}")
 }
 
 impl AppBackend for WasmApp {
