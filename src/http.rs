@@ -96,7 +96,11 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| {
+            // The scheme is case-insensitive (RFC 9110): `Bearer`, `bearer`, `BEARER`.
+            let (scheme, token) = v.trim_start().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
         .map(str::trim)
 }
 
@@ -250,12 +254,22 @@ async fn install_component(
     // Every field is checked before a component is stored or compiled: a refusal changes nothing.
     crate::apps::check(f)?;
     if f.wasm_path.is_none() && f.wasm_base64.is_none() {
-        if f.limits.is_some() {
+        let Some(change) = &f.limits else {
+            return Ok(None);
+        };
+        // New limits for an installed component: the same component, without sending it again.
+        let installed = f
+            .name
+            .as_deref()
+            .and_then(|n| s.apps.get(n))
+            .and_then(|p| p.wasm);
+        let Some(mut w) = installed else {
             return Err(Error::invalid("limits apply to WASM apps")
                 .column("limits")
                 .hint("give wasm_path or wasm_base64 too"));
-        }
-        return Ok(None);
+        };
+        w.limits = w.limits.merged(change)?;
+        return Ok(Some(w));
     }
     if f.mcp_url.as_ref().is_some_and(Option::is_some) {
         return Err(Error::invalid(

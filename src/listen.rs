@@ -356,7 +356,7 @@ async fn connection(
     let mut conn = std::pin::pin!(conn);
     let first = tokio::time::sleep(limits.header);
     let mut first = std::pin::pin!(first);
-    let mut shutting = false;
+    let (mut shutting, mut first_over) = (false, false);
     loop {
         tokio::select! {
             r = conn.as_mut() => {
@@ -365,8 +365,14 @@ async fn connection(
                 }
                 break;
             }
-            // No first request head within `header`: closed (nothing is in flight).
-            _ = first.as_mut(), if !started.load(Ordering::Relaxed) => break,
+            // No first request head within `header`: closed (nothing is in flight). (A guard is
+            // evaluated when the select starts, not when its branch fires: check again.)
+            _ = first.as_mut(), if !first_over => {
+                if !started.load(Ordering::Relaxed) {
+                    break;
+                }
+                first_over = true;
+            }
             _ = close.notified(), if !shutting => {
                 shutting = true;
                 conn.as_mut().graceful_shutdown();

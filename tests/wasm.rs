@@ -1562,3 +1562,92 @@ fn memory_mb_bounds_every_memory_and_table_of_an_instance() {
         "the refused installs took {hwm1} -> {hwm2} MiB"
     );
 }
+
+#[test]
+fn spinning_guests_do_not_hold_up_the_server() {
+    let s = server();
+    create_tasks(&s);
+    s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"cpu_ms": 4000, "max_instances": 8}}),
+    );
+    s.tool_ok("hostile_ok", json!({}));
+    std::thread::scope(|scope| {
+        let spinning: Vec<_> = (0..8)
+            .map(|_| scope.spawn(|| s.tool_err("hostile_spin", json!({}))))
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut health = vec![];
+        let mut writes = vec![];
+        for i in 0..20 {
+            let t = Instant::now();
+            let (st, _) = s.get("/datanotes/health");
+            assert_eq!(st, 200);
+            health.push(t.elapsed());
+            let t = Instant::now();
+            s.ok(
+                "insert_row",
+                json!({"table": TASKS, "values": {"title": format!("while guests spin {i}")}}),
+            );
+            writes.push(t.elapsed());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        health.sort();
+        writes.sort();
+        eprintln!(
+            "while 8 guests spin: /health p50 {:?} max {:?}; insert_row p50 {:?} max {:?}",
+            health[10], health[19], writes[10], writes[19]
+        );
+        assert!(health[10] < Duration::from_millis(50), "{health:?}");
+        assert!(writes[10] < Duration::from_millis(250), "{writes:?}");
+        for t in spinning {
+            let e = t.join().unwrap();
+            assert!(e.contains("CPU time"), "{e}");
+        }
+    });
+}
+
+#[test]
+fn limits_change_without_the_component_and_paths_are_checked_before_reading() {
+    let s = server();
+    s.install("hostile", "hostile", json!({"limits": {"cpu_ms": 200}}));
+    let (st, v) = s.post(
+        "/datanotes/apps/update/",
+        Some(&s.token),
+        &json!({"name": "hostile", "limits": {"cpu_ms": 300}}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["app"]["wasm"]["limits"]["cpu_ms"], 300, "{v}");
+    assert_eq!(v["app"]["wasm"]["limits"]["memory_mb"], 128, "{v}");
+    let e = s.tool_err("hostile_spin", json!({}));
+    assert!(e.contains("CPU time (300 ms)"), "{e}");
+    // Invalid limits are refused and change nothing.
+    let (st, v) = s.post(
+        "/datanotes/apps/update/",
+        Some(&s.token),
+        &json!({"name": "hostile", "limits": {"cpu_ms": 0}}),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(s.app("hostile")["wasm"]["limits"]["cpu_ms"], 300);
+    // A device is not read (its size says nothing); a folder neither.
+    for p in ["/dev/zero", "/tmp"] {
+        let (st, v) = s.post(
+            "/datanotes/apps/create/",
+            Some(&s.token),
+            &json!({"name": "dev", "wasm_path": p}),
+        );
+        assert_eq!(st, 400, "{v}");
+        assert_eq!(v["error"]["column"], "wasm_path", "{v}");
+    }
+    // The scheme of Authorization is case-insensitive.
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let (st, v) = s.post_raw(
+            "/datanotes/list_tables/",
+            None,
+            &[("Authorization", &format!("{scheme} {}", s.token))],
+            b"{}".to_vec(),
+        );
+        assert_eq!(st, 200, "{scheme}: {v}");
+    }
+}

@@ -13,7 +13,8 @@
 //!   instances), a CPU deadline (epoch interruption), a wall-clock timeout, a cap on result size
 //!   and on concurrent instances.
 //! - Async: guests run on wasmtime's async API, a call in a tokio task of its own (a caller that
-//!   hangs up does not cut it short). A running guest yields to the executor at every epoch
+//!   hangs up does not cut it short), on a runtime of their own (`DATANOTES_WASM_THREADS`
+//!   threads, nice 10): spinning guests do not hold up HTTP, feed streams or writes. A running guest yields to the executor at every epoch
 //!   tick; the wall-clock timeout drops the call's future, which cancels the guest wherever it is
 //!   (spinning, or blocked in a host call such as a sleep or an HTTP request). The cancelled
 //!   instance is thrown away and its slot is free at once.
@@ -158,10 +159,15 @@ pub struct Host {
     table: ResourceTable,
     limits: GuestLimits,
     engine: Arc<Engine>,
+    /// The server's runtime: engine calls run in its blocking threads, like the HTTP door's.
+    server: tokio::runtime::Handle,
     scope: Arc<AppScope>,
     actor: Actor,
     /// The epoch ticks the current call may still run guest code for (`cpu_ms`).
     ticks_left: u64,
+    /// Set when an engine call returns: the tick seen next passed (at least partly) while the
+    /// guest waited for it, and is not charged.
+    waited: bool,
     stdout: LogPipe,
     stderr: LogPipe,
 }
@@ -389,16 +395,19 @@ impl bindings::datanotes::app::engine::Host for Host {
         let engine = self.engine.clone();
         // `ops::call` reads SQLite and waits on the writer: not on an executor thread. If the
         // guest's call is cancelled meanwhile, the operation still finishes (it is atomic).
-        let r = tokio::task::spawn_blocking(move || {
-            serde_json::from_str::<Value>(&args)
-                .map_err(|e| {
-                    Error::invalid(format!("the arguments are not JSON: {e}"))
-                        .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
-                })
-                .and_then(|a| ops::call(&engine, &ctx, &op, a))
-        })
-        .await
-        .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
+        let r = self
+            .server
+            .spawn_blocking(move || {
+                serde_json::from_str::<Value>(&args)
+                    .map_err(|e| {
+                        Error::invalid(format!("the arguments are not JSON: {e}"))
+                            .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
+                    })
+                    .and_then(|a| ops::call(&engine, &ctx, &op, a))
+            })
+            .await
+            .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
+        self.waited = true;
         r.map(|v| v.to_string()).map_err(|e| EngineError {
             status: e.status,
             code: e.code.to_string(),
@@ -429,6 +438,50 @@ pub struct WasmRuntime {
     pub apps_dir: PathBuf,
     cache_dir: PathBuf,
     db: Arc<Engine>,
+    /// Where guest code runs: a runtime of its own, so that spinning guests never hold up the
+    /// server's threads (HTTP, feed streams, the writer's callers).
+    guests: Guests,
+    server: tokio::runtime::Handle,
+}
+
+/// The guests' runtime: `DATANOTES_WASM_THREADS` worker threads (2 by default), at a lower
+/// scheduling priority (nice 10) than the server's.
+struct Guests(Option<tokio::runtime::Runtime>);
+
+impl Guests {
+    fn new() -> std::io::Result<Guests> {
+        let n = std::env::var("DATANOTES_WASM_THREADS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| (1..=64).contains(n))
+            .unwrap_or(2);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .thread_name("datanotes-wasm")
+            .on_thread_start(|| {
+                // SAFETY: setpriority on this thread's own id (Linux: a thread's nice value).
+                #[cfg(target_os = "linux")]
+                unsafe {
+                    libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+                }
+            })
+            .enable_all()
+            .build()?;
+        Ok(Guests(Some(rt)))
+    }
+
+    fn handle(&self) -> &tokio::runtime::Handle {
+        self.0.as_ref().expect("the guests' runtime").handle()
+    }
+}
+
+impl Drop for Guests {
+    fn drop(&mut self) {
+        // Dropped inside the server's runtime: a runtime may not block there.
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl WasmRuntime {
@@ -469,6 +522,8 @@ impl WasmRuntime {
             apps_dir,
             cache_dir,
             db,
+            guests: Guests::new()?,
+            server: tokio::runtime::Handle::current(),
         }))
     }
 
@@ -516,11 +571,8 @@ impl WasmRuntime {
         limits: Limits,
     ) -> Result<(WasmInfo, Listing)> {
         use sha2::Digest;
-        if bytes.len() > 256 << 20 {
-            return Err(Error::invalid("the component is larger than 256 MiB")
-                .column("wasm")
-                .rule("max")
-                .hint("build it smaller"));
+        if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+            return Err(too_large());
         }
         let size = bytes.len() as u64;
         let sha = hex::encode(sha2::Sha256::digest(&bytes));
@@ -686,9 +738,11 @@ impl Inner {
             table: ResourceTable::new(),
             limits,
             engine: self.rt.db.clone(),
+            server: self.rt.server.clone(),
             scope: self.scope.clone(),
             actor: Actor::default(),
             ticks_left: self.ticks(),
+            waited: false,
             stdout,
             stderr,
         };
@@ -697,11 +751,15 @@ impl Inner {
         // Called at the first epoch tick that passes while guest code runs: the call has used
         // one more tick of its CPU time. Trap once all are used, else yield to the executor (so
         // a spinning guest shares its thread, and a timeout can cancel it) and count the next.
-        // A guest blocked in a host call (an engine call, a sleep, an HTTP request) runs no
-        // code: its wait costs it at most one tick; `timeout_ms` bounds it.
+        // A guest blocked in a host call runs no code: a wait in an engine call costs it
+        // nothing (the tick seen after it is not charged), one in a WASI sleep or an HTTP
+        // request at most one tick; `timeout_ms` bounds them.
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|mut ctx| {
             let h = ctx.data_mut();
+            if std::mem::take(&mut h.waited) {
+                return Ok(wasmtime::UpdateDeadline::Yield(1));
+            }
             Ok(if h.ticks_left <= 1 {
                 wasmtime::UpdateDeadline::Interrupt
             } else {
@@ -744,6 +802,7 @@ impl Inner {
         let h = inst.store.data_mut();
         h.actor = actor;
         h.ticks_left = self.ticks();
+        h.waited = false;
         h.outgoing.deadline = deadline.into_std();
         inst.store.set_epoch_deadline(1);
         Ok(inst)
@@ -1082,13 +1141,14 @@ fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
 
 impl AppBackend for WasmApp {
     fn list(&self) -> BoxFuture<'_, std::result::Result<Listing, BackendError>> {
-        Box::pin(async move {
-            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
+        let me = self.clone();
+        let task = self.0.rt.guests.handle().spawn(async move {
+            let timeout = Duration::from_millis(me.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
-            let _permit = self.slot(deadline).await?;
+            let _permit = me.slot(deadline).await?;
             // A timeout drops the listing's future: the guest is cancelled wherever it is, its
             // instance thrown away, and the slot freed with `_permit`.
-            match until(deadline, self.0.list_tools(deadline)).await {
+            match until(deadline, me.0.list_tools(deadline)).await {
                 None => Err(BackendError(format!(
                     "timed out listing tools ({} ms)",
                     timeout.as_millis()
@@ -1096,6 +1156,10 @@ impl AppBackend for WasmApp {
                 Some(Err(_)) => Err(BackendError("the listing panicked".into())),
                 Some(Ok(r)) => r,
             }
+        });
+        Box::pin(async move {
+            task.await
+                .unwrap_or_else(|_| Err(BackendError("the listing panicked".into())))
         })
     }
 
@@ -1120,7 +1184,8 @@ impl AppBackend for WasmApp {
             );
             // The call runs in a task of its own: a caller that goes away (a closed connection)
             // does not cancel it half-way; its timeout does.
-            let task = tokio::spawn(async move {
+            let guests = self.0.rt.guests.handle().clone();
+            let task = guests.spawn(async move {
                 let tool = name.as_str();
                 // Waiting for a free instance counts in the call's time too.
                 let _permit = match me.slot(deadline).await {
@@ -1209,15 +1274,45 @@ fn write_cache(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     r
 }
 
+/// The largest component installed.
+const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+fn too_large() -> Error {
+    Error::invalid("the component is larger than 256 MiB")
+        .column("wasm")
+        .rule("max")
+        .hint("build it smaller")
+}
+
 /// Reads a component given as a path on the server's machine or as base64.
 pub fn component_bytes(path: Option<&str>, b64: Option<&str>) -> Result<Vec<u8>> {
     use base64::Engine as _;
     match (path, b64) {
-        (Some(p), None) => std::fs::read(Path::new(p)).map_err(|e| {
-            Error::invalid(format!("cannot read wasm_path {p:?}: {e}"))
-                .column("wasm_path")
-                .hint("give the absolute path of a .wasm file on the server's machine")
-        }),
+        (Some(p), None) => {
+            use std::io::Read;
+            let cannot = |e: &dyn std::fmt::Display| {
+                Error::invalid(format!("cannot read wasm_path {p:?}: {e}"))
+                    .column("wasm_path")
+                    .hint("give the absolute path of a .wasm file on the server's machine")
+            };
+            // Its size is checked before a byte is read, and no more than the limit is read.
+            let f = std::fs::File::open(Path::new(p)).map_err(|e| cannot(&e))?;
+            let meta = f.metadata().map_err(|e| cannot(&e))?;
+            if !meta.is_file() {
+                return Err(cannot(&"not a regular file"));
+            }
+            if meta.len() > MAX_COMPONENT_BYTES {
+                return Err(too_large());
+            }
+            let mut bytes = Vec::with_capacity(meta.len() as usize);
+            f.take(MAX_COMPONENT_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| cannot(&e))?;
+            if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+                return Err(too_large());
+            }
+            Ok(bytes)
+        }
         (None, Some(b)) => base64::engine::general_purpose::STANDARD
             .decode(b.trim())
             .map_err(|e| {
