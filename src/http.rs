@@ -96,7 +96,11 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| {
+            // The scheme is case-insensitive (RFC 9110): `Bearer`, `bearer`, `BEARER`.
+            let (scheme, token) = v.trim_start().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
         .map(str::trim)
 }
 
@@ -250,12 +254,22 @@ async fn install_component(
     // Every field is checked before a component is stored or compiled: a refusal changes nothing.
     crate::apps::check(f)?;
     if f.wasm_path.is_none() && f.wasm_base64.is_none() {
-        if f.limits.is_some() {
+        let Some(change) = &f.limits else {
+            return Ok(None);
+        };
+        // New limits for an installed component: the same component, without sending it again.
+        let installed = f
+            .name
+            .as_deref()
+            .and_then(|n| s.apps.get(n))
+            .and_then(|p| p.wasm);
+        let Some(mut w) = installed else {
             return Err(Error::invalid("limits apply to WASM apps")
                 .column("limits")
                 .hint("give wasm_path or wasm_base64 too"));
-        }
-        return Ok(None);
+        };
+        w.limits = w.limits.merged(change)?;
+        return Ok(Some(w));
     }
     if f.mcp_url.as_ref().is_some_and(Option::is_some) {
         return Err(Error::invalid(
@@ -568,34 +582,31 @@ pub fn router(s: Shared) -> Router {
 /// How long requests still running at ctrl-c / SIGTERM may take to finish.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Serves until ctrl-c / SIGTERM. Open MCP sessions are ended at once; other requests (feed
-/// streams, long polls) get [`STOP_GRACE`] to finish, then the server stops anyway: a client
-/// holding a stream open must not keep the server from stopping.
-pub async fn serve(s: Shared, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+/// Serves until ctrl-c / SIGTERM, connections bounded by `limits` (see [`crate::listen`]).
+/// Open MCP sessions are ended at once; other requests (feed streams, long polls) get
+/// [`STOP_GRACE`] to finish, then the server stops anyway: a client holding a stream open must
+/// not keep the server from stopping.
+pub async fn serve(
+    s: Shared,
+    listener: tokio::net::TcpListener,
+    limits: crate::listen::Limits,
+) -> std::io::Result<()> {
     let app = router(s.clone());
     let mut closing = s.closing.subscribe();
-    let signal = {
+    {
         let s = s.clone();
-        async move {
+        tokio::spawn(async move {
             shutdown_signal().await;
             s.closing.send_replace(true);
-        }
-    };
-    // Small writes go out at once (Nagle's algorithm would hold an SSE event, or the result
-    // event after rmcp's priming event, until the client's delayed ACK: up to 40 ms).
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY: {e}");
-        }
-    });
-    let server = axum::serve(listener, app).with_graceful_shutdown(signal);
+        });
+    }
+    let server = crate::listen::serve(listener, app, s.clone(), limits, s.closing.subscribe());
     let grace = async move {
         let _ = closing.wait_for(|v| *v).await;
         tokio::time::sleep(STOP_GRACE).await;
     };
     tokio::select! {
-        r = server => r,
+        _ = server => Ok(()),
         _ = grace => {
             tracing::warn!("requests still open {} s after the stop signal: stopping anyway", STOP_GRACE.as_secs());
             Ok(())

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 pub mod feed;
 pub mod http;
+pub mod listen;
 pub mod mcp;
 pub mod names;
 pub mod ops;

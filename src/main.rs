@@ -124,6 +124,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if demo {
                 datanotes::demo::seed(&engine)?;
             }
+            // Connections hold file descriptors: as many as the system lets this process have.
+            match datanotes::listen::raise_nofile() {
+                Some((old, new)) if new > old => {
+                    tracing::info!("open files limit raised from {old} to {new}")
+                }
+                Some((old, _)) => tracing::info!("open files limit: {old}"),
+                None => {}
+            }
+            let limits = datanotes::listen::Limits::from_env();
+            tracing::info!(
+                max_connections = limits.max,
+                header_timeout_ms = limits.header.as_millis() as u64,
+                idle_timeout_ms = limits.idle.as_millis() as u64,
+                "connection limits"
+            );
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
@@ -138,7 +153,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     engine.root.display()
                 );
                 let server = datanotes::http::Server::new(engine.clone(), hash)?;
-                datanotes::http::serve(server, listener).await?;
+                datanotes::http::serve(server, listener, limits).await?;
                 Ok::<_, anyhow::Error>(())
             })?;
             engine.shutdown();

@@ -1492,3 +1492,162 @@ fn outgoing_http_goes_only_to_the_hosts_the_owner_allows() {
     assert_denied(&s, &web.url("/old"));
     assert_eq!((web.hits(), other.hits()), (hits, 1));
 }
+
+/// A field of the server's /proc/PID/status (VmRSS, VmHWM), in MiB.
+fn proc_mib(s: &Server, field: &str) -> u64 {
+    let pid = s.child.as_ref().unwrap().id();
+    let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = st
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb / 1024
+}
+
+#[test]
+fn memory_mb_bounds_every_memory_and_table_of_an_instance() {
+    let s = server();
+    // greedy (WebAssembly text) has four memories and a table. Per memory, 32 MiB would let it
+    // take 96 MiB in its three extra memories, and its table is unbounded: memory_mb counts them
+    // all together.
+    s.install(
+        "greedy",
+        "greedy",
+        json!({"limits": {"memory_mb": 32, "max_instances": 1, "cpu_ms": 5000}}),
+    );
+    assert_eq!(s.tool_ok("greedy_ok", json!({}))["ok"], true);
+    let (rss0, hwm0) = (proc_mib(&s, "VmRSS"), proc_mib(&s, "VmHWM"));
+    for tool in ["greedy_memories", "greedy_table"] {
+        let e = s.tool_err(tool, json!({}));
+        assert!(
+            e.contains("the call hit the memory limit (32 MiB)") && e.contains("memory_mb"),
+            "{tool}: {e}"
+        );
+        assert!(!e.contains("::") && !e.contains("wasmtime"), "{e}");
+        // The app goes on, on a fresh instance.
+        assert_eq!(s.tool_ok("greedy_ok", json!({}))["ok"], true);
+    }
+    let (rss1, hwm1) = (proc_mib(&s, "VmRSS"), proc_mib(&s, "VmHWM"));
+    eprintln!("greedy: VmRSS {rss0} -> {rss1} MiB, VmHWM {hwm0} -> {hwm1} MiB");
+    assert!(
+        hwm1 < hwm0 + 32 + 24,
+        "the peak grew from {hwm0} to {hwm1} MiB"
+    );
+    // What the trapped instances held is released.
+    assert!(rss1 < rss0 + 16, "VmRSS {rss0} -> {rss1} MiB");
+
+    // 99 memories, or a table of 16M elements (128 MiB), are refused at install.
+    for (name, want) in [
+        (
+            "manymem",
+            "the app needs 99 linear memories, more than the 4 an app may have",
+        ),
+        ("bigtable", "the call hit the memory limit (4 MiB)"),
+    ] {
+        let (st, v) = s.post(
+            "/datanotes/apps/create/",
+            Some(&s.token),
+            &json!({"name": name, "wasm_path": component(name), "limits": {"memory_mb": 4}}),
+        );
+        assert_eq!(st, 400, "{v}");
+        assert_eq!(v["error"]["rule"], "limits", "{v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(want), "{name}: {v}");
+    }
+    let hwm2 = proc_mib(&s, "VmHWM");
+    assert!(
+        hwm2 < hwm1 + 16,
+        "the refused installs took {hwm1} -> {hwm2} MiB"
+    );
+}
+
+#[test]
+fn spinning_guests_do_not_hold_up_the_server() {
+    let s = server();
+    create_tasks(&s);
+    s.install(
+        "hostile",
+        "hostile",
+        json!({"limits": {"cpu_ms": 4000, "max_instances": 8}}),
+    );
+    s.tool_ok("hostile_ok", json!({}));
+    std::thread::scope(|scope| {
+        let spinning: Vec<_> = (0..8)
+            .map(|_| scope.spawn(|| s.tool_err("hostile_spin", json!({}))))
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut health = vec![];
+        let mut writes = vec![];
+        for i in 0..20 {
+            let t = Instant::now();
+            let (st, _) = s.get("/datanotes/health");
+            assert_eq!(st, 200);
+            health.push(t.elapsed());
+            let t = Instant::now();
+            s.ok(
+                "insert_row",
+                json!({"table": TASKS, "values": {"title": format!("while guests spin {i}")}}),
+            );
+            writes.push(t.elapsed());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        health.sort();
+        writes.sort();
+        eprintln!(
+            "while 8 guests spin: /health p50 {:?} max {:?}; insert_row p50 {:?} max {:?}",
+            health[10], health[19], writes[10], writes[19]
+        );
+        assert!(health[10] < Duration::from_millis(50), "{health:?}");
+        assert!(writes[10] < Duration::from_millis(250), "{writes:?}");
+        for t in spinning {
+            let e = t.join().unwrap();
+            assert!(e.contains("CPU time"), "{e}");
+        }
+    });
+}
+
+#[test]
+fn limits_change_without_the_component_and_paths_are_checked_before_reading() {
+    let s = server();
+    s.install("hostile", "hostile", json!({"limits": {"cpu_ms": 200}}));
+    let (st, v) = s.post(
+        "/datanotes/apps/update/",
+        Some(&s.token),
+        &json!({"name": "hostile", "limits": {"cpu_ms": 300}}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["app"]["wasm"]["limits"]["cpu_ms"], 300, "{v}");
+    assert_eq!(v["app"]["wasm"]["limits"]["memory_mb"], 128, "{v}");
+    let e = s.tool_err("hostile_spin", json!({}));
+    assert!(e.contains("CPU time (300 ms)"), "{e}");
+    // Invalid limits are refused and change nothing.
+    let (st, v) = s.post(
+        "/datanotes/apps/update/",
+        Some(&s.token),
+        &json!({"name": "hostile", "limits": {"cpu_ms": 0}}),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(s.app("hostile")["wasm"]["limits"]["cpu_ms"], 300);
+    // A device is not read (its size says nothing); a folder neither.
+    for p in ["/dev/zero", "/tmp"] {
+        let (st, v) = s.post(
+            "/datanotes/apps/create/",
+            Some(&s.token),
+            &json!({"name": "dev", "wasm_path": p}),
+        );
+        assert_eq!(st, 400, "{v}");
+        assert_eq!(v["error"]["column"], "wasm_path", "{v}");
+    }
+    // The scheme of Authorization is case-insensitive.
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let (st, v) = s.post_raw(
+            "/datanotes/list_tables/",
+            None,
+            &[("Authorization", &format!("{scheme} {}", s.token))],
+            b"{}".to_vec(),
+        );
+        assert_eq!(st, 200, "{scheme}: {v}");
+    }
+}

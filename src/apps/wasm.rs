@@ -8,10 +8,13 @@
 //!   sockets, no inherited stdio); guest stdout/stderr go to the log. wasi:http is linked too,
 //!   but a request goes out only to a host the owner listed in the app's `allow_hosts`
 //!   (`net.rs`); without it every request is denied.
-//! - Limits per app: memory, a CPU deadline (epoch interruption), a wall-clock timeout, a cap on
-//!   result size and on concurrent instances.
+//! - Limits per app: memory (every memory and table of an instance against one budget, and at
+//!   most [`MAX_MEMORIES`] memories, [`MAX_TABLES`] tables, [`MAX_CORE_INSTANCES`] core
+//!   instances), a CPU deadline (epoch interruption), a wall-clock timeout, a cap on result size
+//!   and on concurrent instances.
 //! - Async: guests run on wasmtime's async API, a call in a tokio task of its own (a caller that
-//!   hangs up does not cut it short). A running guest yields to the executor at every epoch
+//!   hangs up does not cut it short), on a runtime of their own (`DATANOTES_WASM_THREADS`
+//!   threads, nice 10): spinning guests do not hold up HTTP, feed streams or writes. A running guest yields to the executor at every epoch
 //!   tick; the wall-clock timeout drops the call's future, which cancels the guest wherever it is
 //!   (spinning, or blocked in a host call such as a sleep or an HTTP request). The cancelled
 //!   instance is thrown away and its slot is free at once.
@@ -30,8 +33,8 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
@@ -58,7 +61,8 @@ const TICK: Duration = Duration::from_millis(10);
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
-    /// Linear memory, in MiB.
+    /// Memory of one instance, in MiB: all its linear memories and tables together (a table
+    /// element counted as 8 bytes).
     pub memory_mb: u64,
     /// How long one call may run guest code, in ms: counted in epoch ticks (10 ms) that pass
     /// while the guest runs, so a guest that spins is stopped with a trap. Time blocked in a host
@@ -153,14 +157,133 @@ pub struct Host {
     http: WasiHttpCtx,
     outgoing: Outgoing,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: GuestLimits,
     engine: Arc<Engine>,
+    /// The server's runtime: engine calls run in its blocking threads, like the HTTP door's.
+    server: tokio::runtime::Handle,
     scope: Arc<AppScope>,
     actor: Actor,
     /// The epoch ticks the current call may still run guest code for (`cpu_ms`).
     ticks_left: u64,
+    /// Set when an engine call returns: the tick seen next passed (at least partly) while the
+    /// guest waited for it, and is not charged.
+    waited: bool,
     stdout: LogPipe,
     stderr: LogPipe,
+}
+
+/// The most memories, tables and core instances one instance of an app (one store) may create.
+/// The example apps need 1 memory, 2 tables and 3 to 14 core instances (a Python app links a
+/// dozen core modules); a component beyond these fails to instantiate.
+pub const MAX_MEMORIES: usize = 4;
+pub const MAX_TABLES: usize = 20;
+pub const MAX_CORE_INSTANCES: usize = 100;
+
+/// What one table element costs the host: a `funcref` is a pointer.
+const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
+
+/// `memory_mb` for a whole instance: every linear memory and table it creates (at
+/// instantiation or by growing one) is counted against one budget, so a component that
+/// declares many memories or a huge table gets no more than the owner granted. Counts are per
+/// store, and a store holds one instance of the app: all is released when it is dropped.
+pub struct GuestLimits {
+    /// `memory_mb` in bytes.
+    budget: usize,
+    /// What the instance's memories and tables hold now, in bytes.
+    used: usize,
+    /// Set when a growth was refused: the call fails with this message.
+    refused: Option<String>,
+    memory_mb: u64,
+}
+
+impl GuestLimits {
+    fn new(memory_mb: u64) -> GuestLimits {
+        GuestLimits {
+            budget: (memory_mb as usize) << 20,
+            used: 0,
+            refused: None,
+            memory_mb,
+        }
+    }
+
+    /// Charges `more` bytes, or refuses (a trap: the call fails naming `memory_mb`).
+    fn charge(&mut self, what: &str, more: usize) -> wasmtime::Result<bool> {
+        let want = self.used.saturating_add(more);
+        if want > self.budget {
+            let msg = format!(
+                "the call hit the memory limit ({} MiB): growing {what} would take the app's memories and tables to {:.1} MiB; the owner can raise memory_mb",
+                self.memory_mb,
+                want as f64 / f64::from(1 << 20)
+            );
+            self.refused = Some(msg.clone());
+            return Err(wasmtime::Error::msg(msg));
+        }
+        self.used = want;
+        Ok(true)
+    }
+}
+
+impl wasmtime::ResourceLimiter for GuestLimits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Beyond the memory's own maximum the growth fails anyway (memory.grow answers -1).
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        self.charge("a memory", desired.saturating_sub(current))
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        let more = desired
+            .saturating_sub(current)
+            .saturating_mul(TABLE_ELEMENT_BYTES);
+        self.charge("a table", more)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+}
+
+/// wasmtime's error for a count over [`GuestLimits`]' caps, said plainly.
+fn describe_count(e: &str) -> Option<String> {
+    let (what, most) = if e.contains("memory count too high") {
+        ("linear memories", MAX_MEMORIES)
+    } else if e.contains("table count too high") {
+        ("tables", MAX_TABLES)
+    } else if e.contains("instance count too high") {
+        ("core instances", MAX_CORE_INSTANCES)
+    } else {
+        return None;
+    };
+    let n = e
+        .rsplit("too high at ")
+        .next()
+        .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
+        .unwrap_or("more");
+    Some(format!(
+        "the app needs {n} {what}, more than the {most} an app may have"
+    ))
 }
 
 /// A guest's stdout or stderr: kept for the log (the first [`LogPipe::KEEP`] bytes of a call),
@@ -272,16 +395,19 @@ impl bindings::datanotes::app::engine::Host for Host {
         let engine = self.engine.clone();
         // `ops::call` reads SQLite and waits on the writer: not on an executor thread. If the
         // guest's call is cancelled meanwhile, the operation still finishes (it is atomic).
-        let r = tokio::task::spawn_blocking(move || {
-            serde_json::from_str::<Value>(&args)
-                .map_err(|e| {
-                    Error::invalid(format!("the arguments are not JSON: {e}"))
-                        .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
-                })
-                .and_then(|a| ops::call(&engine, &ctx, &op, a))
-        })
-        .await
-        .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
+        let r = self
+            .server
+            .spawn_blocking(move || {
+                serde_json::from_str::<Value>(&args)
+                    .map_err(|e| {
+                        Error::invalid(format!("the arguments are not JSON: {e}"))
+                            .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
+                    })
+                    .and_then(|a| ops::call(&engine, &ctx, &op, a))
+            })
+            .await
+            .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
+        self.waited = true;
         r.map(|v| v.to_string()).map_err(|e| EngineError {
             status: e.status,
             code: e.code.to_string(),
@@ -312,6 +438,50 @@ pub struct WasmRuntime {
     pub apps_dir: PathBuf,
     cache_dir: PathBuf,
     db: Arc<Engine>,
+    /// Where guest code runs: a runtime of its own, so that spinning guests never hold up the
+    /// server's threads (HTTP, feed streams, the writer's callers).
+    guests: Guests,
+    server: tokio::runtime::Handle,
+}
+
+/// The guests' runtime: `DATANOTES_WASM_THREADS` worker threads (2 by default), at a lower
+/// scheduling priority (nice 10) than the server's.
+struct Guests(Option<tokio::runtime::Runtime>);
+
+impl Guests {
+    fn new() -> std::io::Result<Guests> {
+        let n = std::env::var("DATANOTES_WASM_THREADS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| (1..=64).contains(n))
+            .unwrap_or(2);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .thread_name("datanotes-wasm")
+            .on_thread_start(|| {
+                // SAFETY: setpriority on this thread's own id (Linux: a thread's nice value).
+                #[cfg(target_os = "linux")]
+                unsafe {
+                    libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+                }
+            })
+            .enable_all()
+            .build()?;
+        Ok(Guests(Some(rt)))
+    }
+
+    fn handle(&self) -> &tokio::runtime::Handle {
+        self.0.as_ref().expect("the guests' runtime").handle()
+    }
+}
+
+impl Drop for Guests {
+    fn drop(&mut self) {
+        // Dropped inside the server's runtime: a runtime may not block there.
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl WasmRuntime {
@@ -352,6 +522,8 @@ impl WasmRuntime {
             apps_dir,
             cache_dir,
             db,
+            guests: Guests::new()?,
+            server: tokio::runtime::Handle::current(),
         }))
     }
 
@@ -399,11 +571,8 @@ impl WasmRuntime {
         limits: Limits,
     ) -> Result<(WasmInfo, Listing)> {
         use sha2::Digest;
-        if bytes.len() > 256 << 20 {
-            return Err(Error::invalid("the component is larger than 256 MiB")
-                .column("wasm")
-                .rule("max")
-                .hint("build it smaller"));
+        if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+            return Err(too_large());
         }
         let size = bytes.len() as u64;
         let sha = hex::encode(sha2::Sha256::digest(&bytes));
@@ -451,12 +620,22 @@ impl WasmRuntime {
             )),
             Err(e) => {
                 forget();
-                Err(
-                    Error::invalid(format!("the component cannot be installed: {}", e.0))
-                        .column("wasm")
-                        .rule("list_tools")
-                        .hint("list-tools and instructions must answer within timeout_ms, with JSON input schemas"),
-                )
+                let err = Error::invalid(format!("the component cannot be installed: {}", e.0))
+                    .column("wasm");
+                // Too much memory, or more memories, tables or instances than an app may have.
+                Err(if e.0.contains("an app may have") {
+                    err.rule("limits").hint(format!(
+                        "an app may have at most {MAX_MEMORIES} linear memories, {MAX_TABLES} tables and {MAX_CORE_INSTANCES} core instances: build it with fewer"
+                    ))
+                } else if e.0.contains("memory_mb") {
+                    err.rule("limits").hint(
+                        "give it a larger memory_mb in limits (at most 4096), or build it smaller",
+                    )
+                } else {
+                    err.rule("list_tools").hint(
+                        "list-tools and instructions must answer within timeout_ms, with JSON input schemas",
+                    )
+                })
             }
         }
     }
@@ -547,11 +726,7 @@ impl Inner {
             .stderr(stderr.clone())
             .allow_ip_name_lookup(false)
             .build();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size((self.limits.memory_mb as usize) << 20)
-            .trap_on_grow_failure(true)
-            .instances(32)
-            .build();
+        let limits = GuestLimits::new(self.limits.memory_mb);
         let host = Host {
             wasi,
             http: WasiHttpCtx::new(),
@@ -563,9 +738,11 @@ impl Inner {
             table: ResourceTable::new(),
             limits,
             engine: self.rt.db.clone(),
+            server: self.rt.server.clone(),
             scope: self.scope.clone(),
             actor: Actor::default(),
             ticks_left: self.ticks(),
+            waited: false,
             stdout,
             stderr,
         };
@@ -574,11 +751,15 @@ impl Inner {
         // Called at the first epoch tick that passes while guest code runs: the call has used
         // one more tick of its CPU time. Trap once all are used, else yield to the executor (so
         // a spinning guest shares its thread, and a timeout can cancel it) and count the next.
-        // A guest blocked in a host call (an engine call, a sleep, an HTTP request) runs no
-        // code: its wait costs it at most one tick; `timeout_ms` bounds it.
+        // A guest blocked in a host call runs no code: a wait in an engine call costs it
+        // nothing (the tick seen after it is not charged), one in a WASI sleep or an HTTP
+        // request at most one tick; `timeout_ms` bounds them.
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|mut ctx| {
             let h = ctx.data_mut();
+            if std::mem::take(&mut h.waited) {
+                return Ok(wasmtime::UpdateDeadline::Yield(1));
+            }
             Ok(if h.ticks_left <= 1 {
                 wasmtime::UpdateDeadline::Interrupt
             } else {
@@ -586,10 +767,18 @@ impl Inner {
                 wasmtime::UpdateDeadline::Yield(1)
             })
         });
-        let app = pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| format!("cannot instantiate: {e:#}"))?;
+        let app = match pre.instantiate_async(&mut store).await {
+            Ok(app) => app,
+            Err(e) => {
+                let text = format!("{e:#}");
+                return Err(
+                    match (store.data().limits.refused.clone(), describe_count(&text)) {
+                        (Some(m), _) | (None, Some(m)) => format!("cannot instantiate: {m}"),
+                        (None, None) => format!("cannot instantiate: {text}"),
+                    },
+                );
+            }
+        };
         Ok(Instance { store, app })
     }
 
@@ -613,6 +802,7 @@ impl Inner {
         let h = inst.store.data_mut();
         h.actor = actor;
         h.ticks_left = self.ticks();
+        h.waited = false;
         h.outgoing.deadline = deadline.into_std();
         inst.store.set_epoch_deadline(1);
         Ok(inst)
@@ -624,6 +814,7 @@ impl Inner {
         let h = inst.store.data();
         // The call's output goes to the log, and the pipes start empty for the next call.
         let (stdout, stderr) = (h.stdout.take(), h.stderr.take());
+        let refused = h.limits.refused.clone();
         for (name, (c, dropped)) in [("stdout", &stdout), ("stderr", &stderr)] {
             if !c.is_empty() {
                 let more = if *dropped > 0 {
@@ -639,6 +830,8 @@ impl Inner {
                 self.warm.lock().unwrap().push(inst);
                 Ok(v)
             }
+            // A growth the limiter refused: its own message (what, how much, memory_mb).
+            Err(_) if refused.is_some() => Err(refused.unwrap_or_default()),
             // What the guest said last (a Rust panic message, a Python traceback) tells why it
             // trapped far better than "unreachable instruction executed".
             Err(e) => Err(match stderr_tail(&stderr.0) {
@@ -943,23 +1136,19 @@ fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
             other => format!("the app trapped: {other}"),
         };
     }
-    let s = format!("{e:#}");
-    if s.contains("memory") && s.contains("limit") || s.contains("forcing trap when growing memory")
-    {
-        return format!("the call hit the memory limit ({} MiB)", limits.memory_mb);
-    }
-    format!("the app failed: {s}")
+    format!("the app failed: {e:#}")
 }
 
 impl AppBackend for WasmApp {
     fn list(&self) -> BoxFuture<'_, std::result::Result<Listing, BackendError>> {
-        Box::pin(async move {
-            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
+        let me = self.clone();
+        let task = self.0.rt.guests.handle().spawn(async move {
+            let timeout = Duration::from_millis(me.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
-            let _permit = self.slot(deadline).await?;
+            let _permit = me.slot(deadline).await?;
             // A timeout drops the listing's future: the guest is cancelled wherever it is, its
             // instance thrown away, and the slot freed with `_permit`.
-            match until(deadline, self.0.list_tools(deadline)).await {
+            match until(deadline, me.0.list_tools(deadline)).await {
                 None => Err(BackendError(format!(
                     "timed out listing tools ({} ms)",
                     timeout.as_millis()
@@ -967,6 +1156,10 @@ impl AppBackend for WasmApp {
                 Some(Err(_)) => Err(BackendError("the listing panicked".into())),
                 Some(Ok(r)) => r,
             }
+        });
+        Box::pin(async move {
+            task.await
+                .unwrap_or_else(|_| Err(BackendError("the listing panicked".into())))
         })
     }
 
@@ -991,7 +1184,8 @@ impl AppBackend for WasmApp {
             );
             // The call runs in a task of its own: a caller that goes away (a closed connection)
             // does not cancel it half-way; its timeout does.
-            let task = tokio::spawn(async move {
+            let guests = self.0.rt.guests.handle().clone();
+            let task = guests.spawn(async move {
                 let tool = name.as_str();
                 // Waiting for a free instance counts in the call's time too.
                 let _permit = match me.slot(deadline).await {
@@ -1080,15 +1274,45 @@ fn write_cache(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     r
 }
 
+/// The largest component installed.
+const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+fn too_large() -> Error {
+    Error::invalid("the component is larger than 256 MiB")
+        .column("wasm")
+        .rule("max")
+        .hint("build it smaller")
+}
+
 /// Reads a component given as a path on the server's machine or as base64.
 pub fn component_bytes(path: Option<&str>, b64: Option<&str>) -> Result<Vec<u8>> {
     use base64::Engine as _;
     match (path, b64) {
-        (Some(p), None) => std::fs::read(Path::new(p)).map_err(|e| {
-            Error::invalid(format!("cannot read wasm_path {p:?}: {e}"))
-                .column("wasm_path")
-                .hint("give the absolute path of a .wasm file on the server's machine")
-        }),
+        (Some(p), None) => {
+            use std::io::Read;
+            let cannot = |e: &dyn std::fmt::Display| {
+                Error::invalid(format!("cannot read wasm_path {p:?}: {e}"))
+                    .column("wasm_path")
+                    .hint("give the absolute path of a .wasm file on the server's machine")
+            };
+            // Its size is checked before a byte is read, and no more than the limit is read.
+            let f = std::fs::File::open(Path::new(p)).map_err(|e| cannot(&e))?;
+            let meta = f.metadata().map_err(|e| cannot(&e))?;
+            if !meta.is_file() {
+                return Err(cannot(&"not a regular file"));
+            }
+            if meta.len() > MAX_COMPONENT_BYTES {
+                return Err(too_large());
+            }
+            let mut bytes = Vec::with_capacity(meta.len() as usize);
+            f.take(MAX_COMPONENT_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| cannot(&e))?;
+            if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+                return Err(too_large());
+            }
+            Ok(bytes)
+        }
         (None, Some(b)) => base64::engine::general_purpose::STANDARD
             .decode(b.trim())
             .map_err(|e| {

@@ -1,0 +1,177 @@
+//! The listener under hostile load: thousands of idle TCP connections (no token, no bytes) are
+//! capped and closed after their timeouts, while `/datanotes/health` and writes keep answering.
+
+mod common;
+use common::*;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Raises this process's soft limit of open files (the test holds thousands of sockets);
+/// answers it.
+fn raise_nofile() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+        r.rlim_cur = r.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut r);
+    }
+    r.rlim_cur
+}
+
+/// One request on a fresh connection (`Connection: close`); answers the status and how long
+/// the whole exchange took.
+fn raw(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, Duration) {
+    let t = Instant::now();
+    let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        c,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).expect("read the answer");
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, t.elapsed())
+}
+
+/// Whether the server closed this connection (EOF or reset), without waiting.
+fn closed(mut c: &TcpStream) -> bool {
+    c.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 64];
+    match c.read(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => false,
+        Err(_) => true,
+    }
+}
+
+fn open_fds(s: &Server) -> usize {
+    let pid = s.child.as_ref().unwrap().id();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+#[test]
+fn idle_connections_are_capped_and_closed_while_health_and_writes_answer() {
+    let files = raise_nofile();
+    let s = Server::start_with_env(&[
+        ("DATANOTES_MAX_CONNECTIONS", "500"),
+        ("DATANOTES_HEADER_TIMEOUT_MS", "1500"),
+        ("DATANOTES_IDLE_TIMEOUT_MS", "3000"),
+    ]);
+    create_tasks(&s);
+    let addr: SocketAddr = s.url.trim_start_matches("http://").parse().unwrap();
+    let fds0 = open_fds(&s);
+
+    // A keep-alive connection that asked once, then idles: closed after the idle timeout.
+    let mut kept = TcpStream::connect(addr).unwrap();
+    write!(kept, "GET /datanotes/health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut b = [0u8; 512];
+    let n = kept.read(&mut b).unwrap();
+    assert!(String::from_utf8_lossy(&b[..n]).starts_with("HTTP/1.1 200"));
+
+    // Thousands of connections that say nothing.
+    let n = 3000.min(files.saturating_sub(300) as usize);
+    let started = Instant::now();
+    let idle: Vec<TcpStream> = (0..n)
+        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(3)).ok())
+        .collect();
+    eprintln!(
+        "{} idle connections opened in {:?}",
+        idle.len(),
+        started.elapsed()
+    );
+    assert!(idle.len() > n / 2, "only {} of {n} connected", idle.len());
+
+    // Health and a write still answer, each within a second.
+    for i in 0..5 {
+        let (st, took) = raw(addr, "GET", "/datanotes/health", None, "");
+        assert_eq!(st, 200);
+        assert!(took < Duration::from_secs(1), "health took {took:?}");
+        let body = format!(r#"{{"table": "{TASKS}", "values": {{"title": "under load {i}"}}}}"#);
+        let (st, took) = raw(
+            addr,
+            "POST",
+            "/datanotes/insert_row/",
+            Some(&s.token),
+            &body,
+        );
+        assert_eq!(st, 200);
+        assert!(took < Duration::from_secs(1), "insert took {took:?}");
+    }
+    // The server holds at most its cap (and the reserve) of them.
+    let fds = open_fds(&s);
+    eprintln!("server file descriptors: {fds0} before, {fds} with the idle connections");
+    assert!(fds < fds0 + 500 + 32 + 50, "{fds} open");
+
+    // Past the header timeout every idle connection is closed; past the idle timeout, the
+    // keep-alive one too.
+    std::thread::sleep(Duration::from_millis(3500));
+    let still = idle.iter().filter(|c| !closed(c)).count();
+    assert_eq!(still, 0, "{still} idle connections still open");
+    assert!(
+        closed(&kept),
+        "the idle keep-alive connection is still open"
+    );
+    assert!(open_fds(&s) < fds0 + 20);
+    assert_eq!(raw(addr, "GET", "/datanotes/health", None, "").0, 200);
+}
+
+#[test]
+fn at_the_cap_with_every_connection_busy_health_and_the_owner_still_get_through() {
+    let s = Server::start_with_env(&[("DATANOTES_MAX_CONNECTIONS", "4")]);
+    let addr: SocketAddr = s.url.trim_start_matches("http://").parse().unwrap();
+    // Four long polls hold every connection with a request in flight.
+    let polls: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            let body = r#"{"since": 1000000, "wait_ms": 5000}"#;
+            write!(
+                c,
+                "POST /datanotes/changes/ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n{body}",
+                s.token,
+                body.len()
+            )
+            .unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // Health and the owner get through; an anonymous request is told the server is busy.
+    let (st, took) = raw(addr, "GET", "/datanotes/health", None, "");
+    assert_eq!(st, 200);
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let (st, _) = raw(
+        addr,
+        "POST",
+        "/datanotes/list_tables/",
+        Some(&s.token),
+        "{}",
+    );
+    assert_eq!(st, 200);
+    let (st, _) = raw(addr, "POST", "/datanotes/list_tables/", None, "{}");
+    assert_eq!(st, 503);
+    drop(polls);
+}
