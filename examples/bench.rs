@@ -1520,6 +1520,8 @@ fn wasm_in_engine(dir: &Path, calls: usize) -> Vec<Figure> {
     let rt = runtime();
     let engine = datanotes::engine::Engine::open(dir).expect("open the bench database");
     let registry = Registry::open(&engine.meta_dir).expect("open the apps registry");
+    // The WASM host keeps a handle on the runtime it is made in (engine calls run there).
+    let _in_rt = rt.enter();
     let wasm = WasmRuntime::new(engine.clone()).expect("wasm runtime");
     let agg = Aggregator::new(engine.clone(), registry.clone(), wasm);
     let ctx = || datanotes::ops::Ctx::owner("bench");

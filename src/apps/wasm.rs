@@ -485,7 +485,11 @@ impl Drop for Guests {
 }
 
 impl WasmRuntime {
+    /// The WASM host of `db`. Called inside the server's tokio runtime (guests' engine calls
+    /// run on its blocking threads); outside one, it says so instead of panicking.
     pub fn new(db: Arc<Engine>) -> anyhow::Result<Arc<WasmRuntime>> {
+        let server = tokio::runtime::Handle::try_current()
+            .map_err(|_| anyhow::anyhow!("the WASM host must be made inside a tokio runtime"))?;
         // wasi:http's https asks rustls for the process's crypto provider; with two providers
         // built in (aws-lc-rs for reqwest, ring for wasmtime-wasi-http) there is none unless one
         // is installed: reqwest's own (an error only says one is there already).
@@ -523,7 +527,7 @@ impl WasmRuntime {
             cache_dir,
             db,
             guests: Guests::new()?,
-            server: tokio::runtime::Handle::current(),
+            server,
         }))
     }
 
