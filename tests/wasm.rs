@@ -836,15 +836,20 @@ fn the_server_starts_before_its_components_are_compiled() {
     );
     let serving = started.elapsed();
     assert_eq!(s2.get("/datanotes/health").0, 200);
-    // It answers while the component compiles, then the app is listed and answers.
+    // Its last known tools are listed at once; it answers while the component compiles, then
+    // the app's tools answer.
+    assert!(
+        s2.app("journal")["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "the last known tools are not listed at start: {}",
+        s2.app("journal")
+    );
     let deadline = Instant::now() + Duration::from_secs(120);
-    while s2.app("journal")["tools"]
-        .as_array()
-        .is_none_or(|t| t.is_empty())
-    {
+    while s2.tool("journal_read", json!({"date": "2026-11-01"}))["ok"] != true {
         assert!(
             Instant::now() < deadline,
-            "journal never listed after the restart"
+            "journal never answered after the restart"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
