@@ -445,16 +445,20 @@ pub struct WasmRuntime {
 }
 
 /// The guests' runtime: `DATANOTES_WASM_THREADS` worker threads (2 by default), at a lower
-/// scheduling priority (nice 10) than the server's.
-struct Guests(Option<tokio::runtime::Runtime>);
+/// scheduling priority (nice 10) than the server's; `0` runs guests on the server's own runtime
+/// (no thread hop per call, but spinning guests then share the server's threads).
+struct Guests(Option<tokio::runtime::Runtime>, tokio::runtime::Handle);
 
 impl Guests {
-    fn new() -> std::io::Result<Guests> {
+    fn new(server: &tokio::runtime::Handle) -> std::io::Result<Guests> {
         let n = std::env::var("DATANOTES_WASM_THREADS")
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
-            .filter(|n| (1..=64).contains(n))
+            .filter(|n| *n <= 64)
             .unwrap_or(2);
+        if n == 0 {
+            return Ok(Guests(None, server.clone()));
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(n)
             .thread_name("datanotes-wasm")
@@ -467,11 +471,12 @@ impl Guests {
             })
             .enable_all()
             .build()?;
-        Ok(Guests(Some(rt)))
+        let handle = rt.handle().clone();
+        Ok(Guests(Some(rt), handle))
     }
 
     fn handle(&self) -> &tokio::runtime::Handle {
-        self.0.as_ref().expect("the guests' runtime").handle()
+        &self.1
     }
 }
 
@@ -526,7 +531,7 @@ impl WasmRuntime {
             apps_dir,
             cache_dir,
             db,
-            guests: Guests::new()?,
+            guests: Guests::new(&server)?,
             server,
         }))
     }
