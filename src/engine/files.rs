@@ -549,6 +549,13 @@ fn link_refused(name: &str) -> String {
     )
 }
 
+/// What stands at `path` when it is not a regular file (nothing there: None), in words; the
+/// link itself is looked at, never followed.
+pub fn not_a_file(path: &Path) -> Option<&'static str> {
+    let t = path.symlink_metadata().ok()?.file_type();
+    (!t.is_file()).then(|| kind_of(&t))
+}
+
 /// What a file system entry is, in words.
 fn kind_of(t: &fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;

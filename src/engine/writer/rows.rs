@@ -319,17 +319,8 @@ impl Writer {
 /// named like the row (put there by hand) refuses the write, which would fail or write
 /// elsewhere.
 fn check_row_target(path: &std::path::Path, table: &str, id: &str) -> Result<()> {
-    let Ok(meta) = path.symlink_metadata() else {
+    let Some(what) = files::not_a_file(path) else {
         return Ok(());
-    };
-    let what = if meta.is_file() {
-        return Ok(());
-    } else if meta.is_dir() {
-        "a folder"
-    } else if meta.file_type().is_symlink() {
-        "a symbolic link"
-    } else {
-        "a special file"
     };
     Err(Error::conflict(format!(
         "{id}.md in the folder of {table} is {what}, not a row file, so row {id} cannot be written or removed"
