@@ -6,7 +6,6 @@
 
 pub mod aggregator;
 pub mod backend;
-pub mod net;
 pub mod plain;
 pub mod wasm;
 
@@ -16,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+use wasm::net;
 
 /// An app as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]

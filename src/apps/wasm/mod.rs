@@ -22,12 +22,12 @@
 //!   configuration; instances are kept warm and reused, and thrown away after a trap or limit.
 
 use super::backend::{AppBackend, BackendError, CallContext, Listing};
-use super::net::{Allowed, Outgoing};
 use crate::auth::{AppScope, Caller};
 use crate::engine::{Actor, Engine};
 use crate::error::{Error, Result};
 use crate::ops::{self, Ctx};
 use futures_util::future::BoxFuture;
+use net::{Allowed, Outgoing};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -37,6 +37,8 @@ use wasmtime::Store;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+pub mod net;
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -683,7 +685,7 @@ impl WasmApp {
         let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_instances as usize));
         WasmApp(Arc::new(Inner {
             rt,
-            allowed: super::net::parse_list(&scope.name, allow_hosts),
+            allowed: net::parse_list(&scope.name, allow_hosts),
             scope: Arc::new(scope),
             limits,
             sha: sha.to_string(),
