@@ -26,7 +26,7 @@ const MAX_ENTRIES: usize = 256;
 
 /// One parsed `allow_hosts` entry.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Allowed {
+pub(crate) struct Allowed {
     /// Lowercase; for `*.example.org`, `.example.org` with `wildcard` set.
     host: String,
     wildcard: bool,
@@ -35,7 +35,7 @@ pub struct Allowed {
 
 impl Allowed {
     /// Parses an entry; the error says why it is not a host and how to write one.
-    pub fn parse(entry: &str) -> std::result::Result<Allowed, String> {
+    pub(crate) fn parse(entry: &str) -> std::result::Result<Allowed, String> {
         let e = entry;
         if e.is_empty() {
             return Err("it is empty".into());
@@ -160,7 +160,7 @@ fn dns_name(name: &str) -> std::result::Result<(), String> {
 }
 
 /// Checks an `allow_hosts` value from a request: an array of entries. Answers them, lowercase.
-pub fn allow_hosts(v: &Value) -> Result<Vec<String>> {
+pub(crate) fn allow_hosts(v: &Value) -> Result<Vec<String>> {
     let hint = "give host names or host:port, e.g. [\"api.example.org\", \"127.0.0.1:8080\", \
                 \"*.example.org\"]: no scheme, no path";
     let Some(items) = v.as_array() else {
@@ -208,7 +208,7 @@ pub fn allow_hosts(v: &Value) -> Result<Vec<String>> {
 
 /// The hosts an app may reach, parsed once per backend. An entry that does not parse (a
 /// hand-edited registry) allows nothing.
-pub fn parse_list(app: &str, entries: &[String]) -> Arc<[Allowed]> {
+pub(crate) fn parse_list(app: &str, entries: &[String]) -> Arc<[Allowed]> {
     entries
         .iter()
         .filter_map(|e| match Allowed::parse(e) {
@@ -222,12 +222,14 @@ pub fn parse_list(app: &str, entries: &[String]) -> Arc<[Allowed]> {
 }
 
 /// The wasi:http hooks of one store: its app's `allow_hosts`, and the current call's deadline.
-pub struct Outgoing {
-    pub app: Arc<str>,
-    pub allowed: Arc<[Allowed]>,
+pub(crate) struct Outgoing {
+    /// The app's name, for the log.
+    pub(crate) app: Arc<str>,
+    /// Its `allow_hosts`, parsed.
+    pub(crate) allowed: Arc<[Allowed]>,
     /// When the current call's wall-clock time (`timeout_ms`) is up: a request may not take
     /// longer (connecting, the first byte, between bytes).
-    pub deadline: Instant,
+    pub(crate) deadline: Instant,
 }
 
 type SendResult = wasmtime_wasi_http::Result<(

@@ -1,0 +1,56 @@
+//! The imports of the world: `datanotes:app/engine` (`engine.call`: an engine operation through
+//! `ops::call`, with the app's own scope) and `datanotes:app/log`.
+
+use super::Host;
+use crate::apps::wasm::bindings;
+use crate::apps::wasm::bindings::datanotes::app::types::{EngineError, Level};
+use crate::auth::Caller;
+use crate::error::Error;
+use crate::ops::{self, Ctx};
+use serde_json::Value;
+
+impl bindings::datanotes::app::types::Host for Host {}
+
+impl bindings::datanotes::app::engine::Host for Host {
+    async fn call(&mut self, op: String, args: String) -> std::result::Result<String, EngineError> {
+        let ctx = Ctx {
+            caller: Caller::App(self.scope.clone()),
+            actor: self.actor.clone(),
+        };
+        let engine = self.engine.clone();
+        // `ops::call` reads SQLite and waits on the writer: not on an executor thread. If the
+        // guest's call is cancelled meanwhile, the operation still finishes (it is atomic).
+        let r = self
+            .server
+            .spawn_blocking(move || {
+                serde_json::from_str::<Value>(&args)
+                    .map_err(|e| {
+                        Error::invalid(format!("the arguments are not JSON: {e}"))
+                            .hint("pass JSON text, e.g. {\"table\": \"a.b.c\"}")
+                    })
+                    .and_then(|a| ops::call(&engine, &ctx, &op, a))
+            })
+            .await
+            .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
+        self.waited = true;
+        r.map(|v| v.to_string()).map_err(|e| EngineError {
+            status: e.status,
+            code: e.code.to_string(),
+            message: e.message.clone(),
+            json: e.to_json()["error"].to_string(),
+        })
+    }
+}
+
+impl bindings::datanotes::app::log::Host for Host {
+    fn log(&mut self, level: Level, message: String) {
+        let app = &self.scope.name;
+        match level {
+            Level::Trace => tracing::trace!(app = %app, "{message}"),
+            Level::Debug => tracing::debug!(app = %app, "{message}"),
+            Level::Info => tracing::info!(app = %app, "{message}"),
+            Level::Warn => tracing::warn!(app = %app, "{message}"),
+            Level::Error => tracing::error!(app = %app, "{message}"),
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The host side of a store: [`Host`], a store's data, with the WASI and wasi:http views, and
+//! one file per interface the world imports (`engine.rs`: `datanotes:app/engine` and
+//! `datanotes:app/log`) or that the sandbox needs (`pipe.rs`: the guest's stdout and stderr).
+
+mod engine;
+mod pipe;
+
+pub(crate) use pipe::{LogPipe, stderr_tail};
+
+use super::limits::GuestLimits;
+use super::net::Outgoing;
+use crate::auth::AppScope;
+use crate::engine::{Actor, Engine};
+use std::sync::Arc;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+/// A store's data: WASI with nothing granted, wasi:http behind the app's `allow_hosts`, the
+/// app's scope, the current call's actor.
+pub(crate) struct Host {
+    pub(in crate::apps::wasm) wasi: WasiCtx,
+    pub(in crate::apps::wasm) http: WasiHttpCtx,
+    pub(in crate::apps::wasm) outgoing: Outgoing,
+    pub(in crate::apps::wasm) table: ResourceTable,
+    pub(in crate::apps::wasm) limits: GuestLimits,
+    pub(in crate::apps::wasm) engine: Arc<Engine>,
+    /// The server's runtime: engine calls run in its blocking threads, like the HTTP door's.
+    pub(in crate::apps::wasm) server: tokio::runtime::Handle,
+    pub(in crate::apps::wasm) scope: Arc<AppScope>,
+    pub(in crate::apps::wasm) actor: Actor,
+    /// The epoch ticks the current call may still run guest code for (`cpu_ms`).
+    pub(in crate::apps::wasm) ticks_left: u64,
+    /// Set when an engine call returns: the tick seen next passed (at least partly) while the
+    /// guest waited for it, and is not charged.
+    pub(in crate::apps::wasm) waited: bool,
+    pub(in crate::apps::wasm) stdout: LogPipe,
+    pub(in crate::apps::wasm) stderr: LogPipe,
+}
+
+impl WasiView for Host {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for Host {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outgoing,
+        }
+    }
+}

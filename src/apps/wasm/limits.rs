@@ -1,0 +1,276 @@
+//! What an app may use: the owner-set [`Limits`], the memory budget of an instance
+//! ([`GuestLimits`], wasmtime's `ResourceLimiter`), and CPU time counted in epoch ticks.
+
+use super::error::WasmError;
+use super::host::Host;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+use wasmtime::Store;
+
+/// Epoch ticks: the CPU deadline is counted in these.
+pub(super) const TICK: Duration = Duration::from_millis(10);
+
+/// The owner-set limits of a WASM app.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Memory of one instance, in MiB: all its linear memories and tables together (a table
+    /// element counted as 8 bytes).
+    pub memory_mb: u64,
+    /// How long one call may run guest code, in ms: counted in epoch ticks (10 ms) that pass
+    /// while the guest runs, so a guest that spins is stopped with a trap. Time blocked in a host
+    /// call (an engine call, a sleep, an HTTP request) is not counted: `timeout_ms` bounds it.
+    pub cpu_ms: u64,
+    /// Wall-clock time one call may take, in ms.
+    pub timeout_ms: u64,
+    /// The largest result a call may answer, in bytes.
+    pub max_result_bytes: u64,
+    /// Instances that may run at once (concurrent calls beyond wait).
+    pub max_instances: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_mb: 128,
+            cpu_ms: 10_000,
+            timeout_ms: 180_000,
+            max_result_bytes: 1 << 20,
+            max_instances: 4,
+        }
+    }
+}
+
+impl Limits {
+    /// These limits with the fields of `change` (a JSON object) set, checked: positive, and
+    /// below each field's maximum.
+    pub(crate) fn merged(&self, change: &Value) -> Result<Limits> {
+        let mut cur = serde_json::to_value(self).unwrap_or_default();
+        let Some(obj) = change.as_object() else {
+            return Err(Error::invalid("limits must be an object")
+                .column("limits")
+                .hint("e.g. {\"memory_mb\": 64}"));
+        };
+        for (k, v) in obj {
+            cur[k] = v.clone();
+        }
+        let l: Limits = serde_json::from_value(cur).map_err(|e| {
+            Error::invalid(format!("invalid limits: {e}"))
+                .column("limits")
+                .hint("limits are memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances (positive integers)")
+        })?;
+        if l.memory_mb == 0
+            || l.cpu_ms == 0
+            || l.timeout_ms == 0
+            || l.max_instances == 0
+            || l.max_result_bytes == 0
+        {
+            return Err(Error::invalid("limits must be positive")
+                .column("limits")
+                .rule("min")
+                .hint("use values of 1 or more"));
+        }
+        // A wasm32 memory holds at most 4 GiB; a larger number (shifted into bytes) could wrap
+        // around to a tiny limit. The other bounds keep a typo from pinning the host.
+        let max = [
+            ("memory_mb", l.memory_mb, 4096),
+            ("cpu_ms", l.cpu_ms, 86_400_000),
+            ("timeout_ms", l.timeout_ms, 86_400_000),
+            ("max_result_bytes", l.max_result_bytes, 1 << 30),
+            ("max_instances", u64::from(l.max_instances), 1024),
+        ];
+        for (name, v, most) in max {
+            if v > most {
+                return Err(
+                    Error::invalid(format!("{name} {v} is above the maximum {most}"))
+                        .column("limits")
+                        .rule("max")
+                        .hint(format!("give {name} at most {most}")),
+                );
+            }
+        }
+        Ok(l)
+    }
+
+    /// The epoch ticks one call may run guest code for (`cpu_ms`, at most `timeout_ms`).
+    pub(super) fn ticks(&self) -> u64 {
+        (self.cpu_ms.min(self.timeout_ms) / TICK.as_millis() as u64).max(1)
+    }
+}
+
+/// The most linear memories one instance of an app (one store) may create. The example apps
+/// need 1 memory, 2 tables and 3 to 14 core instances (a Python app links a dozen core
+/// modules); a component beyond these caps fails to instantiate.
+pub(crate) const MAX_MEMORIES: usize = 4;
+/// The most tables one instance of an app may create (see [`MAX_MEMORIES`]).
+pub(crate) const MAX_TABLES: usize = 20;
+/// The most core instances one instance of an app may create (see [`MAX_MEMORIES`]).
+pub(crate) const MAX_CORE_INSTANCES: usize = 100;
+
+/// What one table element costs the host: a `funcref` is a pointer.
+const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
+
+/// `memory_mb` for a whole instance: every linear memory and table it creates (at
+/// instantiation or by growing one) is counted against one budget, so a component that
+/// declares many memories or a huge table gets no more than the owner granted. Counts are per
+/// store, and a store holds one instance of the app: all is released when it is dropped.
+pub(crate) struct GuestLimits {
+    /// `memory_mb` in bytes.
+    budget: usize,
+    /// What the instance's memories and tables hold now, in bytes.
+    used: usize,
+    /// Set when a growth was refused: the call fails with this message.
+    pub(super) refused: Option<String>,
+    memory_mb: u64,
+}
+
+impl GuestLimits {
+    /// The budget of one instance: `memory_mb` MiB.
+    pub(super) fn new(memory_mb: u64) -> GuestLimits {
+        GuestLimits {
+            budget: (memory_mb as usize) << 20,
+            used: 0,
+            refused: None,
+            memory_mb,
+        }
+    }
+
+    /// Charges `more` bytes, or refuses (a trap: the call fails naming `memory_mb`).
+    fn charge(&mut self, what: &str, more: usize) -> wasmtime::Result<bool> {
+        let want = self.used.saturating_add(more);
+        if want > self.budget {
+            let msg = format!(
+                "the call hit the memory limit ({} MiB): growing {what} would take the app's memories and tables to {:.1} MiB; the owner can raise memory_mb",
+                self.memory_mb,
+                want as f64 / f64::from(1 << 20)
+            );
+            self.refused = Some(msg.clone());
+            return Err(wasmtime::Error::msg(msg));
+        }
+        self.used = want;
+        Ok(true)
+    }
+}
+
+impl wasmtime::ResourceLimiter for GuestLimits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Beyond the memory's own maximum the growth fails anyway (memory.grow answers -1).
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        self.charge("a memory", desired.saturating_sub(current))
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if maximum.is_some_and(|m| desired > m) {
+            return Ok(false);
+        }
+        let more = desired
+            .saturating_sub(current)
+            .saturating_mul(TABLE_ELEMENT_BYTES);
+        self.charge("a table", more)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+}
+
+/// wasmtime's error for a count over [`GuestLimits`]' caps, said plainly.
+pub(super) fn describe_count(e: &str) -> Option<WasmError> {
+    let (what, most) = if e.contains("memory count too high") {
+        ("linear memories", MAX_MEMORIES)
+    } else if e.contains("table count too high") {
+        ("tables", MAX_TABLES)
+    } else if e.contains("instance count too high") {
+        ("core instances", MAX_CORE_INSTANCES)
+    } else {
+        return None;
+    };
+    let n = e
+        .rsplit("too high at ")
+        .next()
+        .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
+        .unwrap_or("more");
+    Some(WasmError::Count {
+        n: n.to_string(),
+        what,
+        most,
+    })
+}
+
+/// A trap (or another failure of a guest call), said plainly: which limit ran out, or what the
+/// guest did.
+pub(super) fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
+    if let Some(t) = e.downcast_ref::<wasmtime::Trap>() {
+        return match t {
+            wasmtime::Trap::Interrupt => format!(
+                "the call ran out of its CPU time ({} ms)",
+                limits.cpu_ms.min(limits.timeout_ms)
+            ),
+            wasmtime::Trap::StackOverflow => "the call overflowed its stack".into(),
+            other => format!("the app trapped: {other}"),
+        };
+    }
+    format!("the app failed: {e:#}")
+}
+
+/// Starts the epoch ticker of `engine`: CPU deadlines are counted in its ticks. It stops when
+/// the engine is dropped.
+pub(super) fn start_ticker(engine: &wasmtime::Engine) -> std::io::Result<()> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("datanotes-epoch".into())
+        .spawn(move || {
+            while let Some(e) = weak.upgrade() {
+                e.increment_epoch();
+                drop(e);
+                std::thread::sleep(TICK);
+            }
+        })?;
+    Ok(())
+}
+
+/// Puts a new store under its limits: the memory budget, and `cpu_ms` counted in epoch ticks.
+pub(super) fn limit(store: &mut Store<Host>) {
+    store.limiter(|h| &mut h.limits);
+    // Called at the first epoch tick that passes while guest code runs: the call has used
+    // one more tick of its CPU time. Trap once all are used, else yield to the executor (so
+    // a spinning guest shares its thread, and a timeout can cancel it) and count the next.
+    // A guest blocked in a host call runs no code: a wait in an engine call costs it
+    // nothing (the tick seen after it is not charged), one in a WASI sleep or an HTTP
+    // request at most one tick; `timeout_ms` bounds them.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx| {
+        let h = ctx.data_mut();
+        if std::mem::take(&mut h.waited) {
+            return Ok(wasmtime::UpdateDeadline::Yield(1));
+        }
+        Ok(if h.ticks_left <= 1 {
+            wasmtime::UpdateDeadline::Interrupt
+        } else {
+            h.ticks_left -= 1;
+            wasmtime::UpdateDeadline::Yield(1)
+        })
+    });
+}
