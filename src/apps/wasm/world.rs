@@ -1,5 +1,8 @@
 //! The world check: a component's `tools` export against `wit/datanotes-app.wit`, so that a
 //! component built for another world is refused with an error that names what differs.
+//!
+//! [`TOOLS_FUNCS`] writes the exported functions' types as WIT; a test parses the `.wit` and
+//! fails when they disagree.
 
 use super::error::WasmError;
 use wasmtime::component::Component;
@@ -12,7 +15,7 @@ type FuncSig = (
     &'static [(&'static str, &'static str)],
     &'static str,
 );
-/// The functions of [`TOOLS_INTERFACE`].
+/// The functions of [`TOOLS_INTERFACE`] (checked against the `.wit` by a test).
 const TOOLS_FUNCS: &[FuncSig] = &[
     (
         "list-tools",
@@ -161,5 +164,137 @@ fn wit_type(t: &wasmtime::component::Type) -> String {
         T::Future(f) => format!("future<{}>", opt(f.ty())),
         T::Stream(s) => format!("stream<{}>", opt(s.ty())),
         T::ErrorContext => "error-context".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::wasm::WORLD;
+    use wit_parser::{Resolve, Type, TypeDefKind, WorldItem};
+
+    /// A type of the parsed `.wit`, written as [`wit_type`] writes a component's.
+    fn parsed(r: &Resolve, t: &Type) -> String {
+        let opt = |t: &Option<Type>| t.as_ref().map(|t| parsed(r, t)).unwrap_or("_".into());
+        let id = match t {
+            Type::Bool => return "bool".into(),
+            Type::U8 => return "u8".into(),
+            Type::U16 => return "u16".into(),
+            Type::U32 => return "u32".into(),
+            Type::U64 => return "u64".into(),
+            Type::S8 => return "s8".into(),
+            Type::S16 => return "s16".into(),
+            Type::S32 => return "s32".into(),
+            Type::S64 => return "s64".into(),
+            Type::F32 => return "f32".into(),
+            Type::F64 => return "f64".into(),
+            Type::Char => return "char".into(),
+            Type::String => return "string".into(),
+            Type::ErrorContext => return "error-context".into(),
+            Type::Id(id) => *id,
+        };
+        let join = |v: Vec<String>| v.join(", ");
+        match &r.types[id].kind {
+            TypeDefKind::Type(t) => parsed(r, t),
+            TypeDefKind::Record(rec) => format!(
+                "record {{ {} }}",
+                join(
+                    rec.fields
+                        .iter()
+                        .map(|f| format!("{}: {}", f.name, parsed(r, &f.ty)))
+                        .collect()
+                )
+            ),
+            TypeDefKind::List(t) => format!("list<{}>", parsed(r, t)),
+            TypeDefKind::FixedLengthList(t, n) => format!("list<{}, {n}>", parsed(r, t)),
+            TypeDefKind::Map(k, v) => format!("map<{}, {}>", parsed(r, k), parsed(r, v)),
+            TypeDefKind::Tuple(t) => format!(
+                "tuple<{}>",
+                join(t.types.iter().map(|t| parsed(r, t)).collect())
+            ),
+            TypeDefKind::Variant(v) => format!(
+                "variant {{ {} }}",
+                join(
+                    v.cases
+                        .iter()
+                        .map(|c| match &c.ty {
+                            Some(t) => format!("{}({})", c.name, parsed(r, t)),
+                            None => c.name.clone(),
+                        })
+                        .collect()
+                )
+            ),
+            TypeDefKind::Enum(e) => format!(
+                "enum {{ {} }}",
+                join(e.cases.iter().map(|c| c.name.clone()).collect())
+            ),
+            TypeDefKind::Flags(f) => format!(
+                "flags {{ {} }}",
+                join(f.flags.iter().map(|c| c.name.clone()).collect())
+            ),
+            TypeDefKind::Option(t) => format!("option<{}>", parsed(r, t)),
+            TypeDefKind::Result(res) => match (&res.ok, &res.err) {
+                (None, None) => "result".into(),
+                (ok, err) => format!("result<{}, {}>", opt(ok), opt(err)),
+            },
+            TypeDefKind::Future(t) => format!("future<{}>", opt(t)),
+            TypeDefKind::Stream(t) => format!("stream<{}>", opt(t)),
+            TypeDefKind::Handle(wit_parser::Handle::Own(_)) => "own<resource>".into(),
+            TypeDefKind::Handle(wit_parser::Handle::Borrow(_)) => "borrow<resource>".into(),
+            other => panic!("no WIT text for a {}", other.as_str()),
+        }
+    }
+
+    /// The hand-written [`TOOLS_INTERFACE`], [`TOOLS_FUNCS`] and [`WORLD`] say what
+    /// `wit/datanotes-app.wit` says: a change to the `.wit` fails here until they follow.
+    #[test]
+    fn tools_funcs_are_the_wit() {
+        let mut r = Resolve::default();
+        let wit = concat!(env!("CARGO_MANIFEST_DIR"), "/wit");
+        let (pkg, _) = r.push_dir(wit).expect("wit/ parses");
+        let world = r.select_world(&[pkg], Some("app")).expect("the world app");
+        let p = &r.packages[pkg].name;
+        let version = p
+            .version
+            .as_ref()
+            .map(|v| format!("@{v}"))
+            .unwrap_or_default();
+        assert_eq!(
+            WORLD,
+            format!(
+                "{}:{}/{}{version}",
+                p.namespace, p.name, r.worlds[world].name
+            )
+        );
+        let exports: Vec<_> = r.worlds[world].exports.values().collect();
+        let [WorldItem::Interface { id, .. }] = exports[..] else {
+            panic!("the world exports one interface");
+        };
+        assert_eq!(r.id_of(*id).as_deref(), Some(TOOLS_INTERFACE));
+        // Each function as WIT text, as the world check's messages write it.
+        let from_wit: Vec<String> = r.interfaces[*id]
+            .functions
+            .values()
+            .map(|f| {
+                let params: Vec<(String, String)> = f
+                    .params
+                    .iter()
+                    .map(|p| (p.name.clone(), parsed(&r, &p.ty)))
+                    .collect();
+                let results: Vec<String> = f.result.iter().map(|t| parsed(&r, t)).collect();
+                format!("{}: {}", f.name, wit_func(&params, &results))
+            })
+            .collect();
+        let by_hand: Vec<String> = TOOLS_FUNCS
+            .iter()
+            .map(|(name, params, result)| {
+                let params: Vec<(String, String)> = params
+                    .iter()
+                    .map(|(n, t)| (n.to_string(), t.to_string()))
+                    .collect();
+                format!("{name}: {}", wit_func(&params, &[result.to_string()]))
+            })
+            .collect();
+        assert_eq!(by_hand, from_wit, "TOOLS_FUNCS differs from wit/");
     }
 }
