@@ -24,6 +24,96 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 /// At most this many entries.
 const MAX_ENTRIES: usize = 256;
 
+/// Why an `allow_hosts` entry is not a host; its text says how to write one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum NotAHost {
+    /// An empty entry.
+    Empty,
+    /// An entry with white space.
+    Spaces,
+    /// An entry with a scheme (the scheme).
+    Scheme(String),
+    /// An entry with a path, a query or a fragment.
+    Path,
+    /// An entry with user information.
+    UserInfo,
+    /// `[` without `]`.
+    Unclosed,
+    /// Brackets around something else than an IPv6 address (that).
+    NotIpv6(String),
+    /// Something else than `:port` after `[address]`.
+    AfterIpv6,
+    /// An IPv6 address without brackets.
+    Unbracketed,
+    /// `*`.
+    Every,
+    /// A `*` elsewhere than a leading `*.`.
+    Wildcard,
+    /// A port that is not 1 to 65535 (as written).
+    Port(String),
+    /// No host before the port.
+    NoHost,
+    /// A name over 253 characters.
+    TooLong,
+    /// A name that is not a DNS name (the name).
+    NotDnsName(String),
+}
+
+impl std::fmt::Display for NotAHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotAHost::Empty => f.write_str("it is empty"),
+            NotAHost::Spaces => f.write_str("it contains spaces"),
+            NotAHost::Scheme(scheme) => write!(
+                f,
+                "it has a scheme ({scheme}://): give the host alone, the app chooses http or https"
+            ),
+            NotAHost::Path => f.write_str("it has a path: give the host alone"),
+            NotAHost::UserInfo => f.write_str("it has user information (@): give the host alone"),
+            NotAHost::Unclosed => f.write_str("its IPv6 address has no closing ]"),
+            NotAHost::NotIpv6(addr) => write!(f, "{addr:?} is not an IPv6 address"),
+            NotAHost::AfterIpv6 => f.write_str("only :port may follow an IPv6 address"),
+            NotAHost::Unbracketed => {
+                f.write_str("an IPv6 address goes in brackets, e.g. [::1] or [::1]:8080")
+            }
+            NotAHost::Every => {
+                f.write_str("allowing every host is not supported: list the hosts the app needs")
+            }
+            NotAHost::Wildcard => {
+                f.write_str("a wildcard is supported only as a leading *. (e.g. *.example.org)")
+            }
+            NotAHost::Port(p) => write!(f, "its port {p:?} is not a number from 1 to 65535"),
+            NotAHost::NoHost => f.write_str("it has no host"),
+            NotAHost::TooLong => f.write_str("its host name is longer than 253 characters"),
+            NotAHost::NotDnsName(name) => write!(
+                f,
+                "{name:?} is not a host name (labels of letters, digits and -, separated by dots)"
+            ),
+        }
+    }
+}
+
+/// Why an outgoing request is denied (said in the log).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Denied {
+    /// The request's URI has no host.
+    NoHost,
+    /// The app has no `allow_hosts`.
+    NoAllowHosts,
+    /// The host is not in them.
+    NotListed,
+}
+
+impl std::fmt::Display for Denied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Denied::NoHost => "the request has no host",
+            Denied::NoAllowHosts => "the app has no allow_hosts: it may not use the network",
+            Denied::NotListed => "not in the app's allow_hosts",
+        })
+    }
+}
+
 /// One parsed `allow_hosts` entry.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Allowed {
@@ -35,38 +125,36 @@ pub(crate) struct Allowed {
 
 impl Allowed {
     /// Parses an entry; the error says why it is not a host and how to write one.
-    pub(crate) fn parse(entry: &str) -> std::result::Result<Allowed, String> {
+    pub(crate) fn parse(entry: &str) -> std::result::Result<Allowed, NotAHost> {
         let e = entry;
         if e.is_empty() {
-            return Err("it is empty".into());
+            return Err(NotAHost::Empty);
         }
         if e.contains(char::is_whitespace) {
-            return Err("it contains spaces".into());
+            return Err(NotAHost::Spaces);
         }
         if let Some((scheme, _)) = e.split_once("://") {
-            return Err(format!(
-                "it has a scheme ({scheme}://): give the host alone, the app chooses http or https"
-            ));
+            return Err(NotAHost::Scheme(scheme.to_string()));
         }
         if e.contains(['/', '?', '#']) {
-            return Err("it has a path: give the host alone".into());
+            return Err(NotAHost::Path);
         }
         if e.contains('@') {
-            return Err("it has user information (@): give the host alone".into());
+            return Err(NotAHost::UserInfo);
         }
         // The host and the port.
         let (host, port) = if let Some(rest) = e.strip_prefix('[') {
             let Some((addr, after)) = rest.split_once(']') else {
-                return Err("its IPv6 address has no closing ]".into());
+                return Err(NotAHost::Unclosed);
             };
             let Ok(ip) = addr.parse::<Ipv6Addr>() else {
-                return Err(format!("{addr:?} is not an IPv6 address"));
+                return Err(NotAHost::NotIpv6(addr.to_string()));
             };
             let port = match after {
                 "" => None,
                 p => match p.strip_prefix(':') {
                     Some(p) => Some(port(p)?),
-                    None => return Err("only :port may follow an IPv6 address".into()),
+                    None => return Err(NotAHost::AfterIpv6),
                 },
             };
             (format!("[{ip}]"), port)
@@ -78,7 +166,7 @@ impl Allowed {
                     (h.to_ascii_lowercase(), Some(port(p)?))
                 }
                 _ => {
-                    return Err("an IPv6 address goes in brackets, e.g. [::1] or [::1]:8080".into());
+                    return Err(NotAHost::Unbracketed);
                 }
             }
         };
@@ -90,16 +178,14 @@ impl Allowed {
             });
         }
         if host == "*" {
-            return Err(
-                "allowing every host is not supported: list the hosts the app needs".into(),
-            );
+            return Err(NotAHost::Every);
         }
         let (name, wildcard) = match host.strip_prefix("*.") {
             Some(rest) => (rest.to_string(), true),
             None => (host.clone(), false),
         };
         if name.contains('*') {
-            return Err("a wildcard is supported only as a leading *. (e.g. *.example.org)".into());
+            return Err(NotAHost::Wildcard);
         }
         if !wildcard && name.parse::<Ipv4Addr>().is_ok() {
             return Ok(Allowed {
@@ -127,20 +213,21 @@ impl Allowed {
     }
 }
 
-fn port(p: &str) -> std::result::Result<u16, String> {
+/// A port from 1 to 65535.
+fn port(p: &str) -> std::result::Result<u16, NotAHost> {
     match p.parse::<u16>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("its port {p:?} is not a number from 1 to 65535")),
+        _ => Err(NotAHost::Port(p.to_string())),
     }
 }
 
 /// A DNS name: labels of letters, digits, `-` (and `_`), 1 to 63 long, at most 253 in all.
-fn dns_name(name: &str) -> std::result::Result<(), String> {
+fn dns_name(name: &str) -> std::result::Result<(), NotAHost> {
     if name.is_empty() {
-        return Err("it has no host".into());
+        return Err(NotAHost::NoHost);
     }
     if name.len() > 253 {
-        return Err("its host name is longer than 253 characters".into());
+        return Err(NotAHost::TooLong);
     }
     for label in name.split('.') {
         let ok = !label.is_empty()
@@ -151,9 +238,7 @@ fn dns_name(name: &str) -> std::result::Result<(), String> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if !ok {
-            return Err(format!(
-                "{name:?} is not a host name (labels of letters, digits and -, separated by dots)"
-            ));
+            return Err(NotAHost::NotDnsName(name.to_string()));
         }
     }
     Ok(())
@@ -239,9 +324,9 @@ type SendResult = wasmtime_wasi_http::Result<(
 
 impl Outgoing {
     /// Whether a request to this URI may go out; `Err` says why not.
-    fn check(&self, uri: &http::Uri) -> std::result::Result<(), String> {
+    fn check(&self, uri: &http::Uri) -> std::result::Result<(), Denied> {
         let Some(host) = uri.host() else {
-            return Err("the request has no host".into());
+            return Err(Denied::NoHost);
         };
         let mut host = host.trim_end_matches('.').to_ascii_lowercase();
         // An IPv6 address in its one canonical form, as entries are kept.
@@ -260,12 +345,12 @@ impl Outgoing {
                 80
             });
         if self.allowed.is_empty() {
-            return Err("the app has no allow_hosts: it may not use the network".into());
+            return Err(Denied::NoAllowHosts);
         }
         if self.allowed.iter().any(|a| a.allows(&host, port)) {
             Ok(())
         } else {
-            Err("not in the app's allow_hosts".into())
+            Err(Denied::NotListed)
         }
     }
 }
@@ -349,6 +434,7 @@ mod tests {
             ("user@example.org", "user"),
         ] {
             let err = Allowed::parse(e).unwrap_err();
+            let err = err.to_string();
             assert!(err.contains(why), "{e:?}: {err}");
         }
         for ok in [
