@@ -51,7 +51,7 @@ impl Writer {
             Ok((removed, start))
         })();
         if r.is_err() {
-            let _ = self.jr.execute_batch("ROLLBACK");
+            journal::rollback(&self.jr, "vacuum");
         }
         let (removed, start) = r?;
         self.jr.execute_batch("VACUUM")?;
@@ -96,7 +96,7 @@ impl Writer {
             Ok(rows)
         })();
         if rebuilt.is_err() {
-            let _ = self.idx.execute_batch("ROLLBACK");
+            journal::rollback(&self.idx, "the index rebuild");
         }
         let rows = rebuilt?;
         let mut out = self.run_scan()?;
