@@ -11,6 +11,42 @@ use std::path::{Path, PathBuf};
 
 pub const TABLE_FILE: &str = "_table.yaml";
 
+/// Why a file is not read, or not a valid row or table definition: a plain sentence, which
+/// `describe_table` shows and a hand edit's `{"invalid": why}` journals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileProblem(String);
+
+impl FileProblem {
+    /// The sentence.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<String> for FileProblem {
+    fn from(s: String) -> FileProblem {
+        FileProblem(s)
+    }
+}
+
+impl From<&str> for FileProblem {
+    fn from(s: &str) -> FileProblem {
+        FileProblem(s.to_string())
+    }
+}
+
+impl From<FileProblem> for String {
+    fn from(p: FileProblem) -> String {
+        p.0
+    }
+}
+
 /// A row as it lives in a file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowFile {
@@ -52,7 +88,7 @@ pub fn render_row(table: &Table, values: &Map<String, Value>, body: &str) -> Vec
 }
 
 /// Parses a row file. A file without front matter is all body.
-pub fn parse_row(text: &str) -> std::result::Result<RowFile, String> {
+pub fn parse_row(text: &str) -> std::result::Result<RowFile, FileProblem> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let rest = match text
         .strip_prefix("---\n")
@@ -96,7 +132,7 @@ pub fn parse_row(text: &str) -> std::result::Result<RowFile, String> {
             Ok(Value::Object(m)) => m,
             Ok(Value::Null) => Map::new(),
             Ok(_) => return Err("the front matter is not a mapping of column: value".into()),
-            Err(e) => return Err(format!("the front matter is not valid YAML: {e}")),
+            Err(e) => return Err(format!("the front matter is not valid YAML: {e}").into()),
         }
     };
     Ok(RowFile {
@@ -113,8 +149,8 @@ pub fn render_table_def(def: &TableDef) -> Vec<u8> {
     s.into_bytes()
 }
 
-pub fn parse_table_def(text: &str) -> std::result::Result<TableDef, String> {
-    serde_norway::from_str(text).map_err(|e| e.to_string())
+pub fn parse_table_def(text: &str) -> std::result::Result<TableDef, FileProblem> {
+    serde_norway::from_str(text).map_err(|e| e.to_string().into())
 }
 
 /// Writes a file atomically: temp file, fsync, rename. The caller fsyncs the folder.
@@ -395,7 +431,7 @@ pub struct Read {
     pub mtime_ns: i64,
     pub size: i64,
     /// The content, or why the file is not read (a plain sentence for `describe_table`).
-    pub bytes: std::result::Result<Vec<u8>, String>,
+    pub bytes: std::result::Result<Vec<u8>, FileProblem>,
 }
 
 impl Read {
@@ -422,7 +458,7 @@ pub fn read_row(path: &Path, max_body_bytes: i64) -> Option<Read> {
             size: m.len() as i64,
             bytes: Err(format!(
                 "the file name is not a valid row id: {name:?} (a row id matches [a-z0-9][a-z0-9_-]*, at most 128 characters): rename the file"
-            )),
+            ).into()),
         });
     }
     let cap = (max_body_bytes.max(0) as u64).saturating_add(FRONT_MATTER_ALLOWANCE);
@@ -440,9 +476,9 @@ pub fn read_table_def(path: &Path) -> Option<Read> {
 }
 
 /// The text of a table definition, or why it cannot be had.
-pub fn read_table_text(path: &Path) -> std::result::Result<String, String> {
+pub fn read_table_text(path: &Path) -> std::result::Result<String, FileProblem> {
     let read = read_table_def(path).ok_or_else(|| format!("there is no {TABLE_FILE}"))?;
-    String::from_utf8(read.bytes?).map_err(|_| format!("{TABLE_FILE} is not UTF-8 text"))
+    String::from_utf8(read.bytes?).map_err(|_| format!("{TABLE_FILE} is not UTF-8 text").into())
 }
 
 /// The bounded, no-follow reader every read of a row file or a definition goes through.
@@ -456,7 +492,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
     let refused = |m: &fs::Metadata, why: String| Read {
         mtime_ns: mtime_ns(m),
         size: m.len() as i64,
-        bytes: Err(why),
+        bytes: Err(why.into()),
     };
     let too_big = |size: u64| format!("the file has {size} bytes, more than the limit {limit}");
     // lstat first: what is not a regular file is never opened (opening a device may act).
@@ -467,7 +503,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
             return Some(Read {
                 mtime_ns: 0,
                 size: 0,
-                bytes: Err(format!("{name} cannot be examined: {e}")),
+                bytes: Err(format!("{name} cannot be examined: {e}").into()),
             });
         }
     };
@@ -495,7 +531,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
             return Some(Read {
                 mtime_ns: 0,
                 size: m.len() as i64,
-                bytes: Err(format!("{name} cannot be read: {e}")),
+                bytes: Err(format!("{name} cannot be read: {e}").into()),
             });
         }
     };
@@ -505,7 +541,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
             return Some(Read {
                 mtime_ns: 0,
                 size: m.len() as i64,
-                bytes: Err(format!("{name} cannot be read: {e}")),
+                bytes: Err(format!("{name} cannot be read: {e}").into()),
             });
         }
     };
@@ -520,7 +556,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
         return Some(Read {
             mtime_ns: 0,
             size: m.len() as i64,
-            bytes: Err(format!("{name} cannot be read: {e}")),
+            bytes: Err(format!("{name} cannot be read: {e}").into()),
         });
     }
     if bytes.len() as u64 > cap {
@@ -598,7 +634,8 @@ mod tests {
         let r = read_row(&d.join("ok.md"), 10).unwrap();
         assert_eq!(r.bytes.unwrap(), b"---\ntitle: x\n---\n");
         assert!(read_row(&d.join("none.md"), 10).is_none());
-        let why = |p: &str, max: i64| read_row(&d.join(p), max).unwrap().bytes.unwrap_err();
+        let why =
+            |p: &str, max: i64| String::from(read_row(&d.join(p), max).unwrap().bytes.unwrap_err());
         std::os::unix::fs::symlink(d.join("ok.md"), d.join("link.md")).unwrap();
         assert!(why("link.md", 10).contains("symbolic link"));
         std::os::unix::fs::symlink("/dev/zero", d.join("zero.md")).unwrap();

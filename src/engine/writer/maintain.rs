@@ -326,7 +326,7 @@ pub(in crate::engine) fn index_read(
             Ok(true)
         }
         Err(msg) => {
-            index::put_invalid(c, &t.name, &id, &facts, &msg)?;
+            index::put_invalid(c, &t.name, &id, &facts, msg.as_str())?;
             Ok(false)
         }
     }

@@ -1,7 +1,7 @@
 //! Hand edits: files compared with the index, differences journaled as `hand_edit`.
 
 use super::*;
-use crate::engine::files::{self, RowFile};
+use crate::engine::files::{self, FileProblem, RowFile};
 use crate::engine::index::{self, FileFacts, IndexedRow};
 use crate::engine::journal::Actor;
 use crate::engine::schema::Table;
@@ -207,13 +207,13 @@ impl Writer {
             }
             Err(msg) => {
                 tracing::warn!(table = %t.name, row = id, "hand-edited row is invalid: {msg}");
-                index::put_invalid(&self.idx, &t.name, id, &facts, &msg)?;
+                index::put_invalid(&self.idx, &t.name, id, &facts, msg.as_str())?;
                 self.mig(
                     Op::HandEdit,
                     Some(&t.name),
                     Some(id),
                     before,
-                    RowState::Invalid(msg),
+                    RowState::Invalid(msg.into()),
                     actor,
                 );
             }
@@ -385,7 +385,7 @@ pub(super) struct SeenFile {
     facts: FileFacts,
     /// The parsed and validated row; None when the content is the one the index knows (only
     /// the file's stat changed).
-    checked: Option<std::result::Result<RowFile, String>>,
+    checked: Option<std::result::Result<RowFile, FileProblem>>,
 }
 
 /// Reads (bounded, never following a link: see `files::read_row`), hashes and validates a row
@@ -422,9 +422,9 @@ pub(super) fn look_at(
 /// reason it was not.
 pub(in crate::engine) fn check_read(
     t: &Table,
-    bytes: std::result::Result<Vec<u8>, String>,
+    bytes: std::result::Result<Vec<u8>, FileProblem>,
     max_body: i64,
-) -> std::result::Result<RowFile, String> {
+) -> std::result::Result<RowFile, FileProblem> {
     validate_file(t, &bytes?, max_body)
 }
 
@@ -432,19 +432,20 @@ pub(in crate::engine) fn validate_file(
     t: &Table,
     bytes: &[u8],
     max_body: i64,
-) -> std::result::Result<RowFile, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())?;
+) -> std::result::Result<RowFile, FileProblem> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text")?;
     let rf = files::parse_row(text)?;
     // The same limit as for writes through the API.
     if rf.body.len() as i64 > max_body {
         return Err(format!(
             "the body has {} bytes, more than the limit {max_body} (max_body_bytes): shorten the body or split the note",
             rf.body.len()
-        ));
+        )
+        .into());
     }
     let values = t.check_row(&rf.values).map_err(|e| match &e.hint {
-        Some(h) => format!("{} ({h})", e.message),
-        None => e.message.clone(),
+        Some(h) => FileProblem::from(format!("{} ({h})", e.message)),
+        None => FileProblem::from(e.message.clone()),
     })?;
     Ok(RowFile {
         values,
