@@ -23,23 +23,38 @@ pub struct Change {
     pub json: String,
 }
 
-/// The wire shape of a change: `{seq, ts, op, table, row, before, after, actor, call?}`, with the
-/// JSON parts as the journal stores them (null where a column is empty).
+/// The wire shape of a change: `{seq, ts, op, table, row, before, after, actor, call?}`. The
+/// JSON parts are either the migration's own values (a change just committed) or the journal's
+/// stored text, kept as it is (`RawValue`): one shape, one field order, for both.
 #[derive(Serialize)]
-struct Wire<'a> {
+struct Wire<'a, J: Serialize, A: Serialize> {
     seq: i64,
     ts: &'a str,
     op: Op,
     table: Option<&'a str>,
     row: Option<&'a str>,
-    before: Option<&'a RawValue>,
-    after: Option<&'a RawValue>,
-    actor: &'a RawValue,
+    before: J,
+    after: J,
+    actor: A,
     #[serde(skip_serializing_if = "Option::is_none")]
-    call: Option<&'a RawValue>,
+    call: Option<J>,
 }
 
-/// A migration's JSON columns, as the journal stores them (null: no text).
+impl<J: Serialize, A: Serialize> Wire<'_, J, A> {
+    /// The one encoder of a change's JSON.
+    fn encode(&self, table: Option<String>) -> Result<Change> {
+        let json = serde_json::to_string(self)
+            .map_err(|e| Error::internal(format!("change {} cannot be written: {e}", self.seq)))?;
+        Ok(Change {
+            seq: self.seq,
+            op: self.op,
+            table,
+            json,
+        })
+    }
+}
+
+/// A migration's JSON columns, as the journal stores them (no text for null).
 pub(crate) struct Stored {
     pub(crate) before: Option<String>,
     pub(crate) after: Option<String>,
@@ -70,14 +85,30 @@ fn raw(seq: i64, s: &str) -> Result<&RawValue> {
     })
 }
 
-/// An optional stored JSON column.
-fn opt(seq: i64, s: &Option<String>) -> Result<Option<&RawValue>> {
-    s.as_deref().map(|s| raw(seq, s)).transpose()
+/// A stored JSON column that may be empty (null).
+fn raw_or_null(seq: i64, s: &Option<String>) -> Result<&RawValue> {
+    s.as_deref().map_or(Ok(RawValue::NULL), |s| raw(seq, s))
 }
 
 impl Change {
-    /// Encodes a change from its journal columns: the one encoder of a change's JSON.
-    fn encode(
+    /// The change of a migration just committed.
+    pub fn from_migration(m: &Migration) -> Result<Change> {
+        Wire {
+            seq: m.seq,
+            ts: &m.ts,
+            op: m.op,
+            table: m.table.as_deref(),
+            row: m.row.as_deref(),
+            before: &m.before,
+            after: &m.after,
+            actor: &m.actor,
+            call: m.call.as_ref(),
+        }
+        .encode(m.table.clone())
+    }
+
+    /// The change of a migration read back from the journal's columns.
+    fn from_stored(
         seq: i64,
         ts: &str,
         op: Op,
@@ -85,37 +116,18 @@ impl Change {
         row: Option<&str>,
         stored: &Stored,
     ) -> Result<Change> {
-        let wire = Wire {
+        Wire {
             seq,
             ts,
             op,
             table: table.as_deref(),
             row,
-            before: opt(seq, &stored.before)?,
-            after: opt(seq, &stored.after)?,
+            before: raw_or_null(seq, &stored.before)?,
+            after: raw_or_null(seq, &stored.after)?,
             actor: raw(seq, &stored.actor)?,
-            call: opt(seq, &stored.call)?,
-        };
-        let json = serde_json::to_string(&wire)
-            .map_err(|e| Error::internal(format!("change {seq} cannot be written: {e}")))?;
-        Ok(Change {
-            seq,
-            op,
-            table,
-            json,
-        })
-    }
-
-    /// The change of a migration just committed.
-    pub fn from_migration(m: &Migration) -> Result<Change> {
-        Change::encode(
-            m.seq,
-            &m.ts,
-            m.op,
-            m.table.clone(),
-            m.row.as_deref(),
-            &Stored::of(m)?,
-        )
+            call: stored.call.as_deref().map(|s| raw(seq, s)).transpose()?,
+        }
+        .encode(table.clone())
     }
 }
 
@@ -140,7 +152,7 @@ pub fn from_journal(c: &Connection, cursor: i64, max: i64) -> Result<(Vec<Arc<Ch
                 actor: r.get(7)?,
                 call: r.get(8)?,
             };
-            let c = Change::encode(seq, &ts, r.get(2)?, r.get(3)?, row.as_deref(), &stored)?;
+            let c = Change::from_stored(seq, &ts, r.get(2)?, r.get(3)?, row.as_deref(), &stored)?;
             out.push(Arc::new(c));
         }
         Ok((out, high))

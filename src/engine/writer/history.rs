@@ -158,8 +158,8 @@ impl Writer {
         }
     }
 
-    /// Brings a row to a journal state (no row, an invalid file: none), journaling it under
-    /// `op`.
+    /// Brings a row to a journal state, journaling it under `op`: a row is written; for no row
+    /// or an invalid file, the row (or its file) is removed.
     pub(super) fn set_row_state(
         &mut self,
         t: &Table,
