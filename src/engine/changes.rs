@@ -319,6 +319,24 @@ mod tests {
         assert_eq!(held(&r).0, vec![3, 4, 5]);
     }
 
+    /// An op's stored name, its JSON and its parse agree, for every op (journals written
+    /// before the type existed hold these names).
+    #[test]
+    fn every_op_has_one_name() {
+        for op in Op::ALL {
+            assert_eq!(
+                serde_json::to_string(&op).unwrap(),
+                format!("\"{}\"", op.as_str())
+            );
+            assert_eq!(Op::parse(op.as_str()), Some(op));
+            assert_eq!(
+                serde_json::from_str::<Op>(&format!("\"{op}\"")).unwrap(),
+                op
+            );
+        }
+        assert_eq!(Op::parse("INSERT"), None);
+    }
+
     /// The bytes a consumer reads do not depend on whether the ring or the journal served them,
     /// and are the shape the feed has always had.
     #[test]

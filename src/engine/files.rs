@@ -70,7 +70,13 @@ pub fn hash(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..16])
 }
 
-/// Renders a row: front matter in the table's column order, then the body.
+/// YAML text of a value; a failure is an error (an empty text would be written as the file).
+fn yaml(v: &impl serde::Serialize) -> Result<String> {
+    serde_norway::to_string(v).map_err(|e| Error::internal(format!("cannot write YAML: {e}")))
+}
+
+/// Renders a row: front matter in the table's column order, then the body. Infallible: the front
+/// matter is a map of checked JSON values (string keys, finite numbers), which YAML always writes.
 pub fn render_row(table: &Table, values: &Map<String, Value>, body: &str) -> Vec<u8> {
     let mut fm = serde_json::Map::new();
     for cname in table.def.columns.keys() {
@@ -80,7 +86,7 @@ pub fn render_row(table: &Table, values: &Map<String, Value>, body: &str) -> Vec
     }
     let mut out = String::from("---\n");
     if !fm.is_empty() {
-        out.push_str(&serde_norway::to_string(&fm).unwrap_or_default());
+        out.push_str(&serde_norway::to_string(&fm).expect("a JSON map is always YAML"));
     }
     out.push_str("---\n");
     out.push_str(body);
@@ -141,12 +147,13 @@ pub fn parse_row(text: &str) -> std::result::Result<RowFile, FileProblem> {
     })
 }
 
-pub fn render_table_def(def: &TableDef) -> Vec<u8> {
+/// Renders a table definition (`_table.yaml`).
+pub fn render_table_def(def: &TableDef) -> Result<Vec<u8>> {
     let mut s = String::from(
         "# datanotes table definition: columns, types and constraints.\n# Each row of this table is a <id>.md file beside this one.\n",
     );
-    s.push_str(&serde_norway::to_string(def).unwrap_or_default());
-    s.into_bytes()
+    s.push_str(&yaml(def)?);
+    Ok(s.into_bytes())
 }
 
 pub fn parse_table_def(text: &str) -> std::result::Result<TableDef, FileProblem> {

@@ -128,19 +128,22 @@ fn redo_one(
             };
             let path = files::row_path(root, &table, id);
             // Only hand edits (which the redo leaves alone) journal an invalid state.
-            let render = |t: &Table, s: &Value| -> Option<Vec<u8>> {
-                match RowState::of(s) {
+            let render = |t: &Table, s: &Value| -> Result<Option<Vec<u8>>> {
+                Ok(match RowState::of(s) {
                     RowState::Absent => None,
                     RowState::Row { values, body, .. } => {
                         Some(files::render_row(t, &values, &body))
                     }
                     RowState::Invalid(_) => None,
-                }
+                })
             };
-            let want = render(&t, &m.after);
+            let want = render(&t, &m.after)?;
             // The file still in the before state, under the definition now or the one before.
-            let was_now = render(&t, &m.before);
-            let was_then = before_defs.get(&table).map(|old| render(old, &m.before));
+            let was_now = render(&t, &m.before)?;
+            let was_then = match before_defs.get(&table) {
+                Some(old) => Some(render(old, &m.before)?),
+                None => None,
+            };
             // Read like any row file (bounded, never through a link): only a file of one of
             // these sizes can be in either state. One that is not read is left to the scan,
             // which reports it.
@@ -184,7 +187,7 @@ fn redo_one(
                 tables.remove(&table);
             } else if let Some(t) = def_of(&table, &m.after) {
                 files::create_dirs(root, &dir)?;
-                let bytes = files::render_table_def(&t.def);
+                let bytes = files::render_table_def(&t.def)?;
                 let cur =
                     files::read_table_def(&dir.join(files::TABLE_FILE)).and_then(|r| r.bytes.ok());
                 if cur.as_deref() != Some(&bytes[..]) {
@@ -217,7 +220,7 @@ pub fn reconcile_index(
             }
         }
         for (name, t) in tables {
-            if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def).as_str()) {
+            if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def)?.as_str()) {
                 reindex_table(c, root, t, &known_versions(c, j, name)?, max_body)?;
                 flag_after = true;
                 fresh.insert(name.clone());

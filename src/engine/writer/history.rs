@@ -120,7 +120,7 @@ impl Writer {
                     .filter_map(|r| Some((r.row.clone()?, RowState::of(&r.before))))
                     .collect();
                 let before_def = to_json(&t.def)?;
-                index::create_table(&self.idx, &old, &defhash(&old.def))?;
+                index::create_table(&self.idx, &old, &defhash(&old.def)?)?;
                 self.define(&old)?;
                 let old = Arc::new(old);
                 self.tables.insert(table.clone(), old.clone());

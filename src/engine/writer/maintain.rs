@@ -282,7 +282,7 @@ pub(in crate::engine) fn reindex_table(
     versions: &HashMap<String, i64>,
     max_body: i64,
 ) -> Result<usize> {
-    index::create_table(c, t, &defhash(&t.def))?;
+    index::create_table(c, t, &defhash(&t.def)?)?;
     let dir = files::table_dir(root, &t.name);
     if !matches!(files::check_dirs(root, &dir), Ok(true)) {
         return Ok(0);

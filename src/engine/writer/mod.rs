@@ -521,8 +521,9 @@ impl Writer {
     // ---- rows ----
 }
 
-pub fn defhash(def: &TableDef) -> String {
-    files::hash(&files::render_table_def(def))
+/// The hash of a definition as its file renders it (the index records it per table).
+pub fn defhash(def: &TableDef) -> Result<String> {
+    Ok(files::hash(&files::render_table_def(def)?))
 }
 use commit::FileOp;
 use maintain::index_versions;

@@ -307,7 +307,7 @@ impl Writer {
             };
             if before.is_null() {
                 // A new table: its rows are left to the row scan that follows, which journals them.
-                index::create_table(&self.idx, &t, &defhash(&t.def))?;
+                index::create_table(&self.idx, &t, &defhash(&t.def)?)?;
             } else {
                 let old = self.tables.get(&name).cloned();
                 let old_rows: HashMap<String, IndexedRow> = match &old {

@@ -19,7 +19,7 @@ impl Writer {
         self.fops.push(FileOp::MakeDir(dir.clone()));
         self.fops.push(FileOp::Write {
             path: dir.join(files::TABLE_FILE),
-            bytes: files::render_table_def(&t.def),
+            bytes: files::render_table_def(&t.def)?,
             row: None,
         });
         Ok(())
@@ -68,7 +68,7 @@ impl Writer {
         op: Op,
     ) -> Result<()> {
         self.define(&t)?;
-        index::create_table(&self.idx, &t, &defhash(&t.def))?;
+        index::create_table(&self.idx, &t, &defhash(&t.def)?)?;
         let after = to_json(&t.def)?;
         self.mig(op, Some(&t.name), None, before, after, actor);
         self.tables.insert(t.name.clone(), Arc::new(t));
@@ -215,7 +215,7 @@ impl Writer {
             }
         }
         let before = to_json(&t.def)?;
-        index::create_table(&self.idx, &nt, &defhash(&nt.def))?;
+        index::create_table(&self.idx, &nt, &defhash(&nt.def)?)?;
         let after = to_json(&nt.def)?;
         self.define(&nt)?;
         let nt = Arc::new(nt);
