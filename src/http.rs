@@ -501,15 +501,8 @@ static ROUTES: &[Route] = &[
         access: Access::Read,
         run: |s, c, v| {
             blocking(move || {
-                let call = feed::tool_call_event(v)?;
                 // Not waited for: committed with the writer's next batch, in order.
-                s.engine.write_nowait(
-                    crate::engine::Cmd::Event {
-                        op: "tool_call".into(),
-                        call,
-                    },
-                    c.actor,
-                );
+                feed::ToolCallRecord::parse(v)?.record(&s.engine, c.actor)?;
                 Ok(json!({"queued": true}))
             })
         },

@@ -11,6 +11,42 @@ use std::path::{Path, PathBuf};
 
 pub const TABLE_FILE: &str = "_table.yaml";
 
+/// Why a file is not read, or not a valid row or table definition: a plain sentence, which
+/// `describe_table` shows and a hand edit's `{"invalid": why}` journals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileProblem(String);
+
+impl FileProblem {
+    /// The sentence.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<String> for FileProblem {
+    fn from(s: String) -> FileProblem {
+        FileProblem(s)
+    }
+}
+
+impl From<&str> for FileProblem {
+    fn from(s: &str) -> FileProblem {
+        FileProblem(s.to_string())
+    }
+}
+
+impl From<FileProblem> for String {
+    fn from(p: FileProblem) -> String {
+        p.0
+    }
+}
+
 /// A row as it lives in a file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowFile {
@@ -34,7 +70,13 @@ pub fn hash(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..16])
 }
 
-/// Renders a row: front matter in the table's column order, then the body.
+/// YAML text of a value; a failure is an error (an empty text would be written as the file).
+fn yaml(v: &impl serde::Serialize) -> Result<String> {
+    serde_norway::to_string(v).map_err(|e| Error::internal(format!("cannot write YAML: {e}")))
+}
+
+/// Renders a row: front matter in the table's column order, then the body. Infallible: the front
+/// matter is a map of checked JSON values (string keys, finite numbers), which YAML always writes.
 pub fn render_row(table: &Table, values: &Map<String, Value>, body: &str) -> Vec<u8> {
     let mut fm = serde_json::Map::new();
     for cname in table.def.columns.keys() {
@@ -44,7 +86,7 @@ pub fn render_row(table: &Table, values: &Map<String, Value>, body: &str) -> Vec
     }
     let mut out = String::from("---\n");
     if !fm.is_empty() {
-        out.push_str(&serde_norway::to_string(&fm).unwrap_or_default());
+        out.push_str(&serde_norway::to_string(&fm).expect("a JSON map is always YAML"));
     }
     out.push_str("---\n");
     out.push_str(body);
@@ -52,7 +94,7 @@ pub fn render_row(table: &Table, values: &Map<String, Value>, body: &str) -> Vec
 }
 
 /// Parses a row file. A file without front matter is all body.
-pub fn parse_row(text: &str) -> std::result::Result<RowFile, String> {
+pub fn parse_row(text: &str) -> std::result::Result<RowFile, FileProblem> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let rest = match text
         .strip_prefix("---\n")
@@ -96,7 +138,7 @@ pub fn parse_row(text: &str) -> std::result::Result<RowFile, String> {
             Ok(Value::Object(m)) => m,
             Ok(Value::Null) => Map::new(),
             Ok(_) => return Err("the front matter is not a mapping of column: value".into()),
-            Err(e) => return Err(format!("the front matter is not valid YAML: {e}")),
+            Err(e) => return Err(format!("the front matter is not valid YAML: {e}").into()),
         }
     };
     Ok(RowFile {
@@ -105,16 +147,17 @@ pub fn parse_row(text: &str) -> std::result::Result<RowFile, String> {
     })
 }
 
-pub fn render_table_def(def: &TableDef) -> Vec<u8> {
+/// Renders a table definition (`_table.yaml`).
+pub fn render_table_def(def: &TableDef) -> Result<Vec<u8>> {
     let mut s = String::from(
         "# datanotes table definition: columns, types and constraints.\n# Each row of this table is a <id>.md file beside this one.\n",
     );
-    s.push_str(&serde_norway::to_string(def).unwrap_or_default());
-    s.into_bytes()
+    s.push_str(&yaml(def)?);
+    Ok(s.into_bytes())
 }
 
-pub fn parse_table_def(text: &str) -> std::result::Result<TableDef, String> {
-    serde_norway::from_str(text).map_err(|e| e.to_string())
+pub fn parse_table_def(text: &str) -> std::result::Result<TableDef, FileProblem> {
+    serde_norway::from_str(text).map_err(|e| e.to_string().into())
 }
 
 /// Writes a file atomically: temp file, fsync, rename. The caller fsyncs the folder.
@@ -395,7 +438,7 @@ pub struct Read {
     pub mtime_ns: i64,
     pub size: i64,
     /// The content, or why the file is not read (a plain sentence for `describe_table`).
-    pub bytes: std::result::Result<Vec<u8>, String>,
+    pub bytes: std::result::Result<Vec<u8>, FileProblem>,
 }
 
 impl Read {
@@ -422,7 +465,7 @@ pub fn read_row(path: &Path, max_body_bytes: i64) -> Option<Read> {
             size: m.len() as i64,
             bytes: Err(format!(
                 "the file name is not a valid row id: {name:?} (a row id matches [a-z0-9][a-z0-9_-]*, at most 128 characters): rename the file"
-            )),
+            ).into()),
         });
     }
     let cap = (max_body_bytes.max(0) as u64).saturating_add(FRONT_MATTER_ALLOWANCE);
@@ -440,9 +483,9 @@ pub fn read_table_def(path: &Path) -> Option<Read> {
 }
 
 /// The text of a table definition, or why it cannot be had.
-pub fn read_table_text(path: &Path) -> std::result::Result<String, String> {
+pub fn read_table_text(path: &Path) -> std::result::Result<String, FileProblem> {
     let read = read_table_def(path).ok_or_else(|| format!("there is no {TABLE_FILE}"))?;
-    String::from_utf8(read.bytes?).map_err(|_| format!("{TABLE_FILE} is not UTF-8 text"))
+    String::from_utf8(read.bytes?).map_err(|_| format!("{TABLE_FILE} is not UTF-8 text").into())
 }
 
 /// The bounded, no-follow reader every read of a row file or a definition goes through.
@@ -456,7 +499,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
     let refused = |m: &fs::Metadata, why: String| Read {
         mtime_ns: mtime_ns(m),
         size: m.len() as i64,
-        bytes: Err(why),
+        bytes: Err(why.into()),
     };
     let too_big = |size: u64| format!("the file has {size} bytes, more than the limit {limit}");
     // lstat first: what is not a regular file is never opened (opening a device may act).
@@ -467,7 +510,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
             return Some(Read {
                 mtime_ns: 0,
                 size: 0,
-                bytes: Err(format!("{name} cannot be examined: {e}")),
+                bytes: Err(format!("{name} cannot be examined: {e}").into()),
             });
         }
     };
@@ -495,7 +538,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
             return Some(Read {
                 mtime_ns: 0,
                 size: m.len() as i64,
-                bytes: Err(format!("{name} cannot be read: {e}")),
+                bytes: Err(format!("{name} cannot be read: {e}").into()),
             });
         }
     };
@@ -505,7 +548,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
             return Some(Read {
                 mtime_ns: 0,
                 size: m.len() as i64,
-                bytes: Err(format!("{name} cannot be read: {e}")),
+                bytes: Err(format!("{name} cannot be read: {e}").into()),
             });
         }
     };
@@ -520,7 +563,7 @@ fn read_bounded(path: &Path, cap: u64, limit: &str) -> Option<Read> {
         return Some(Read {
             mtime_ns: 0,
             size: m.len() as i64,
-            bytes: Err(format!("{name} cannot be read: {e}")),
+            bytes: Err(format!("{name} cannot be read: {e}").into()),
         });
     }
     if bytes.len() as u64 > cap {
@@ -598,7 +641,8 @@ mod tests {
         let r = read_row(&d.join("ok.md"), 10).unwrap();
         assert_eq!(r.bytes.unwrap(), b"---\ntitle: x\n---\n");
         assert!(read_row(&d.join("none.md"), 10).is_none());
-        let why = |p: &str, max: i64| read_row(&d.join(p), max).unwrap().bytes.unwrap_err();
+        let why =
+            |p: &str, max: i64| String::from(read_row(&d.join(p), max).unwrap().bytes.unwrap_err());
         std::os::unix::fs::symlink(d.join("ok.md"), d.join("link.md")).unwrap();
         assert!(why("link.md", 10).contains("symbolic link"));
         std::os::unix::fs::symlink("/dev/zero", d.join("zero.md")).unwrap();

@@ -164,8 +164,12 @@ pub struct IndexedRow {
 
 impl IndexedRow {
     /// The journal's row state: `{version, values, body}`.
-    pub fn state(&self) -> Value {
-        serde_json::json!({"version": self.version, "values": self.values, "body": self.body})
+    pub fn state(&self) -> crate::engine::journal::RowState {
+        crate::engine::journal::RowState::Row {
+            version: self.version,
+            values: self.values.clone(),
+            body: self.body.clone(),
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::path::Path;
 
 /// Who made a change. `token` is a token's name, never a secret.
@@ -39,7 +39,7 @@ impl Actor {
         session: Option<String>,
         token: Option<String>,
     ) -> Actor {
-        let clip = |s: Option<String>| s.map(|s| crate::feed::cut(&s, ACTOR_FIELD_CHARS));
+        let clip = |s: Option<String>| s.map(|s| cut(&s, ACTOR_FIELD_CHARS));
         let mut a = Actor {
             harness: clip(harness),
             model: clip(model),
@@ -71,11 +71,191 @@ impl Actor {
     }
 }
 
+/// The first `n` characters of `s` (cut on a character boundary).
+pub fn cut(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// What a migration did: the journal's `op` column and a change's `op` in the feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// A row inserted.
+    Insert,
+    /// A row updated.
+    Update,
+    /// A row deleted.
+    Delete,
+    /// A table created.
+    CreateTable,
+    /// A table's definition altered (and each row it rewrote).
+    AlterTable,
+    /// A table dropped, with its rows.
+    DropTable,
+    /// A migration taken back.
+    Undo,
+    /// A row brought back to an earlier state.
+    Restore,
+    /// The engine settings changed.
+    Settings,
+    /// A change found in the files (made by hand).
+    HandEdit,
+    /// A tool call served (an event: it changes nothing).
+    ToolCall,
+}
+
+impl Op {
+    /// Every op, in the order the feed's error hint lists them.
+    pub const ALL: [Op; 11] = [
+        Op::Insert,
+        Op::Update,
+        Op::Delete,
+        Op::CreateTable,
+        Op::AlterTable,
+        Op::DropTable,
+        Op::Undo,
+        Op::Restore,
+        Op::Settings,
+        Op::HandEdit,
+        Op::ToolCall,
+    ];
+
+    /// The op's name, as stored in the journal and written in the feed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Insert => "insert",
+            Op::Update => "update",
+            Op::Delete => "delete",
+            Op::CreateTable => "create_table",
+            Op::AlterTable => "alter_table",
+            Op::DropTable => "drop_table",
+            Op::Undo => "undo",
+            Op::Restore => "restore",
+            Op::Settings => "settings",
+            Op::HandEdit => "hand_edit",
+            Op::ToolCall => "tool_call",
+        }
+    }
+
+    /// The op of a name (exact, lowercase), if there is one.
+    pub fn parse(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl rusqlite::ToSql for Op {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl rusqlite::types::FromSql for Op {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Op> {
+        let s = v.as_str()?;
+        Op::parse(s).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("unknown op {s:?} in the journal").into())
+        })
+    }
+}
+
+/// A row's state in a row migration's `before`/`after`: absent (`null`), a file that is not a
+/// valid row (`{"invalid": why}`), or a row (`{"version", "values", "body"}`, in that order).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowState {
+    /// No row (before an insert, after a delete).
+    Absent,
+    /// A hand-edited file that is not a valid row, and why.
+    Invalid(String),
+    /// A valid row.
+    Row {
+        /// The row's version.
+        version: i64,
+        /// Its column values.
+        values: Map<String, Value>,
+        /// Its Markdown body.
+        body: String,
+    },
+}
+
+impl RowState {
+    /// Reads a journaled state. Anything with an `invalid` key is invalid; a row state's missing
+    /// parts read as empty (as the journal has always been read).
+    pub fn of(v: &Value) -> RowState {
+        if v.is_null() {
+            return RowState::Absent;
+        }
+        if let Some(why) = v.get("invalid") {
+            return RowState::Invalid(why.as_str().unwrap_or_default().to_string());
+        }
+        RowState::Row {
+            version: v["version"].as_i64().unwrap_or(0),
+            values: v["values"].as_object().cloned().unwrap_or_default(),
+            body: v["body"].as_str().unwrap_or_default().to_string(),
+        }
+    }
+    /// The journal's JSON of the state.
+    pub fn to_value(&self) -> Value {
+        match self {
+            RowState::Absent => Value::Null,
+            RowState::Invalid(why) => serde_json::json!({ "invalid": why }),
+            RowState::Row {
+                version,
+                values,
+                body,
+            } => serde_json::json!({"version": version, "values": values, "body": body}),
+        }
+    }
+    /// The row's version (0 for no row or an invalid file).
+    pub fn version(&self) -> i64 {
+        match self {
+            RowState::Row { version, .. } => *version,
+            _ => 0,
+        }
+    }
+    /// Whether there is a valid row.
+    pub fn is_row(&self) -> bool {
+        matches!(self, RowState::Row { .. })
+    }
+    /// Two states are the same if both are no valid row, or both rows with the same values
+    /// and body (versions differ by design).
+    pub fn same_content(&self, other: &RowState) -> bool {
+        match (self, other) {
+            (
+                RowState::Row {
+                    values: a, body: b, ..
+                },
+                RowState::Row {
+                    values: c, body: d, ..
+                },
+            ) => a == c && b == d,
+            (a, b) => !a.is_row() && !b.is_row(),
+        }
+    }
+}
+
+impl From<RowState> for Value {
+    fn from(s: RowState) -> Value {
+        s.to_value()
+    }
+}
+
+/// One journal entry: what changed, when and by whom. `before`/`after` are a row state (see
+/// [`RowState`]) for a row migration, a table definition for a table migration, the settings
+/// for a settings migration; null where there is nothing.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Migration {
     pub seq: i64,
     pub ts: String,
-    pub op: String,
+    pub op: Op,
     pub table: Option<String>,
     pub row: Option<String>,
     pub before: Value,
@@ -149,27 +329,33 @@ pub fn append(c: &Connection, m: &mut Migration) -> Result<()> {
     let mut st = c.prepare_cached(
         "INSERT INTO migrations(ts,op,tbl,row,before,after,actor,call,app,session) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
     )?;
-    let js = |v: &Value| {
-        if v.is_null() {
-            None
-        } else {
-            Some(v.to_string())
-        }
-    };
+    let stored = super::changes::Stored::of(m)?;
     st.execute(params![
         m.ts,
         m.op,
         m.table,
         m.row,
-        js(&m.before),
-        js(&m.after),
-        serde_json::to_string(&m.actor).unwrap_or_default(),
-        m.call.as_ref().map(Value::to_string),
+        stored.before,
+        stored.after,
+        stored.actor,
+        stored.call,
         m.actor.app,
         m.actor.session,
     ])?;
     m.seq = c.last_insert_rowid();
     Ok(())
+}
+
+/// Ends a transaction that failed (the caller answers with the first error). Where SQLite has
+/// already rolled it back there is nothing to do; a rollback that fails is reported: the next
+/// `BEGIN` on this connection then fails and says so to its caller.
+pub fn rollback(c: &Connection, what: &str) {
+    if c.is_autocommit() {
+        return;
+    }
+    if let Err(e) = c.execute_batch("ROLLBACK") {
+        tracing::error!("the rollback of {what} failed: {e}");
+    }
 }
 
 pub const COLUMNS: &str = "seq,ts,op,tbl,row,before,after,actor,call";
@@ -219,7 +405,10 @@ pub struct Filter {
 }
 
 pub fn list(c: &Connection, f: &Filter) -> Result<Vec<Migration>> {
-    let mut sql = format!("SELECT {COLUMNS} FROM migrations WHERE op != 'tool_call'");
+    let mut sql = format!(
+        "SELECT {COLUMNS} FROM migrations WHERE op != '{}'",
+        Op::ToolCall.as_str()
+    );
     let mut args: Vec<rusqlite::types::Value> = vec![];
     let mut add = |cond: &str, v: rusqlite::types::Value| {
         args.push(v);

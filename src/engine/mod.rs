@@ -13,6 +13,7 @@
 //! difference between files and index is a hand edit.
 
 pub mod args;
+pub mod changes;
 pub mod files;
 pub mod index;
 pub mod journal;
@@ -25,7 +26,7 @@ mod writer;
 
 use crate::error::{Error, Result};
 use crate::names::{self, TableName};
-pub use journal::{Actor, Migration};
+pub use journal::{Actor, Migration, Op, RowState};
 use rusqlite::Connection;
 use schema::Table;
 use serde_json::{Value, json};
@@ -78,7 +79,7 @@ pub struct Engine {
     /// The newest seq, published after each commit (the change feed waits on it).
     pub seq: tokio::sync::watch::Sender<i64>,
     /// Recent changes, serialized, for the change feed.
-    pub recent: crate::feed::Recent,
+    pub recent: changes::Recent,
     /// The app tools that declare each table (set by the aggregator), for describe_table.
     table_tools: RwLock<std::collections::HashMap<String, Vec<Value>>>,
     _watcher: Mutex<Option<watch::Watcher>>,
@@ -143,7 +144,7 @@ impl Engine {
             index: Pool::new(ipath, index::open),
             journal: Pool::new(jpath, open_journal_reader),
             seq,
-            recent: crate::feed::Recent::new(RECENT_CHANGES, RECENT_BYTES),
+            recent: changes::Recent::new(RECENT_CHANGES, RECENT_BYTES),
             table_tools: RwLock::new(Default::default()),
             _watcher: Mutex::new(None),
             lock: Mutex::new(Some(folder_lock)),

@@ -6,7 +6,7 @@ use super::writer::{
 use crate::engine::Tables;
 use crate::engine::files::{self};
 use crate::engine::index;
-use crate::engine::journal::{self};
+use crate::engine::journal::{self, Op, RowState};
 use crate::engine::schema::{Table, TableDef};
 use crate::engine::settings::Settings;
 use crate::error::{Error, Result};
@@ -106,7 +106,7 @@ fn redo_one(
     touched_dirs: &mut BTreeSet<std::path::PathBuf>,
 ) -> Result<()> {
     let Some(table) = m.table.clone() else {
-        if matches!(m.op.as_str(), "settings" | "undo")
+        if matches!(m.op, Op::Settings | Op::Undo)
             && !m.after.is_null()
             && m.row.is_none()
             && let Ok(s) = serde_json::from_value::<Settings>(m.after.clone())
@@ -117,7 +117,7 @@ fn redo_one(
         }
         return Ok(());
     };
-    if m.op == "hand_edit" {
+    if m.op == Op::HandEdit {
         return Ok(());
     }
     let dir = files::table_dir(root, &table);
@@ -127,21 +127,23 @@ fn redo_one(
                 return Ok(());
             };
             let path = files::row_path(root, &table, id);
-            let render = |t: &Table, s: &Value| -> Option<Vec<u8>> {
-                if s.is_null() {
-                    return None;
-                }
-                let values = s["values"].as_object().cloned().unwrap_or_default();
-                Some(files::render_row(
-                    t,
-                    &values,
-                    s["body"].as_str().unwrap_or_default(),
-                ))
+            // Only hand edits (which the redo leaves alone) journal an invalid state.
+            let render = |t: &Table, s: &Value| -> Result<Option<Vec<u8>>> {
+                Ok(match RowState::of(s) {
+                    RowState::Absent => None,
+                    RowState::Row { values, body, .. } => {
+                        Some(files::render_row(t, &values, &body))
+                    }
+                    RowState::Invalid(_) => None,
+                })
             };
-            let want = render(&t, &m.after);
+            let want = render(&t, &m.after)?;
             // The file still in the before state, under the definition now or the one before.
-            let was_now = render(&t, &m.before);
-            let was_then = before_defs.get(&table).map(|old| render(old, &m.before));
+            let was_now = render(&t, &m.before)?;
+            let was_then = match before_defs.get(&table) {
+                Some(old) => Some(render(old, &m.before)?),
+                None => None,
+            };
             // Read like any row file (bounded, never through a link): only a file of one of
             // these sizes can be in either state. One that is not read is left to the scan,
             // which reports it.
@@ -185,7 +187,7 @@ fn redo_one(
                 tables.remove(&table);
             } else if let Some(t) = def_of(&table, &m.after) {
                 files::create_dirs(root, &dir)?;
-                let bytes = files::render_table_def(&t.def);
+                let bytes = files::render_table_def(&t.def)?;
                 let cur =
                     files::read_table_def(&dir.join(files::TABLE_FILE)).and_then(|r| r.bytes.ok());
                 if cur.as_deref() != Some(&bytes[..]) {
@@ -218,7 +220,7 @@ pub fn reconcile_index(
             }
         }
         for (name, t) in tables {
-            if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def).as_str()) {
+            if index::defhash(c, name)?.as_deref() != Some(defhash(&t.def)?.as_str()) {
                 reindex_table(c, root, t, &known_versions(c, j, name)?, max_body)?;
                 flag_after = true;
                 fresh.insert(name.clone());
@@ -241,7 +243,7 @@ pub fn reconcile_index(
         let mut latest: HashMap<(String, String), i64> = HashMap::new();
         for m in migs {
             if let (Some(t), Some(r)) = (m.table, m.row) {
-                latest.insert((t, r), m.after["version"].as_i64().unwrap_or(0));
+                latest.insert((t, r), RowState::of(&m.after).version());
             }
         }
         for ((table, id), version) in latest {
@@ -262,7 +264,7 @@ pub fn reconcile_index(
     match r {
         Ok(()) => c.execute_batch("COMMIT")?,
         Err(e) => {
-            let _ = c.execute_batch("ROLLBACK");
+            journal::rollback(c, "the index reconciliation");
             return Err(e.into());
         }
     }

@@ -9,126 +9,45 @@ pub mod sse;
 pub mod webhooks;
 
 use crate::auth;
-use crate::engine::{Engine, Migration, journal};
+use crate::engine::changes;
+pub use crate::engine::changes::Change;
+use crate::engine::{Actor, Cmd, Engine, Op, journal};
 use crate::error::{Error, Result};
-use serde::Deserialize;
-use std::collections::VecDeque;
-use std::sync::{Arc, RwLock};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
-/// Every op a change can have.
-pub const OPS: &[&str] = &[
-    "insert",
-    "update",
-    "delete",
-    "create_table",
-    "alter_table",
-    "drop_table",
-    "undo",
-    "restore",
-    "settings",
-    "hand_edit",
-    "tool_call",
-];
-
-/// One change, serialized once.
-#[derive(Debug)]
-pub struct Change {
-    pub seq: i64,
-    pub op: String,
-    pub table: Option<String>,
-    pub json: String,
-}
-
-impl Change {
-    pub fn from_migration(m: &Migration) -> Change {
-        Change {
-            seq: m.seq,
-            op: m.op.clone(),
-            table: m.table.clone(),
-            json: serde_json::to_string(m).unwrap_or_default(),
-        }
-    }
-}
-
-/// The ring of recent changes, bounded in entries and in bytes (of serialized changes): the
-/// oldest go first. It always holds a contiguous run of seqs, so a cursor inside it is served
-/// from it, and one behind it (or any cursor while it is empty) from the journal.
-pub struct Recent {
-    ring: RwLock<Ring>,
-    cap: usize,
-    cap_bytes: usize,
-}
-
-#[derive(Default)]
-struct Ring {
-    changes: VecDeque<Arc<Change>>,
-    bytes: usize,
-}
-
-impl Ring {
-    fn pop_front(&mut self) {
-        if let Some(c) = self.changes.pop_front() {
-            self.bytes -= c.json.len();
-        }
-    }
-}
-
-impl Recent {
-    pub fn new(cap: usize, cap_bytes: usize) -> Recent {
-        Recent {
-            ring: RwLock::new(Ring::default()),
-            cap,
-            cap_bytes,
-        }
-    }
-    pub fn push(&self, migs: &[Migration]) {
-        let mut r = self.ring.write().unwrap();
-        for m in migs {
-            let c = Change::from_migration(m);
-            r.bytes += c.json.len();
-            r.changes.push_back(Arc::new(c));
-        }
-        while r.changes.len() > self.cap || r.bytes > self.cap_bytes {
-            r.pop_front();
-        }
-    }
-    /// Changes after `cursor` if the ring covers it, with the ring's newest seq.
-    fn after(&self, cursor: i64, max: usize) -> Option<(Vec<Arc<Change>>, i64)> {
-        let r = self.ring.read().unwrap();
-        let first = r.changes.front()?.seq;
-        let last = r.changes.back()?.seq;
-        if cursor + 1 < first {
-            return None;
-        }
-        let start = r.changes.partition_point(|c| c.seq <= cursor);
-        Some((r.changes.range(start..).take(max).cloned().collect(), last))
-    }
-    /// Drops changes below a seq (after vacuum).
-    pub fn forget_before(&self, seq: i64) {
-        let mut r = self.ring.write().unwrap();
-        while r.changes.front().is_some_and(|c| c.seq < seq) {
-            r.pop_front();
-        }
-    }
-}
+/// The first `n` characters of `s` (cut on a character boundary).
+pub use crate::engine::journal::cut;
 
 /// Which changes a consumer wants.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
-    pub ops: Option<Vec<String>>,
+    /// The ops wanted (none: every op but `tool_call`).
+    pub ops: Option<Vec<Op>>,
+    /// The table patterns wanted (none: every table, and changes of no table).
     pub tables: Option<Vec<String>>,
 }
 
 impl Filter {
+    /// A consumer's filter, checked: an unknown op or a bad table pattern is refused.
     pub fn new(ops: Option<Vec<String>>, tables: Option<Vec<String>>) -> Result<Filter> {
-        for op in ops.iter().flatten() {
-            if !OPS.contains(&op.as_str()) {
-                return Err(Error::invalid(format!("unknown op {op:?} in the filter"))
-                    .column("ops")
-                    .rule("enum")
-                    .hint(format!("ops are: {}", OPS.join(", "))));
-            }
-        }
+        let ops = match ops {
+            None => None,
+            Some(names) => Some(
+                names
+                    .iter()
+                    .map(|op| {
+                        Op::parse(op).ok_or_else(|| {
+                            let all: Vec<&str> = Op::ALL.iter().map(|o| o.as_str()).collect();
+                            Error::invalid(format!("unknown op {op:?} in the filter"))
+                                .column("ops")
+                                .rule("enum")
+                                .hint(format!("ops are: {}", all.join(", ")))
+                        })
+                    })
+                    .collect::<Result<Vec<Op>>>()?,
+            ),
+        };
         for p in tables.iter().flatten() {
             if !auth::valid_pattern(p) {
                 return Err(Error::invalid(format!("invalid table pattern {p:?}"))
@@ -140,11 +59,19 @@ impl Filter {
         Ok(Filter { ops, tables })
     }
 
+    /// A filter saved earlier (checked when it was made): an op no longer known matches nothing.
+    pub(crate) fn saved(ops: Option<&[String]>, tables: Option<Vec<String>>) -> Filter {
+        Filter {
+            ops: ops.map(|ops| ops.iter().filter_map(|o| Op::parse(o)).collect()),
+            tables,
+        }
+    }
+
     /// Tool-call events reach only consumers that name `tool_call` in `ops`.
-    pub fn matches(&self, op: &str, table: Option<&str>) -> bool {
+    pub fn matches(&self, op: Op, table: Option<&str>) -> bool {
         let op_ok = match &self.ops {
-            Some(ops) => ops.iter().any(|o| o == op),
-            None => op != "tool_call",
+            Some(ops) => ops.contains(&op),
+            None => op != Op::ToolCall,
         };
         let table_ok = match &self.tables {
             None => true,
@@ -218,7 +145,7 @@ pub fn read(engine: &Engine, since: i64, limit: usize, filter: &Filter) -> Resul
     loop {
         let (chunk, high) = match engine.recent.after(cursor, 1000) {
             Some(x) => x,
-            None => read_journal(engine, cursor, 1000)?,
+            None => engine.with_journal(|c| changes::from_journal(c, cursor, 1000))?,
         };
         if chunk.is_empty() {
             cursor = cursor.max(high);
@@ -226,7 +153,7 @@ pub fn read(engine: &Engine, since: i64, limit: usize, filter: &Filter) -> Resul
         }
         for c in chunk {
             cursor = c.seq;
-            if filter.matches(&c.op, c.table.as_deref()) {
+            if filter.matches(c.op, c.table.as_deref()) {
                 out.push(c);
                 if out.len() >= limit {
                     return Ok(Page {
@@ -240,53 +167,6 @@ pub fn read(engine: &Engine, since: i64, limit: usize, filter: &Filter) -> Resul
     Ok(Page {
         changes: out,
         next: cursor,
-    })
-}
-
-fn quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_default()
-}
-
-fn read_journal(engine: &Engine, cursor: i64, max: i64) -> Result<(Vec<Arc<Change>>, i64)> {
-    engine.with_journal(|c| {
-        c.execute_batch("BEGIN")?;
-        let r = (|| -> Result<(Vec<Arc<Change>>, i64)> {
-            let high = journal::last_seq(c)?;
-            let mut st = c.prepare_cached(
-                "SELECT seq,ts,op,tbl,row,before,after,actor,call FROM migrations WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-            )?;
-            let rows = st.query_map(rusqlite::params![cursor, max], |r| {
-                let seq: i64 = r.get(0)?;
-                let ts: String = r.get(1)?;
-                let op: String = r.get(2)?;
-                let tbl: Option<String> = r.get(3)?;
-                let row: Option<String> = r.get(4)?;
-                let before: Option<String> = r.get(5)?;
-                let after: Option<String> = r.get(6)?;
-                let actor: String = r.get(7)?;
-                let call: Option<String> = r.get(8)?;
-                let opt = |s: &Option<String>| s.as_deref().map(quote).unwrap_or_else(|| "null".into());
-                let mut json = format!(
-                    "{{\"seq\":{seq},\"ts\":{},\"op\":{},\"table\":{},\"row\":{},\"before\":{},\"after\":{},\"actor\":{actor}",
-                    quote(&ts),
-                    quote(&op),
-                    opt(&tbl),
-                    opt(&row),
-                    before.as_deref().unwrap_or("null"),
-                    after.as_deref().unwrap_or("null"),
-                );
-                if let Some(call) = call {
-                    json.push_str(",\"call\":");
-                    json.push_str(&call);
-                }
-                json.push('}');
-                Ok(Arc::new(Change { seq, op, table: tbl, json }))
-            })?;
-            let v = rows.collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok((v, high))
-        })();
-        let _ = c.execute_batch("COMMIT");
-        r
     })
 }
 
@@ -324,25 +204,33 @@ pub async fn read_wait(
     }
 }
 
-/// What an MCP server reports after serving a `tools/call`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ToolCallRecord {
-    tool: String,
-    args: serde_json::Value,
-    ok: bool,
-    value: serde_json::Value,
-    #[serde(rename = "servedBy")]
-    served_by: String,
-    #[serde(rename = "durationMs")]
-    duration_ms: f64,
-    summary: String,
+/// The report of one tool call served: what a door records in the change feed, as a `tool_call`
+/// event. The MCP door builds it; `POST /datanotes/tool-calls/record` takes it as JSON (the same
+/// keys); [`ToolCallRecord::record`] cuts it and hands it to the writer, for both.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolCallRecord {
+    /// The tool's name.
+    pub tool: String,
+    /// Its arguments (in the event: their JSON text, cut).
+    pub args: serde_json::Value,
+    /// Whether the call succeeded.
+    pub ok: bool,
+    /// What it answered (in the event: text, cut).
+    pub value: serde_json::Value,
+    /// Which app (or the engine) served it.
+    pub served_by: String,
+    /// How long it took, in milliseconds.
+    pub duration_ms: f64,
+    /// One line on what happened.
+    pub summary: String,
+    /// The caller's session, if any.
     #[serde(default)]
-    session: Option<String>,
-    #[serde(rename = "resultChars")]
-    result_chars: u64,
-    #[serde(rename = "resultTokens")]
-    result_tokens: u64,
+    pub session: Option<String>,
+    /// The characters of the result.
+    pub result_chars: u64,
+    /// An estimate of the result's tokens.
+    pub result_tokens: u64,
 }
 
 /// The most characters of each text field of a `tool_call` event.
@@ -352,14 +240,6 @@ pub const TOOL_CALL_SESSION_CHARS: usize = 200;
 pub const TOOL_CALL_SUMMARY_CHARS: usize = 300;
 pub const TOOL_CALL_ARGS_CHARS: usize = 300;
 pub const TOOL_CALL_VALUE_CHARS: usize = 1000;
-
-/// The first `n` characters of `s` (cut on a character boundary).
-pub fn cut(s: &str, n: usize) -> String {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => s[..i].to_string(),
-        None => s.to_string(),
-    }
-}
 
 /// The first `n` characters of a JSON value's text, without writing out more than that.
 fn cut_json(v: &serde_json::Value, n: usize) -> String {
@@ -386,104 +266,91 @@ fn cut_json(v: &serde_json::Value, n: usize) -> String {
     cut(&String::from_utf8_lossy(&w.0), n)
 }
 
-/// Checks a tool-call report and shapes the `call` of its `tool_call` change, with every text
-/// field cut: `tool`, `servedBy` and `session` at 200 characters, `summary` at 300, `args` (as
-/// JSON text) at 300, `value` at 1,000. Every door that records a tool call (the MCP door and
-/// `tool-calls/record`) goes through here.
-pub fn tool_call_event(v: serde_json::Value) -> Result<serde_json::Value> {
-    let r: ToolCallRecord = crate::ops::parse("tool-calls/record", v)?;
-    let value = match &r.value {
-        serde_json::Value::String(s) => cut(s, TOOL_CALL_VALUE_CHARS),
-        other => cut_json(other, TOOL_CALL_VALUE_CHARS),
-    };
-    Ok(serde_json::json!({
-        "tool": cut(&r.tool, TOOL_CALL_TOOL_CHARS),
-        "args": cut_json(&r.args, TOOL_CALL_ARGS_CHARS),
-        "ok": r.ok,
-        "value": value,
-        "servedBy": cut(&r.served_by, TOOL_CALL_SERVED_BY_CHARS),
-        "durationMs": r.duration_ms,
-        "summary": cut(&r.summary, TOOL_CALL_SUMMARY_CHARS),
-        "session": r.session.as_deref().map(|s| cut(s, TOOL_CALL_SESSION_CHARS)),
-        "resultChars": r.result_chars,
-        "resultTokens": r.result_tokens,
-    }))
+impl ToolCallRecord {
+    /// Checks a report sent as JSON (`tool-calls/record`).
+    pub fn parse(v: serde_json::Value) -> Result<ToolCallRecord> {
+        crate::ops::parse("tool-calls/record", v)
+    }
+
+    /// The `call` of its `tool_call` change, with every text field cut: `tool`, `servedBy` and
+    /// `session` at 200 characters, `summary` at 300, `args` (as JSON text) at 300, `value` at
+    /// 1,000.
+    pub fn event(self) -> Result<serde_json::Value> {
+        let value = match &self.value {
+            serde_json::Value::String(s) => cut(s, TOOL_CALL_VALUE_CHARS),
+            other => cut_json(other, TOOL_CALL_VALUE_CHARS),
+        };
+        let cut_record = ToolCallRecord {
+            tool: cut(&self.tool, TOOL_CALL_TOOL_CHARS),
+            args: cut_json(&self.args, TOOL_CALL_ARGS_CHARS).into(),
+            ok: self.ok,
+            value: value.into(),
+            served_by: cut(&self.served_by, TOOL_CALL_SERVED_BY_CHARS),
+            duration_ms: self.duration_ms,
+            summary: cut(&self.summary, TOOL_CALL_SUMMARY_CHARS),
+            session: self
+                .session
+                .as_deref()
+                .map(|s| cut(s, TOOL_CALL_SESSION_CHARS)),
+            result_chars: self.result_chars,
+            result_tokens: self.result_tokens,
+        };
+        serde_json::to_value(cut_record)
+            .map_err(|e| Error::internal(format!("the tool call cannot be recorded: {e}")))
+    }
+
+    /// Records the call in the change feed: a `tool_call` event handed to the writer without
+    /// waiting (committed with its next batch, in order). Every door that records a tool call
+    /// (the MCP door and `tool-calls/record`) goes through here.
+    pub fn record(self, engine: &Engine, actor: Actor) -> Result<()> {
+        let call = self.event()?;
+        engine.write_nowait(
+            Cmd::Event {
+                op: Op::ToolCall,
+                call,
+            },
+            actor,
+        );
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Actor;
     use serde_json::json;
 
-    fn mig(seq: i64, bytes: usize) -> Migration {
-        Migration {
-            seq,
-            ts: "2026-01-01T00:00:00.000Z".into(),
-            op: "insert".into(),
-            table: Some("a.b.c".into()),
-            row: Some(format!("r{seq}")),
-            before: serde_json::Value::Null,
-            after: json!({"body": "x".repeat(bytes)}),
-            actor: Actor::hand_edit(),
-            call: None,
-        }
-    }
-
-    fn held(r: &Recent) -> (Vec<i64>, usize) {
-        let ring = r.ring.read().unwrap();
-        let sum: usize = ring.changes.iter().map(|c| c.json.len()).sum();
-        assert_eq!(ring.bytes, sum, "the byte count follows the changes");
-        (ring.changes.iter().map(|c| c.seq).collect(), ring.bytes)
-    }
-
+    /// The event's JSON is the shape the feed has always had: ten keys in this order, text
+    /// fields cut, `session` null when there is none.
     #[test]
-    fn the_ring_is_bounded_in_bytes_and_a_reader_behind_it_goes_to_the_journal() {
-        const CAP: usize = 350_000;
-        let r = Recent::new(20_000, CAP);
-        // Ten changes of about 100 kB, in batches of different sizes.
-        r.push(&[mig(1, 100_000)]);
-        r.push(&(2..=5).map(|s| mig(s, 100_000)).collect::<Vec<_>>());
-        r.push(&(6..=10).map(|s| mig(s, 100_000)).collect::<Vec<_>>());
-        let (seqs, bytes) = held(&r);
-        assert_eq!(seqs, vec![8, 9, 10], "the oldest went first");
-        assert!(bytes <= CAP, "{bytes} bytes held, cap {CAP}");
-
-        // A cursor inside the ring (or just before its first change) is served from it, in
-        // order and without a gap; one further behind is not (the journal serves it).
-        let from = |cursor: i64| {
-            r.after(cursor, 1000)
-                .map(|(cs, last)| (cs.iter().map(|c| c.seq).collect::<Vec<_>>(), last))
-        };
-        assert_eq!(from(7), Some((vec![8, 9, 10], 10)));
-        assert_eq!(from(8), Some((vec![9, 10], 10)));
-        assert_eq!(from(10), Some((vec![], 10)));
-        assert_eq!(
-            from(6),
-            None,
-            "seq 7 was evicted: the journal must serve it"
-        );
-        assert_eq!(from(0), None);
-
-        // A change larger than the whole bound is not kept at all, nor anything before it.
-        r.push(&[mig(11, CAP)]);
-        assert_eq!(held(&r), (vec![], 0));
-        assert_eq!(from(10), None, "an empty ring serves nothing");
-        // And the ring fills again from there, contiguous.
-        r.push(&[mig(12, 10)]);
-        assert_eq!(held(&r).0, vec![12]);
-        assert_eq!(from(10), None, "seq 11 is only in the journal");
-        assert_eq!(from(11), Some((vec![12], 12)));
-
-        // Vacuum's forgetting keeps the count right.
-        r.push(&[mig(13, 10), mig(14, 10)]);
-        r.forget_before(14);
-        assert_eq!(held(&r).0, vec![14]);
-
-        // The entry bound still holds.
-        let r = Recent::new(3, CAP);
-        r.push(&(1..=5).map(|s| mig(s, 10)).collect::<Vec<_>>());
-        assert_eq!(held(&r).0, vec![3, 4, 5]);
+    fn a_tool_call_event_keeps_its_shape() {
+        let r = ToolCallRecord::parse(json!({
+            "tool": "t".repeat(300),
+            "args": {"q": "é".repeat(400)},
+            "ok": false,
+            "value": {"error": {"message": "x"}},
+            "servedBy": "engine",
+            "durationMs": 1.5,
+            "summary": "s",
+            "resultChars": 10,
+            "resultTokens": 3,
+        }))
+        .unwrap();
+        let args = cut_json(&r.args, TOOL_CALL_ARGS_CHARS);
+        let want = json!({
+            "tool": "t".repeat(200),
+            "args": args,
+            "ok": false,
+            "value": "{\"error\":{\"message\":\"x\"}}",
+            "servedBy": "engine",
+            "durationMs": 1.5,
+            "summary": "s",
+            "session": null,
+            "resultChars": 10,
+            "resultTokens": 3,
+        });
+        assert_eq!(r.event().unwrap().to_string(), want.to_string());
+        assert!(ToolCallRecord::parse(json!({"tool": "t", "extra": 1})).is_err());
     }
 
     #[test]

@@ -244,10 +244,7 @@ impl Webhooks {
             else {
                 return;
             };
-            let filter = Filter {
-                ops: hook.ops.clone(),
-                tables: hook.tables.clone(),
-            };
+            let filter = Filter::saved(hook.ops.as_deref(), hook.tables.clone());
             rx.borrow_and_update();
             let engine = self.engine.clone();
             let cursor = hook.cursor;

@@ -17,7 +17,6 @@
 pub mod stdio;
 
 use crate::apps::aggregator::CallOutcome;
-use crate::engine::Cmd;
 use crate::http::{Shared, error_response};
 use crate::ops::Ctx;
 use axum::body::{Body, Bytes};
@@ -138,27 +137,20 @@ pub fn record_call(
             .to_string(),
         _ => format!("{tool} ok"),
     };
-    let report = json!({
-        "tool": tool,
-        "args": args,
-        "ok": o.ok,
-        "value": o.value,
-        "servedBy": o.served_by,
-        "durationMs": started.elapsed().as_secs_f64() * 1000.0,
-        "summary": summary,
-        "session": ctx.actor.session,
-        "resultChars": result_chars,
-        "resultTokens": estimate_tokens(result_chars),
-    });
-    match crate::feed::tool_call_event(report) {
-        Ok(call) => server.engine.write_nowait(
-            Cmd::Event {
-                op: "tool_call".into(),
-                call,
-            },
-            ctx.actor.clone(),
-        ),
-        Err(e) => tracing::warn!("recording a tool call failed: {}", e.message),
+    let report = crate::feed::ToolCallRecord {
+        tool: tool.to_string(),
+        args,
+        ok: o.ok,
+        value: o.value.clone(),
+        served_by: o.served_by.clone(),
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        summary,
+        session: ctx.actor.session.clone(),
+        result_chars: result_chars as u64,
+        result_tokens: estimate_tokens(result_chars),
+    };
+    if let Err(e) = report.record(&server.engine, ctx.actor.clone()) {
+        tracing::warn!("recording a tool call failed: {}", e.message);
     }
 }
 

@@ -292,7 +292,7 @@ impl Writer {
             Ok::<_, Error>(())
         })();
         if r.is_err() {
-            let _ = self.jr.execute_batch("ROLLBACK");
+            journal::rollback(&self.jr, "a journal commit");
         }
         r
     }
@@ -401,7 +401,10 @@ impl Writer {
     /// Records the files checkpoint so that the next start has nothing to redo.
     pub(super) fn checkpoint(&mut self) {
         self.sync_unsynced();
-        let _ = journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string());
+        if let Err(e) = journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string()) {
+            // The next start redoes from the checkpoint recorded last (idempotent): slower, safe.
+            tracing::error!("recording the files checkpoint at stop failed: {e}");
+        }
     }
 }
 

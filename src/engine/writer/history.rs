@@ -3,7 +3,7 @@
 use super::*;
 use crate::engine::args;
 use crate::engine::index::{self, IndexedRow};
-use crate::engine::journal::{self, Actor};
+use crate::engine::journal::{self, Actor, Op, RowState};
 use crate::engine::schema::{Table, TableDef};
 use crate::engine::settings::Settings;
 use crate::error::{Error, Result};
@@ -28,28 +28,29 @@ impl Writer {
                 .hint("undo the later migrations first (list_migrations), or use restore to go back to a point in time")
         };
         let table = m.table.clone().unwrap_or_default();
-        match (m.op.as_str(), &m.row) {
-            ("tool_call", _) => {
+        match (m.op, &m.row) {
+            (Op::ToolCall, _) => {
                 Err(Error::invalid("a tool call changed nothing and cannot be undone").rule("undo"))
             }
-            ("settings", _) => {
-                if serde_json::to_value(&self.settings).unwrap_or_default() != m.after {
+            (Op::Settings, _) => {
+                if to_json(&self.settings)? != m.after {
                     return Err(conflict("the settings changed since".into()));
                 }
                 let prev: Settings = serde_json::from_value(m.before.clone()).unwrap_or_default();
-                self.put_settings(prev, actor, "undo")
+                self.put_settings(prev, actor, Op::Undo)
             }
             (_, Some(id)) => {
                 let t = self.table(&table)?;
                 let cur = self.get(&t, id)?;
-                if !same_state(cur.as_ref().map(state).as_ref(), &m.after) {
+                if !row_state(cur.as_ref()).same_content(&RowState::of(&m.after)) {
                     return Err(conflict(format!("row {id} changed since")));
                 }
-                let v = self.set_row_state(&t, id, cur, &m.before, actor, "undo")?;
-                Ok(json!({"undone": seq, "row": v, "seq": null}))
+                let v =
+                    self.set_row_state(&t, id, cur, &RowState::of(&m.before), actor, Op::Undo)?;
+                Ok(json!({"undone": seq, "row": v.to_value(), "seq": null}))
             }
             // A table that appeared by hand is undone like one created.
-            ("create_table", None) | ("hand_edit", None) if m.before.is_null() => {
+            (Op::CreateTable | Op::HandEdit, None) if m.before.is_null() => {
                 let t = self.table(&table)?;
                 if index::count(&self.idx, &t.name)? > 0 {
                     return Err(conflict(format!("table {table} has rows now"))
@@ -62,11 +63,11 @@ impl Writer {
                     actor,
                 )?;
                 if let Some(last) = self.migs.last_mut() {
-                    last.op = "undo".into();
+                    last.op = Op::Undo;
                 }
                 Ok(json!({"undone": seq, "seq": null}))
             }
-            ("drop_table", None) => {
+            (Op::DropTable, None) => {
                 if self.tables.contains_key(&table) {
                     return Err(conflict(format!("table {table} exists again")));
                 }
@@ -75,17 +76,17 @@ impl Writer {
                 )
                 .map_err(|e| Error::internal(format!("journal entry {seq} is unreadable: {e}")))?;
                 let t = Table::compile(&table, def)?;
-                self.install_table(t, Value::Null, actor, "undo")?;
+                self.install_table(t, Value::Null, actor, Op::Undo)?;
                 let t = self.table(&table)?;
                 for r in m.before["rows"].as_array().cloned().unwrap_or_default() {
                     let id = r["id"].as_str().unwrap_or_default().to_string();
-                    self.set_row_state(&t, &id, None, &r, actor, "undo")?;
+                    self.set_row_state(&t, &id, None, &RowState::of(&r), actor, Op::Undo)?;
                 }
                 Ok(json!({"undone": seq, "seq": null}))
             }
-            ("alter_table", None) | ("hand_edit", None) => {
+            (Op::AlterTable | Op::HandEdit, None) => {
                 let t = self.table(&table)?;
-                let mut cur_def = serde_json::to_value(&t.def).unwrap_or_default();
+                let mut cur_def = to_json(&t.def)?;
                 let mut want = m.after.clone();
                 if let Some(o) = want.as_object_mut() {
                     o.remove("rows_changed");
@@ -113,32 +114,36 @@ impl Writer {
                 let old = Table::compile(&table, def)?;
                 // Rows first leave the new shape, then the old definition comes back.
                 let rows = index::all_rows(&self.idx, &t)?;
-                let back: HashMap<String, Value> = row_migs
+                let back: HashMap<String, RowState> = row_migs
                     .iter()
-                    .filter(|r| r.op == "alter_table")
-                    .filter_map(|r| Some((r.row.clone()?, r.before.clone())))
+                    .filter(|r| r.op == Op::AlterTable)
+                    .filter_map(|r| Some((r.row.clone()?, RowState::of(&r.before))))
                     .collect();
-                let before_def = serde_json::to_value(&t.def).unwrap_or_default();
-                index::create_table(&self.idx, &old, &defhash(&old.def))?;
+                let before_def = to_json(&t.def)?;
+                index::create_table(&self.idx, &old, &defhash(&old.def)?)?;
                 self.define(&old)?;
                 let old = Arc::new(old);
                 self.tables.insert(table.clone(), old.clone());
                 self.tables_dirty = true;
                 self.mig(
-                    "undo",
+                    Op::Undo,
                     Some(&table),
                     None,
                     before_def,
-                    serde_json::to_value(&old.def).unwrap_or_default(),
+                    to_json(&old.def)?,
                     actor,
                 );
                 for r in rows {
                     match back.get(&r.id) {
                         Some(prev) => {
-                            let values = prev["values"].as_object().cloned().unwrap_or_default();
-                            let body = prev["body"].as_str().unwrap_or_default().to_string();
+                            let (values, body) = match prev {
+                                RowState::Row { values, body, .. } => {
+                                    (values.clone(), body.clone())
+                                }
+                                _ => Default::default(),
+                            };
                             let st = self.set_row(&old, &r.id, &values, body, r.version + 1)?;
-                            self.mig("undo", Some(&table), Some(&r.id), state(&r), st, actor);
+                            self.mig(Op::Undo, Some(&table), Some(&r.id), state(&r), st, actor);
                         }
                         None => {
                             self.set_row(&old, &r.id, &r.values, r.body.clone(), r.version)?;
@@ -153,32 +158,34 @@ impl Writer {
         }
     }
 
-    /// Brings a row to a journal state (`{values, body}` or null), journaling it under `op`.
+    /// Brings a row to a journal state, journaling it under `op`: a row is written; for no row
+    /// or an invalid file, the row (or its file) is removed.
     pub(super) fn set_row_state(
         &mut self,
         t: &Table,
         id: &str,
         cur: Option<IndexedRow>,
-        target: &Value,
+        target: &RowState,
         actor: &Actor,
-        op: &str,
-    ) -> Result<Value> {
-        let before = cur.as_ref().map(state).unwrap_or(Value::Null);
+        op: Op,
+    ) -> Result<RowState> {
+        let before = row_state(cur.as_ref());
         let version = cur
             .as_ref()
             .map(|c| c.version)
             .unwrap_or(0)
-            .max(target["version"].as_i64().unwrap_or(0))
+            .max(target.version())
             + 1;
-        let after = if target.is_null() || target.get("invalid").is_some() {
-            if cur.is_some() || index::known_file(&self.idx, &t.name, id)?.is_some() {
-                self.delete_checked(t, id)?;
+        let after = match target {
+            RowState::Row { values, body, .. } => {
+                self.set_row(t, id, values, body.clone(), version)?
             }
-            Value::Null
-        } else {
-            let values = target["values"].as_object().cloned().unwrap_or_default();
-            let body = target["body"].as_str().unwrap_or_default().to_string();
-            self.set_row(t, id, &values, body, version)?
+            RowState::Absent | RowState::Invalid(_) => {
+                if cur.is_some() || index::known_file(&self.idx, &t.name, id)?.is_some() {
+                    self.delete_checked(t, id)?;
+                }
+                RowState::Absent
+            }
         };
         self.mig(op, Some(&t.name), Some(id), before, after.clone(), actor);
         Ok(after)
@@ -225,7 +232,7 @@ impl Writer {
         let mut restored = vec![];
         for id in ids {
             let target = journal::row_state_at(&self.jr, &t.name, &id, a.seq)?;
-            let target = match target {
+            let target = RowState::of(&match target {
                 Some(m) => m.after,
                 // No migration of the row at or before seq (never, or vacuumed): its state then
                 // is the before state of its next migration (null for its insert); with none,
@@ -234,23 +241,19 @@ impl Writer {
                     Some(m) => m.before,
                     None => continue,
                 },
-            };
+            });
             let cur = self.get(&t, &id)?;
-            if same_state(cur.as_ref().map(state).as_ref(), &target) {
+            if row_state(cur.as_ref()).same_content(&target) {
                 continue;
             }
-            self.set_row_state(&t, &id, cur, &target, actor, "restore")?;
+            self.set_row_state(&t, &id, cur, &target, actor, Op::Restore)?;
             restored.push(id);
         }
         Ok(json!({"restored": restored, "seq": null}))
     }
 }
 
-/// Two row states are the same if values and body are (versions differ by design).
-pub(super) fn same_state(cur: Option<&Value>, target: &Value) -> bool {
-    match (cur, target.is_null() || target.get("invalid").is_some()) {
-        (None, true) => true,
-        (Some(c), false) => c["values"] == target["values"] && c["body"] == target["body"],
-        _ => false,
-    }
+/// The journal state of a row the index holds, or of none.
+fn row_state(cur: Option<&IndexedRow>) -> RowState {
+    cur.map(state).unwrap_or(RowState::Absent)
 }

@@ -51,7 +51,7 @@ impl Writer {
             Ok((removed, start))
         })();
         if r.is_err() {
-            let _ = self.jr.execute_batch("ROLLBACK");
+            journal::rollback(&self.jr, "vacuum");
         }
         let (removed, start) = r?;
         self.jr.execute_batch("VACUUM")?;
@@ -96,7 +96,7 @@ impl Writer {
             Ok(rows)
         })();
         if rebuilt.is_err() {
-            let _ = self.idx.execute_batch("ROLLBACK");
+            journal::rollback(&self.idx, "the index rebuild");
         }
         let rows = rebuilt?;
         let mut out = self.run_scan()?;
@@ -282,7 +282,7 @@ pub(in crate::engine) fn reindex_table(
     versions: &HashMap<String, i64>,
     max_body: i64,
 ) -> Result<usize> {
-    index::create_table(c, t, &defhash(&t.def))?;
+    index::create_table(c, t, &defhash(&t.def)?)?;
     let dir = files::table_dir(root, &t.name);
     if !matches!(files::check_dirs(root, &dir), Ok(true)) {
         return Ok(0);
@@ -326,7 +326,7 @@ pub(in crate::engine) fn index_read(
             Ok(true)
         }
         Err(msg) => {
-            index::put_invalid(c, &t.name, &id, &facts, &msg)?;
+            index::put_invalid(c, &t.name, &id, &facts, msg.as_str())?;
             Ok(false)
         }
     }

@@ -20,7 +20,7 @@ mod tests;
 use super::args;
 use super::files;
 use super::index::IndexedRow;
-use super::journal::{self, Actor, Migration};
+use super::journal::{self, Actor, Migration, Op, RowState};
 use super::schema::{Table, TableDef};
 use super::settings::Settings;
 use super::{Engine, Tables, no_table};
@@ -55,7 +55,7 @@ pub enum Cmd {
     },
     /// Append a non-row event (e.g. a tool call) to the journal.
     Event {
-        op: String,
+        op: Op,
         call: Value,
     },
 }
@@ -228,8 +228,14 @@ const SCAN_CHUNK: usize = 20_000;
 #[cfg(test)]
 const SCAN_CHUNK: usize = 3;
 
-fn state(r: &IndexedRow) -> Value {
+fn state(r: &IndexedRow) -> RowState {
     r.state()
+}
+
+/// The journal's JSON of a definition or the settings: one that cannot be written refuses the
+/// job (it would journal `null`, which reads as "no table").
+fn to_json(v: &impl serde::Serialize) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| Error::internal(format!("cannot journal the change: {e}")))
 }
 
 impl Writer {
@@ -378,7 +384,7 @@ impl Writer {
         };
         if let Err(e) = &outcome {
             tracing::error!("batch failed: {e}");
-            let _ = self.idx.execute_batch("ROLLBACK");
+            journal::rollback(&self.idx, "a failed batch");
             (self.tables, self.settings) = self.batch_base.clone();
         }
         let migs = std::mem::take(&mut self.migs);
@@ -462,21 +468,21 @@ impl Writer {
 
     pub(super) fn mig(
         &mut self,
-        op: &str,
+        op: Op,
         table: Option<&str>,
         row: Option<&str>,
-        before: Value,
-        after: Value,
+        before: impl Into<Value>,
+        after: impl Into<Value>,
         actor: &Actor,
     ) {
         self.migs.push(Migration {
             seq: 0,
             ts: String::new(),
-            op: op.into(),
+            op,
             table: table.map(Into::into),
             row: row.map(Into::into),
-            before,
-            after,
+            before: before.into(),
+            after: after.into(),
             actor: actor.clone(),
             call: None,
         });
@@ -515,8 +521,9 @@ impl Writer {
     // ---- rows ----
 }
 
-pub fn defhash(def: &TableDef) -> String {
-    files::hash(&files::render_table_def(def))
+/// The hash of a definition as its file renders it (the index records it per table).
+pub fn defhash(def: &TableDef) -> Result<String> {
+    Ok(files::hash(&files::render_table_def(def)?))
 }
 use commit::FileOp;
 use maintain::index_versions;

@@ -72,7 +72,7 @@ impl Writer {
         version: i64,
         values: Map<String, Value>,
         body: String,
-    ) -> Result<Value> {
+    ) -> Result<RowState> {
         let bytes = files::render_row(t, &values, &body);
         let facts = FileFacts {
             mtime: 0,
@@ -112,7 +112,7 @@ impl Writer {
         values: &Map<String, Value>,
         body: String,
         version: i64,
-    ) -> Result<Value> {
+    ) -> Result<RowState> {
         let values = t.check_row(values)?;
         self.check_body(t, &body)?;
         self.check_refs(t, id, &values)?;
@@ -143,7 +143,7 @@ impl Writer {
         t.apply_defaults(&mut values);
         let after = self.set_row(&t, &id, &values, a.body.unwrap_or_default(), 1)?;
         self.mig(
-            "insert",
+            Op::Insert,
             Some(&t.name),
             Some(&id),
             Value::Null,
@@ -240,7 +240,7 @@ impl Writer {
         let version = cur.version + 1;
         let after = self.set_row(&t, &a.id, &values, body, version)?;
         self.mig(
-            "update",
+            Op::Update,
             Some(&t.name),
             Some(&a.id),
             state(&cur),
@@ -291,7 +291,7 @@ impl Writer {
                 // An invalid (hand-edited) file: deleting it is how the owner may get rid of it.
                 self.remove(&t, &a.id)?;
                 self.mig(
-                    "delete",
+                    Op::Delete,
                     Some(&t.name),
                     Some(&a.id),
                     Value::Null,
@@ -304,7 +304,7 @@ impl Writer {
         };
         self.delete_checked(&t, &a.id)?;
         self.mig(
-            "delete",
+            Op::Delete,
             Some(&t.name),
             Some(&a.id),
             state(&cur),

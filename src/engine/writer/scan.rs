@@ -1,7 +1,7 @@
 //! Hand edits: files compared with the index, differences journaled as `hand_edit`.
 
 use super::*;
-use crate::engine::files::{self, RowFile};
+use crate::engine::files::{self, FileProblem, RowFile};
 use crate::engine::index::{self, FileFacts, IndexedRow};
 use crate::engine::journal::Actor;
 use crate::engine::schema::Table;
@@ -74,7 +74,9 @@ impl Writer {
     /// Whether this batch journaled a hand edit of the row (for errors that name it).
     pub(super) fn hand_edited_in_batch(&self, table: &str, id: &str) -> bool {
         self.migs.iter().any(|m| {
-            m.op == "hand_edit" && m.table.as_deref() == Some(table) && m.row.as_deref() == Some(id)
+            m.op == Op::HandEdit
+                && m.table.as_deref() == Some(table)
+                && m.row.as_deref() == Some(id)
         })
     }
 
@@ -142,7 +144,7 @@ impl Writer {
         let r = self.commit();
         self.migs.clear();
         if r.is_err() {
-            let _ = self.idx.execute_batch("ROLLBACK");
+            journal::rollback(&self.idx, "a scan chunk");
             (self.tables, self.settings) = self.job_base.clone();
         } else {
             self.batch_base = (self.tables.clone(), self.settings.clone());
@@ -158,14 +160,14 @@ impl Writer {
         let SeenRow { id, known, file } = seen;
         let id = id.as_str();
         let cur = self.get(t, id)?;
-        let before = cur.as_ref().map(state).unwrap_or(Value::Null);
+        let before = cur.as_ref().map(state).unwrap_or(RowState::Absent);
         let Some(file) = file else {
             if known.is_none() {
                 return Ok(false);
             }
             index::delete_row(&self.idx, &t.name, id)?;
             self.mig(
-                "hand_edit",
+                Op::HandEdit,
                 Some(&t.name),
                 Some(id),
                 before,
@@ -195,7 +197,7 @@ impl Writer {
                 };
                 index::put_row(&self.idx, t, &row, &facts)?;
                 self.mig(
-                    "hand_edit",
+                    Op::HandEdit,
                     Some(&t.name),
                     Some(id),
                     before,
@@ -205,13 +207,13 @@ impl Writer {
             }
             Err(msg) => {
                 tracing::warn!(table = %t.name, row = id, "hand-edited row is invalid: {msg}");
-                index::put_invalid(&self.idx, &t.name, id, &facts, &msg)?;
+                index::put_invalid(&self.idx, &t.name, id, &facts, msg.as_str())?;
                 self.mig(
-                    "hand_edit",
+                    Op::HandEdit,
                     Some(&t.name),
                     Some(id),
                     before,
-                    json!({"invalid": msg}),
+                    RowState::Invalid(msg.into()),
                     actor,
                 );
             }
@@ -276,10 +278,10 @@ impl Writer {
                 index::drop_table(&self.idx, name)?;
                 self.tables_dirty = true;
                 self.mig(
-                    "hand_edit",
+                    Op::HandEdit,
                     Some(name),
                     None,
-                    serde_json::to_value(&t.def).unwrap_or_default(),
+                    to_json(&t.def)?,
                     Value::Null,
                     actor,
                 );
@@ -300,12 +302,12 @@ impl Writer {
             };
             let before = match self.tables.get(&name) {
                 Some(cur) if cur.def == t.def => continue,
-                Some(cur) => serde_json::to_value(&cur.def).unwrap_or_default(),
+                Some(cur) => to_json(&cur.def)?,
                 None => Value::Null,
             };
             if before.is_null() {
                 // A new table: its rows are left to the row scan that follows, which journals them.
-                index::create_table(&self.idx, &t, &defhash(&t.def))?;
+                index::create_table(&self.idx, &t, &defhash(&t.def)?)?;
             } else {
                 let old = self.tables.get(&name).cloned();
                 let old_rows: HashMap<String, IndexedRow> = match &old {
@@ -332,7 +334,7 @@ impl Writer {
                     if was.map(|k| &k.hash) == now.map(|k| &k.hash) {
                         continue;
                     }
-                    let before = old_rows.get(id).map(state).unwrap_or(Value::Null);
+                    let before = old_rows.get(id).map(state).unwrap_or(RowState::Absent);
                     let version = old_rows.get(id).map(|r| r.version).unwrap_or(0) + 1;
                     let after = match (now, index::get_row(&self.idx, &t, id)?) {
                         (Some(k), Some(mut r)) => {
@@ -349,18 +351,18 @@ impl Writer {
                             )?;
                             state(&r)
                         }
-                        (Some(k), None) => json!({"invalid": k.error.clone().unwrap_or_default()}),
-                        (None, _) => Value::Null,
+                        (Some(k), None) => RowState::Invalid(k.error.clone().unwrap_or_default()),
+                        (None, _) => RowState::Absent,
                     };
-                    self.mig("hand_edit", Some(&name), Some(id), before, after, actor);
+                    self.mig(Op::HandEdit, Some(&name), Some(id), before, after, actor);
                 }
             }
             self.mig(
-                "hand_edit",
+                Op::HandEdit,
                 Some(&name),
                 None,
                 before,
-                serde_json::to_value(&t.def).unwrap_or_default(),
+                to_json(&t.def)?,
                 actor,
             );
             self.tables.insert(name, Arc::new(t));
@@ -383,7 +385,7 @@ pub(super) struct SeenFile {
     facts: FileFacts,
     /// The parsed and validated row; None when the content is the one the index knows (only
     /// the file's stat changed).
-    checked: Option<std::result::Result<RowFile, String>>,
+    checked: Option<std::result::Result<RowFile, FileProblem>>,
 }
 
 /// Reads (bounded, never following a link: see `files::read_row`), hashes and validates a row
@@ -420,9 +422,9 @@ pub(super) fn look_at(
 /// reason it was not.
 pub(in crate::engine) fn check_read(
     t: &Table,
-    bytes: std::result::Result<Vec<u8>, String>,
+    bytes: std::result::Result<Vec<u8>, FileProblem>,
     max_body: i64,
-) -> std::result::Result<RowFile, String> {
+) -> std::result::Result<RowFile, FileProblem> {
     validate_file(t, &bytes?, max_body)
 }
 
@@ -430,19 +432,20 @@ pub(in crate::engine) fn validate_file(
     t: &Table,
     bytes: &[u8],
     max_body: i64,
-) -> std::result::Result<RowFile, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())?;
+) -> std::result::Result<RowFile, FileProblem> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text")?;
     let rf = files::parse_row(text)?;
     // The same limit as for writes through the API.
     if rf.body.len() as i64 > max_body {
         return Err(format!(
             "the body has {} bytes, more than the limit {max_body} (max_body_bytes): shorten the body or split the note",
             rf.body.len()
-        ));
+        )
+        .into());
     }
     let values = t.check_row(&rf.values).map_err(|e| match &e.hint {
-        Some(h) => format!("{} ({h})", e.message),
-        None => e.message.clone(),
+        Some(h) => FileProblem::from(format!("{} ({h})", e.message)),
+        None => FileProblem::from(e.message.clone()),
     })?;
     Ok(RowFile {
         values,

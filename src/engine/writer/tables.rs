@@ -19,7 +19,7 @@ impl Writer {
         self.fops.push(FileOp::MakeDir(dir.clone()));
         self.fops.push(FileOp::Write {
             path: dir.join(files::TABLE_FILE),
-            bytes: files::render_table_def(&t.def),
+            bytes: files::render_table_def(&t.def)?,
             row: None,
         });
         Ok(())
@@ -56,7 +56,7 @@ impl Writer {
         };
         let t = Table::compile(name.as_str(), def)?;
         self.check_link_targets(&t)?;
-        self.install_table(t, Value::Null, actor, "create_table")?;
+        self.install_table(t, Value::Null, actor, Op::CreateTable)?;
         Ok(json!({"table": name.as_str(), "seq": null}))
     }
 
@@ -65,11 +65,11 @@ impl Writer {
         t: Table,
         before: Value,
         actor: &Actor,
-        op: &str,
+        op: Op,
     ) -> Result<()> {
         self.define(&t)?;
-        index::create_table(&self.idx, &t, &defhash(&t.def))?;
-        let after = serde_json::to_value(&t.def).unwrap_or_default();
+        index::create_table(&self.idx, &t, &defhash(&t.def)?)?;
+        let after = to_json(&t.def)?;
         self.mig(op, Some(&t.name), None, before, after, actor);
         self.tables.insert(t.name.clone(), Arc::new(t));
         self.tables_dirty = true;
@@ -98,7 +98,7 @@ impl Writer {
             .into_iter()
             .map(|r| json!({"id": r.id, "version": r.version, "values": r.values, "body": r.body}))
             .collect();
-        let mut before = serde_json::to_value(&t.def).unwrap_or_default();
+        let mut before = to_json(&t.def)?;
         before["rows"] = Value::Array(rows);
         index::drop_table(&self.idx, &t.name)?;
         self.fops.push(FileOp::RemoveTableDir(files::table_dir(
@@ -107,7 +107,7 @@ impl Writer {
         self.tables.remove(&t.name);
         self.tables_dirty = true;
         self.mig(
-            "drop_table",
+            Op::DropTable,
             Some(&t.name),
             None,
             before,
@@ -214,9 +214,9 @@ impl Writer {
                 changed.push((r, v));
             }
         }
-        let before = serde_json::to_value(&t.def).unwrap_or_default();
-        index::create_table(&self.idx, &nt, &defhash(&nt.def))?;
-        let after = serde_json::to_value(&nt.def).unwrap_or_default();
+        let before = to_json(&t.def)?;
+        index::create_table(&self.idx, &nt, &defhash(&nt.def)?)?;
+        let after = to_json(&nt.def)?;
         self.define(&nt)?;
         let nt = Arc::new(nt);
         self.tables.insert(nt.name.clone(), nt.clone());
@@ -224,7 +224,7 @@ impl Writer {
         let mut after_meta = after.clone();
         after_meta["rows_changed"] = Value::from(changed.len());
         self.mig(
-            "alter_table",
+            Op::AlterTable,
             Some(&nt.name),
             None,
             before,
@@ -242,7 +242,7 @@ impl Writer {
                     self.check_refs(&nt, &r.id, v)?;
                     let st = self.put(&nt, &r.id, r.version + 1, v.clone(), r.body.clone())?;
                     self.mig(
-                        "alter_table",
+                        Op::AlterTable,
                         Some(&nt.name),
                         Some(&r.id),
                         state(r),
@@ -267,13 +267,14 @@ impl Writer {
 
     pub(super) fn set_settings(&mut self, a: args::SetSettings, actor: &Actor) -> Result<Value> {
         let new = self.settings.merged(&a.settings)?;
-        self.put_settings(new, actor, "settings")
+        self.put_settings(new, actor, Op::Settings)
     }
 
-    pub(super) fn put_settings(&mut self, new: Settings, actor: &Actor, op: &str) -> Result<Value> {
-        let before = serde_json::to_value(&self.settings).unwrap_or_default();
-        let after = serde_json::to_value(&new).unwrap_or_default();
-        let bytes = serde_json::to_vec_pretty(&new).unwrap_or_default();
+    pub(super) fn put_settings(&mut self, new: Settings, actor: &Actor, op: Op) -> Result<Value> {
+        let before = to_json(&self.settings)?;
+        let after = to_json(&new)?;
+        let bytes = serde_json::to_vec_pretty(&new)
+            .map_err(|e| Error::internal(format!("cannot write the settings: {e}")))?;
         self.fops.push(FileOp::Write {
             path: self.root.join(".datanotes/settings.json"),
             bytes,

@@ -75,7 +75,7 @@ fn a_folder_scan_commits_in_chunks_and_loses_nothing() {
     )
     .unwrap();
     assert_eq!(migs.len(), 72);
-    assert!(migs[1..].iter().all(|m| m.op == "hand_edit"));
+    assert!(migs[1..].iter().all(|m| m.op == Op::HandEdit));
     let t = w.table(table).unwrap();
     assert_eq!(index::count(&w.idx, table).unwrap(), 70);
     assert_eq!(index::invalid_rows(&w.idx, table).unwrap().len(), 1);
