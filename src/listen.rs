@@ -12,7 +12,7 @@
 //!   each. Beyond those, a connection is closed at once.
 //! - [`raise_nofile`] raises the soft limit of open files to the hard limit at start.
 
-use crate::http::Shared;
+use crate::server::Shared;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, Response, StatusCode};
@@ -230,7 +230,7 @@ impl http_body::Body for Tracked {
 /// What a reserve connection may ask: the health check, or anything with the owner token.
 fn reserve_allows(s: &Shared, req: &Request<Incoming>) -> bool {
     req.uri().path().trim_end_matches('/') == "/datanotes/health"
-        || crate::http::bearer(req.headers())
+        || crate::server::bearer(req.headers())
             .and_then(|t| s.identify(t))
             .is_some_and(|c| matches!(c, crate::auth::Caller::Owner))
 }

@@ -5,7 +5,6 @@
 //! a reader whose cursor is older than the ring is served from the journal. Readers never hold
 //! anything the writer waits for, so a slow consumer cannot slow writers or other consumers.
 
-pub mod sse;
 pub mod webhooks;
 
 use crate::auth;
@@ -391,7 +390,7 @@ fn cut_json(v: &serde_json::Value, n: usize) -> String {
 /// JSON text) at 300, `value` at 1,000. Every door that records a tool call (the MCP door and
 /// `tool-calls/record`) goes through here.
 pub fn tool_call_event(v: serde_json::Value) -> Result<serde_json::Value> {
-    let r: ToolCallRecord = crate::ops::parse("tool-calls/record", v)?;
+    let r: ToolCallRecord = crate::error::parse("tool-calls/record", v)?;
     let value = match &r.value {
         serde_json::Value::String(s) => cut(s, TOOL_CALL_VALUE_CHARS),
         other => cut_json(other, TOOL_CALL_VALUE_CHARS),
