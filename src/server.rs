@@ -74,6 +74,14 @@ impl Server {
         self.apps.identify(token)
     }
 
+    /// Whether a request carries the owner's token (the listener's reserve connections serve
+    /// only the owner and the health check).
+    fn is_owner(&self, headers: &HeaderMap) -> bool {
+        bearer(headers)
+            .and_then(|t| self.identify(t))
+            .is_some_and(|c| matches!(c, Caller::Owner))
+    }
+
     /// The caller of a request, or the error to answer: its bearer token, then its actor
     /// headers. The one place a request's token becomes a caller, for both doors.
     pub(crate) fn caller(&self, headers: &HeaderMap) -> Result<Ctx> {
@@ -160,7 +168,11 @@ pub async fn serve(
             s.closing.send_replace(true);
         });
     }
-    let server = crate::listen::serve(listener, app, s.clone(), limits, s.closing.subscribe());
+    let is_owner: crate::listen::IsOwner = {
+        let s = s.clone();
+        Arc::new(move |headers: &HeaderMap| s.is_owner(headers))
+    };
+    let server = crate::listen::serve(listener, app, is_owner, limits, s.closing.subscribe());
     let grace = async move {
         let _ = closing.wait_for(|v| *v).await;
         tokio::time::sleep(STOP_GRACE).await;
