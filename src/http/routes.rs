@@ -123,6 +123,7 @@ struct CallArgs {
     arguments: Value,
 }
 
+/// The routes beside the operations, each with its access class.
 static ROUTES: &[Route] = &[
     Route {
         path: "apps/create",
@@ -308,27 +309,24 @@ static ROUTES: &[Route] = &[
 
 /// Runs a route: body (the owner's component uploads may be larger), access check (the one
 /// function), handler. The token was checked by [`Authed`].
-async fn run_route(s: Shared, route: &'static Route, ctx: Ctx, req: Request) -> Response {
+async fn run_route(
+    s: Shared,
+    route: &'static Route,
+    ctx: Ctx,
+    req: Request,
+) -> Result<Response, Error> {
     // Only the owner installs components: only the owner may send one in base64.
     let max = match (route.path, &ctx.caller) {
         ("apps/create" | "apps/update", Caller::Owner) => MAX_COMPONENT_BODY,
         _ => MAX_BODY,
     };
-    let args = match json_body_max(req, max).await {
-        Ok(v) => v,
-        Err(e) => return e.into_response(),
-    };
+    let args = json_body_max(req, max).await?;
     let target = match args.get("name").and_then(Value::as_str) {
         Some(n) if route.access == Access::SelfService => Target::App(n),
         _ => Target::None,
     };
-    if let Err(e) = auth::authorize(&ctx.caller, route.access, target) {
-        return e.into_response();
-    }
-    match (route.run)(s, ctx, args).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
+    auth::authorize(&ctx.caller, route.access, target)?;
+    (route.run)(s, ctx, args).await
 }
 
 /// Puts every route of [`ROUTES`] on the router: `POST /datanotes/<path>`, with and without a
