@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 /// The largest request body accepted (the owner's component uploads excepted, see
 /// [`crate::http::MAX_COMPONENT_BODY`]).
-pub const MAX_BODY: usize = 8 << 20;
+pub(crate) const MAX_BODY: usize = 8 << 20;
 
 /// What every handler of both doors shares.
 pub struct Server {

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 /// The largest body of the owner's `apps/create` and `apps/update`: a component in base64
 /// (a Python or JavaScript app is 12 to 18 MB, 16 to 24 MB in base64).
-pub const MAX_COMPONENT_BODY: usize = 64 << 20;
+pub(crate) const MAX_COMPONENT_BODY: usize = 64 << 20;
 
 /// An error answers with its status and `{"error": {...}}`.
 impl IntoResponse for Error {
