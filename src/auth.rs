@@ -4,7 +4,7 @@
 //! SHA-256 is kept; they are compared in constant time and never logged or echoed.
 
 use crate::error::{Error, Result};
-use crate::ops::Access;
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
@@ -97,6 +97,24 @@ pub enum Target<'a> {
     Table(&'a str),
     /// An app's registry entry (self-service routes).
     App(&'a str),
+}
+
+/// What running an operation requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Any valid token.
+    Read,
+    /// Apps: a write pattern matching the table.
+    RowWrite,
+    /// Apps: `ddl` and a write pattern matching the table.
+    SchemaChange,
+    /// Apps: `maintain`.
+    Maintain,
+    /// Apps: only on their own registry entry.
+    SelfService,
+    /// The owner alone.
+    Owner,
 }
 
 /// The one permission check: may `caller` run something of class `access` on `target`?

@@ -4,6 +4,7 @@
 //! status; the same value is what MCP and the WASM host import return as a structured error.
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 /// A refusal or failure. Boxed: errors are the cold path, and `Result`s stay small.
@@ -91,6 +92,31 @@ impl Error {
         self.message = m.into();
         self
     }
+}
+
+/// Parses an operation's arguments strictly; a mistake names the field and how to fix it.
+pub fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T> {
+    let args = if args.is_null() {
+        Value::Object(Default::default())
+    } else {
+        args
+    };
+    if !args.is_object() {
+        return Err(
+            Error::invalid(format!("the arguments of {op} must be a JSON object"))
+                .rule("arguments")
+                .hint(format!(
+                    "send an object such as {{}}; the input schema of {op} lists the fields"
+                )),
+        );
+    }
+    serde_json::from_value(args).map_err(|e| {
+        Error::invalid(format!("invalid arguments for {op}: {e}"))
+            .rule("arguments")
+            .hint(format!(
+                "check the field names and types against the input schema of {op}"
+            ))
+    })
 }
 
 impl std::ops::Deref for Error {

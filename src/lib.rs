@@ -14,3 +14,4 @@ pub mod listen;
 pub mod mcp;
 pub mod names;
 pub mod ops;
+pub mod server;

@@ -12,7 +12,6 @@
 //!   each. Beyond those, a connection is closed at once.
 //! - [`raise_nofile`] raises the soft limit of open files to the hard limit at start.
 
-use crate::http::Shared;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, Response, StatusCode};
@@ -227,12 +226,12 @@ impl http_body::Body for Tracked {
     }
 }
 
+/// Whether a request's headers carry the owner's token (the server decides).
+pub type IsOwner = Arc<dyn Fn(&axum::http::HeaderMap) -> bool + Send + Sync>;
+
 /// What a reserve connection may ask: the health check, or anything with the owner token.
-fn reserve_allows(s: &Shared, req: &Request<Incoming>) -> bool {
-    req.uri().path().trim_end_matches('/') == "/datanotes/health"
-        || crate::http::bearer(req.headers())
-            .and_then(|t| s.identify(t))
-            .is_some_and(|c| matches!(c, crate::auth::Caller::Owner))
+fn reserve_allows(is_owner: &IsOwner, req: &Request<Incoming>) -> bool {
+    req.uri().path().trim_end_matches('/') == "/datanotes/health" || is_owner(req.headers())
 }
 
 fn busy_answer(max: usize) -> Response<Body> {
@@ -256,7 +255,7 @@ fn busy_answer(max: usize) -> Response<Body> {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
-    s: Shared,
+    is_owner: IsOwner,
     limits: Limits,
     mut closing: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -292,7 +291,7 @@ pub async fn serve(
         tokio::spawn(connection(
             tcp,
             app.clone(),
-            s.clone(),
+            is_owner.clone(),
             conns.clone(),
             id,
             close,
@@ -315,7 +314,7 @@ pub async fn serve(
 async fn connection(
     tcp: tokio::net::TcpStream,
     app: Router,
-    s: Shared,
+    is_owner: IsOwner,
     conns: Arc<Conns>,
     id: Option<u64>,
     close: Arc<Notify>,
@@ -328,7 +327,7 @@ async fn connection(
         hyper::service::service_fn(move |req: Request<Incoming>| {
             started.store(true, Ordering::Relaxed);
             let busy = id.map(|id| conns.busy(id));
-            let refused = id.is_none() && !reserve_allows(&s, &req);
+            let refused = id.is_none() && !reserve_allows(&is_owner, &req);
             let mut app = app.clone();
             async move {
                 let resp = if refused {

@@ -152,8 +152,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     "datanotes serving {} on http://{addr}",
                     engine.root.display()
                 );
-                let server = datanotes::http::Server::new(engine.clone(), hash)?;
-                datanotes::http::serve(server, listener, limits).await?;
+                let server = datanotes::server::Server::new(engine.clone(), hash)?;
+                datanotes::server::serve(server, listener, limits).await?;
                 Ok::<_, anyhow::Error>(())
             })?;
             engine.shutdown();

@@ -5,7 +5,6 @@
 //! a reader whose cursor is older than the ring is served from the journal. Readers never hold
 //! anything the writer waits for, so a slow consumer cannot slow writers or other consumers.
 
-pub mod sse;
 pub mod webhooks;
 
 use crate::auth;
@@ -269,7 +268,7 @@ fn cut_json(v: &serde_json::Value, n: usize) -> String {
 impl ToolCallRecord {
     /// Checks a report sent as JSON (`tool-calls/record`).
     pub fn parse(v: serde_json::Value) -> Result<ToolCallRecord> {
-        crate::ops::parse("tool-calls/record", v)
+        crate::error::parse("tool-calls/record", v)
     }
 
     /// The `call` of its `tool_call` change, with every text field cut: `tool`, `servedBy` and

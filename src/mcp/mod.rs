@@ -17,8 +17,8 @@
 pub mod stdio;
 
 use crate::apps::aggregator::CallOutcome;
-use crate::http::{Shared, error_response};
 use crate::ops::Ctx;
+use crate::server::Shared;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -178,7 +178,7 @@ impl Mcp {
             Some(c) => c.clone(),
             None => self
                 .server
-                .ctx(&parts.headers)
+                .caller(&parts.headers)
                 .map_err(|e| ErrorData::invalid_request(e.message.clone(), None))?,
         };
         Ok(complete_ctx(ctx, &parts.headers, client))
@@ -280,12 +280,12 @@ impl ServerHandler for Mcp {
 /// Refuses `/mcp` requests without a valid token before they reach the MCP layer; the caller
 /// travels with the request.
 async fn require_token(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
-    match s.ctx(req.headers()) {
+    match s.caller(req.headers()) {
         Ok(ctx) => {
             req.extensions_mut().insert(ctx);
             next.run(req).await
         }
-        Err(e) => error_response(&e),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -307,7 +307,7 @@ impl Door {
     async fn handle(self: Arc<Self>, req: Request) -> Response {
         if req.method() == Method::POST {
             let (parts, body) = req.into_parts();
-            let bytes = match axum::body::to_bytes(body, crate::http::MAX_BODY).await {
+            let bytes = match axum::body::to_bytes(body, crate::server::MAX_BODY).await {
                 Ok(b) => b,
                 Err(_) => {
                     return (

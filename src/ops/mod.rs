@@ -2,32 +2,12 @@
 //! access class). HTTP, MCP and the WASM host import all dispatch through [`call`], and
 //! [`crate::auth::authorize`] is the one place that decides whether a caller may run it.
 
-use crate::auth::{self, Caller};
+use crate::auth::{self, Access, Caller};
 use crate::engine::{Actor, Cmd, Engine, args};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, parse};
 use schemars::JsonSchema;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::sync::OnceLock;
-
-/// What running an operation requires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Access {
-    /// Any valid token.
-    Read,
-    /// Apps: a write pattern matching the table.
-    RowWrite,
-    /// Apps: `ddl` and a write pattern matching the table.
-    SchemaChange,
-    /// Apps: `maintain`.
-    Maintain,
-    /// Apps: only on their own registry entry.
-    SelfService,
-    /// The owner alone.
-    Owner,
-}
 
 /// The caller of an operation and the actor its writes are recorded under.
 #[derive(Debug, Clone)]
@@ -67,31 +47,6 @@ impl Op {
 
 fn schema<T: JsonSchema>() -> schemars::Schema {
     schemars::schema_for!(T)
-}
-
-/// Parses an operation's arguments strictly; a mistake names the field and how to fix it.
-pub fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T> {
-    let args = if args.is_null() {
-        Value::Object(Default::default())
-    } else {
-        args
-    };
-    if !args.is_object() {
-        return Err(
-            Error::invalid(format!("the arguments of {op} must be a JSON object"))
-                .rule("arguments")
-                .hint(format!(
-                    "send an object such as {{}}; the input schema of {op} lists the fields"
-                )),
-        );
-    }
-    serde_json::from_value(args).map_err(|e| {
-        Error::invalid(format!("invalid arguments for {op}: {e}"))
-            .rule("arguments")
-            .hint(format!(
-                "check the field names and types against the input schema of {op}"
-            ))
-    })
 }
 
 fn write(e: &Engine, c: &Ctx, cmd: Cmd) -> Result<Value> {

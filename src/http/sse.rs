@@ -1,11 +1,13 @@
 //! `GET /datanotes/changes/stream`: the feed as Server-Sent Events. Each event's `id:` is its
 //! seq; a client reconnecting with `Last-Event-ID` resumes right after it. Each consumer pulls
 //! from the ring (or the journal when it is behind), so it holds nothing a writer waits for.
+//! The feed (`crate::feed`) does the reading, the filters and the cursors; this is the transport.
 
-use super::{Filter, check_cursor, read};
-use crate::auth;
-use crate::http::{Shared, error_response};
-use crate::ops::Access;
+use super::Authed;
+use crate::auth::{self, Access};
+use crate::error::Error;
+use crate::feed::{Change, Filter, check_cursor, read};
+use crate::server::{Shared, bearer};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -25,22 +27,16 @@ fn list(q: &HashMap<String, String>, k: &str) -> Option<Vec<String>> {
     })
 }
 
-pub async fn stream(
+/// The stream: token, access check, filter and cursor (`Last-Event-ID`, else `since`, else the
+/// newest seq), then every change after the cursor as one event, with a heartbeat every 15 s.
+pub(super) async fn stream(
     State(s): State<Shared>,
     Query(q): Query<HashMap<String, String>>,
+    Authed(ctx): Authed,
     headers: HeaderMap,
-) -> Response {
-    let ctx = match s.ctx(&headers) {
-        Ok(c) => c,
-        Err(e) => return error_response(&e),
-    };
-    if let Err(e) = auth::authorize(&ctx.caller, Access::Read, auth::Target::None) {
-        return error_response(&e);
-    }
-    let filter = match Filter::new(list(&q, "ops"), list(&q, "tables")) {
-        Ok(f) => f,
-        Err(e) => return error_response(&e),
-    };
+) -> Result<Response, Error> {
+    auth::authorize(&ctx.caller, Access::Read, auth::Target::None)?;
+    let filter = Filter::new(list(&q, "ops"), list(&q, "tables"))?;
     let last_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -49,32 +45,23 @@ pub async fn stream(
         Some(v) => match v.parse::<i64>() {
             Ok(n) => n,
             Err(_) => {
-                return error_response(
-                    &crate::error::Error::invalid(format!("invalid cursor {v:?}"))
-                        .column("since")
-                        .hint("a cursor is a seq number"),
-                );
+                return Err(Error::invalid(format!("invalid cursor {v:?}"))
+                    .column("since")
+                    .hint("a cursor is a seq number"));
             }
         },
         None => s.engine.last_seq(),
     };
-    if let Err(e) = check_cursor(&s.engine, since) {
-        return error_response(&e);
-    }
+    check_cursor(&s.engine, since)?;
     let engine = s.engine.clone();
     let rx = engine.seq.subscribe();
     // The token is checked again before each event: a rotated or deleted token ends the stream.
-    let token = (
-        s.clone(),
-        crate::http::bearer(&headers)
-            .unwrap_or_default()
-            .to_string(),
-    );
+    let token = (s.clone(), bearer(&headers).unwrap_or_default().to_string());
     let state = (
         engine,
         since,
         rx,
-        VecDeque::<Arc<super::Change>>::new(),
+        VecDeque::<Arc<Change>>::new(),
         filter,
         token,
     );
@@ -108,11 +95,11 @@ pub async fn stream(
     let events = futures_util::StreamExt::take_until(events, async move {
         let _ = closing.wait_for(|c| *c).await;
     });
-    Sse::new(events)
+    Ok(Sse::new(events)
         .keep_alive(
             KeepAlive::new()
                 .interval(Duration::from_secs(15))
                 .text("heartbeat"),
         )
-        .into_response()
+        .into_response())
 }

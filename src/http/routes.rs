@@ -1,0 +1,337 @@
+//! The routes beside the operations: the apps registry, webhooks, the change feed's long poll
+//! and tool-call records. [`ROUTES`] is their table (path under `/datanotes/`, access class,
+//! handler); [`register`] puts each on the router, and [`run_route`] runs one: token, body,
+//! `auth::authorize` (the one function), handler.
+
+use super::{Authed, MAX_COMPONENT_BODY, json_body_max};
+use crate::apps::{self, AppFields};
+use crate::auth::{self, Access, Caller, Target};
+use crate::error::{Error, parse};
+use crate::feed::{self, Filter};
+use crate::ops::Ctx;
+use crate::server::{MAX_BODY, Shared};
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+type Answer = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Error>> + Send>>;
+
+/// A route beside the operations: its path under /datanotes/, its access class, its handler.
+struct Route {
+    path: &'static str,
+    access: Access,
+    run: fn(Shared, Ctx, Value) -> Answer,
+}
+
+fn blocking(f: impl FnOnce() -> Result<Value, Error> + Send + 'static) -> Answer {
+    Box::pin(async move {
+        let v = tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|_| Error::internal("the handler panicked"))??;
+        Ok(Json(v).into_response())
+    })
+}
+
+/// Installs the component a create or update names (compiling it: seconds for Python or JS).
+async fn install_component(
+    s: &Shared,
+    f: &AppFields,
+) -> Result<Option<crate::apps::wasm::WasmInfo>, Error> {
+    use crate::apps::wasm::component_bytes;
+    // Every field is checked before a component is stored or compiled: a refusal changes nothing.
+    crate::apps::check(f)?;
+    if f.wasm_path.is_none() && f.wasm_base64.is_none() {
+        let Some(change) = &f.limits else {
+            return Ok(None);
+        };
+        // New limits for an installed component: the same component, without sending it again.
+        let installed = f
+            .name
+            .as_deref()
+            .and_then(|n| s.apps.get(n))
+            .and_then(|p| p.wasm);
+        let Some(mut w) = installed else {
+            return Err(Error::invalid("limits apply to WASM apps")
+                .column("limits")
+                .hint("give wasm_path or wasm_base64 too"));
+        };
+        w.limits = w.limits.merged(change)?;
+        return Ok(Some(w));
+    }
+    if f.mcp_url.as_ref().is_some_and(Option::is_some) {
+        return Err(Error::invalid(
+            "an app is either remote (mcp_url) or WASM (a component), not both",
+        )
+        .column("mcp_url")
+        .hint("drop mcp_url, or the component"));
+    }
+    let name = f.name.clone().unwrap_or_default();
+    let prev = s.apps.get(&name);
+    let base = prev
+        .as_ref()
+        .and_then(|p| p.wasm.as_ref())
+        .map(|w| w.limits.clone())
+        .unwrap_or_default();
+    let limits = match &f.limits {
+        Some(l) => base.merged(l)?,
+        None => base,
+    };
+    let bytes = component_bytes(f.wasm_path.as_deref(), f.wasm_base64.as_deref())?;
+    let mut scope = prev.map(|p| p.scope()).unwrap_or_default();
+    scope.name = name;
+    scope.write = f.write.clone().unwrap_or(scope.write);
+    scope.ddl = f.ddl.unwrap_or(scope.ddl);
+    scope.maintain = f.maintain.unwrap_or(scope.maintain);
+    let rt = s.agg.wasm.clone();
+    let (info, _) = rt.install(bytes, scope, limits).await?;
+    Ok(Some(info))
+}
+
+/// Removes a replaced or deleted app's component file when no app uses it any more.
+fn forget_component(s: &Shared, old: Option<&crate::apps::AppRecord>) {
+    if let Some(w) = old.and_then(|o| o.wasm.as_ref())
+        && !s.apps.uses_component(&w.sha256)
+    {
+        let _ = std::fs::remove_file(s.agg.wasm.apps_dir.join(format!("{}.wasm", w.sha256)));
+    }
+}
+
+fn fields(v: Value) -> Result<AppFields, Error> {
+    parse("this route", v)
+}
+
+fn name_of(v: &Value) -> Result<String, Error> {
+    v.get("name")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Error::invalid("missing `name`")
+                .column("name")
+                .rule("required")
+                .hint("add \"name\": \"<app name>\"")
+        })
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallArgs {
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+/// The routes beside the operations, each with its access class.
+static ROUTES: &[Route] = &[
+    Route {
+        path: "apps/create",
+        access: Access::Owner,
+        run: |s, _, v| {
+            Box::pin(async move {
+                let f = fields(v)?;
+                let wasm = install_component(&s, &f).await?;
+                let (rec, token) = s.apps.create(f, wasm)?;
+                // A new remote app is listed before the answer (bounded by the app timeouts).
+                if s.agg.sync().contains(&rec.name) {
+                    let _ = s.agg.refresh(&rec.name).await;
+                }
+                Ok(Json(json!({"app": s.agg.entry(&rec), "token": token})).into_response())
+            })
+        },
+    },
+    Route {
+        path: "apps",
+        access: Access::Owner,
+        run: |s, _, v| {
+            blocking(move || {
+                parse::<crate::engine::args::Empty>("apps", v)?;
+                Ok(
+                    json!({"apps": s.apps.list().iter().map(|a| s.agg.entry(a)).collect::<Vec<_>>()}),
+                )
+            })
+        },
+    },
+    Route {
+        path: "apps/get",
+        access: Access::SelfService,
+        run: |s, _, v| {
+            blocking(move || {
+                let name = name_of(&v)?;
+                let rec = s.apps.get(&name).ok_or_else(|| apps::no_app(&name))?;
+                Ok(json!({"app": s.agg.entry(&rec)}))
+            })
+        },
+    },
+    Route {
+        path: "apps/update",
+        access: Access::SelfService,
+        run: |s, c, v| {
+            Box::pin(async move {
+                let name = name_of(&v)?;
+                let f = fields(v)?;
+                let by_owner = matches!(c.caller, Caller::Owner);
+                let wasm = if by_owner {
+                    install_component(&s, &f).await?
+                } else {
+                    None
+                };
+                let old = s.apps.get(&name);
+                let rec = s.apps.update(&name, f, by_owner, wasm)?;
+                forget_component(&s, old.as_ref());
+                // The new backend takes over; calls in flight finish on the old one.
+                if s.agg.sync().contains(&rec.name) {
+                    let _ = s.agg.refresh(&rec.name).await;
+                }
+                Ok(Json(json!({"app": s.agg.entry(&rec)})).into_response())
+            })
+        },
+    },
+    Route {
+        path: "apps/refresh",
+        access: Access::SelfService,
+        run: |s, _, v| {
+            Box::pin(async move {
+                let name = name_of(&v)?;
+                s.apps.get(&name).ok_or_else(|| apps::no_app(&name))?;
+                s.agg.sync();
+                let mut diff = s.agg.refresh(&name).await?;
+                let rec = s.apps.get(&name).ok_or_else(|| apps::no_app(&name))?;
+                diff["app"] = s.agg.entry(&rec);
+                Ok(Json(diff).into_response())
+            })
+        },
+    },
+    Route {
+        path: "apps/rotate-token",
+        access: Access::Owner,
+        run: |s, _, v| blocking(move || Ok(json!({"token": s.apps.rotate_token(&name_of(&v)?)?}))),
+    },
+    Route {
+        path: "apps/delete",
+        access: Access::Owner,
+        run: |s, _, v| {
+            blocking(move || {
+                let rec = s.apps.delete(&name_of(&v)?)?;
+                forget_component(&s, Some(&rec));
+                s.resync();
+                Ok(json!({"deleted": rec.name}))
+            })
+        },
+    },
+    Route {
+        path: "apps/tools",
+        access: Access::Read,
+        run: |s, _, v| {
+            blocking(move || {
+                parse::<crate::engine::args::Empty>("apps/tools", v)?;
+                Ok(s.agg.tools_json())
+            })
+        },
+    },
+    Route {
+        path: "apps/call",
+        access: Access::Read,
+        run: |s, c, v| {
+            Box::pin(async move {
+                let a: CallArgs = parse("apps/call", v)?;
+                let out = s.agg.call(&a.tool, a.arguments, c).await;
+                Ok(Json(out.to_json()).into_response())
+            })
+        },
+    },
+    Route {
+        path: "webhooks/create",
+        access: Access::Owner,
+        run: |s, _, v| blocking(move || s.webhooks.create(parse("webhooks/create", v)?)),
+    },
+    Route {
+        path: "webhooks",
+        access: Access::Read,
+        run: |s, c, v| {
+            blocking(move || {
+                parse::<crate::engine::args::Empty>("webhooks", v)?;
+                Ok(s.webhooks.list(&c.caller))
+            })
+        },
+    },
+    Route {
+        path: "webhooks/delete",
+        access: Access::Owner,
+        run: |s, _, v| blocking(move || s.webhooks.delete(parse("webhooks/delete", v)?)),
+    },
+    Route {
+        path: "changes",
+        access: Access::Read,
+        run: |s, _, v| {
+            Box::pin(async move {
+                let a: feed::ChangesArgs = parse("changes", v)?;
+                let limit = a.limit.unwrap_or(100);
+                if !(1..=feed::MAX_LIMIT).contains(&limit) {
+                    return Err(Error::invalid(format!("limit {limit} is out of range"))
+                        .column("limit")
+                        .rule("max")
+                        .hint(format!("use a limit from 1 to {}", feed::MAX_LIMIT)));
+                }
+                let filter = Filter::new(a.ops, a.tables)?;
+                let wait =
+                    feed::read_wait(s.engine.clone(), a.since, limit as usize, filter, a.wait_ms);
+                // A server shutting down answers a waiting poll at once, with nothing yet.
+                let mut closing = s.closing.subscribe();
+                let page = tokio::select! {
+                    page = wait => page?,
+                    _ = closing.wait_for(|c| *c) => feed::Page { changes: vec![], next: a.since },
+                };
+                Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()).into_response())
+            })
+        },
+    },
+    Route {
+        path: "tool-calls/record",
+        access: Access::Read,
+        run: |s, c, v| {
+            blocking(move || {
+                // Not waited for: committed with the writer's next batch, in order.
+                feed::ToolCallRecord::parse(v)?.record(&s.engine, c.actor)?;
+                Ok(json!({"queued": true}))
+            })
+        },
+    },
+];
+
+/// Runs a route: body (the owner's component uploads may be larger), access check (the one
+/// function), handler. The token was checked by [`Authed`].
+async fn run_route(
+    s: Shared,
+    route: &'static Route,
+    ctx: Ctx,
+    req: Request,
+) -> Result<Response, Error> {
+    // Only the owner installs components: only the owner may send one in base64.
+    let max = match (route.path, &ctx.caller) {
+        ("apps/create" | "apps/update", Caller::Owner) => MAX_COMPONENT_BODY,
+        _ => MAX_BODY,
+    };
+    let args = json_body_max(req, max).await?;
+    let target = match args.get("name").and_then(Value::as_str) {
+        Some(n) if route.access == Access::SelfService => Target::App(n),
+        _ => Target::None,
+    };
+    auth::authorize(&ctx.caller, route.access, target)?;
+    (route.run)(s, ctx, args).await
+}
+
+/// Puts every route of [`ROUTES`] on the router: `POST /datanotes/<path>`, with and without a
+/// trailing slash.
+pub(super) fn register(mut r: Router<Shared>) -> Router<Shared> {
+    for route in ROUTES {
+        let handler = move |State(s): State<Shared>, Authed(ctx): Authed, req: Request| {
+            run_route(s, route, ctx, req)
+        };
+        r = r
+            .route(&format!("/datanotes/{}", route.path), post(handler))
+            .route(&format!("/datanotes/{}/", route.path), post(handler));
+    }
+    r
+}

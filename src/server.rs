@@ -1,0 +1,197 @@
+//! The server: the state both doors share ([`Server`]), who a request's caller is
+//! ([`Server::caller`]), and the start-up: the router composed of the HTTP door ([`crate::http`])
+//! and the MCP door ([`crate::mcp`]), served through [`crate::listen`] until ctrl-c / SIGTERM.
+//!
+//! Both doors depend on this module, never on each other.
+
+use crate::apps::Registry;
+use crate::apps::aggregator::Aggregator;
+use crate::auth::{self, Caller};
+use crate::engine::{Actor, Engine};
+use crate::error::{Error, Result};
+use crate::feed::webhooks::Webhooks;
+use crate::ops::Ctx;
+use axum::Router;
+use axum::http::{HeaderMap, header};
+use std::sync::Arc;
+
+/// The largest request body accepted (the owner's component uploads excepted, see
+/// [`crate::http::MAX_COMPONENT_BODY`]).
+pub(crate) const MAX_BODY: usize = 8 << 20;
+
+/// What every handler of both doors shares.
+pub struct Server {
+    /// The database.
+    pub engine: Arc<Engine>,
+    /// The apps registry (`.datanotes/apps.json`).
+    pub apps: Arc<Registry>,
+    /// The namespace of engine operations and app tools, and the app backends.
+    pub agg: Arc<Aggregator>,
+    /// The webhook subscriptions and their deliveries.
+    pub webhooks: Arc<Webhooks>,
+    /// Set when the server begins to shut down: open streams end so that it can.
+    pub closing: tokio::sync::watch::Sender<bool>,
+    owner_hash: String,
+}
+
+/// The server state as handlers hold it.
+pub type Shared = Arc<Server>;
+
+impl Server {
+    /// Builds the server state (inside the tokio runtime: webhook deliveries start here).
+    pub fn new(engine: Arc<Engine>, owner_hash: String) -> anyhow::Result<Shared> {
+        let apps = Registry::open(&engine.meta_dir)?;
+        let webhooks = Webhooks::start(engine.clone())?;
+        let wasm = crate::apps::wasm::WasmRuntime::new(engine.clone())?;
+        let agg = Aggregator::new(engine.clone(), apps.clone(), wasm);
+        agg.start();
+        Ok(Arc::new(Server {
+            engine,
+            apps,
+            agg,
+            webhooks,
+            closing: tokio::sync::watch::Sender::new(false),
+            owner_hash,
+        }))
+    }
+
+    /// After a registry change: new backends are listed in the background (a listing never
+    /// waits on an app).
+    pub(crate) fn resync(self: &Arc<Self>) {
+        for name in self.agg.sync() {
+            let agg = self.agg.clone();
+            tokio::spawn(async move {
+                let _ = agg.refresh(&name).await;
+            });
+        }
+    }
+
+    /// Who holds this token, if anyone.
+    pub(crate) fn identify(&self, token: &str) -> Option<Caller> {
+        if token.starts_with(auth::OWNER_PREFIX) && auth::matches(token, &self.owner_hash) {
+            return Some(Caller::Owner);
+        }
+        self.apps.identify(token)
+    }
+
+    /// Whether a request carries the owner's token (the listener's reserve connections serve
+    /// only the owner and the health check).
+    fn is_owner(&self, headers: &HeaderMap) -> bool {
+        bearer(headers)
+            .and_then(|t| self.identify(t))
+            .is_some_and(|c| matches!(c, Caller::Owner))
+    }
+
+    /// The caller of a request, or the error to answer: its bearer token, then its actor
+    /// headers. The one place a request's token becomes a caller, for both doors.
+    pub(crate) fn caller(&self, headers: &HeaderMap) -> Result<Ctx> {
+        let Some(token) = bearer(headers) else {
+            return Err(Error::unauthorized("no token").hint(
+                "send Authorization: Bearer <token> (the owner token is in .datanotes/owner-token)",
+            ));
+        };
+        let caller = self.identify(token).ok_or_else(|| {
+            Error::unauthorized("invalid token")
+                .hint("the token is unknown, was rotated or its app was deleted")
+        })?;
+        Ok(ctx_for(caller, headers))
+    }
+}
+
+/// The bearer token of a request, if any.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            // The scheme is case-insensitive (RFC 9110): `Bearer`, `bearer`, `BEARER`.
+            let (scheme, token) = v.trim_start().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+        })
+        .map(str::trim)
+}
+
+/// The actor of a call: `X-Datanotes-Actor: harness / model`, `X-Datanotes-Session`, and the caller.
+fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
+    let h = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    };
+    let (harness, model) = match h("x-datanotes-actor") {
+        Some(a) => match a.split_once('/') {
+            Some((x, y)) => (
+                Some(x.trim().to_string()).filter(|s| !s.is_empty()),
+                Some(y.trim().to_string()).filter(|s| !s.is_empty()),
+            ),
+            None => (Some(a.to_string()), None),
+        },
+        None => (None, None),
+    };
+    // Actor::new cuts each field at 200 characters.
+    let actor = Actor::new(
+        harness,
+        model,
+        caller.app().map(Into::into),
+        h("x-datanotes-session").map(Into::into),
+        Some(caller.token_name()),
+    );
+    Ctx { caller, actor }
+}
+
+/// Every address the server answers: the HTTP door's routes (and its 404/405 answers), then
+/// `/mcp`.
+pub(crate) fn router(s: Shared) -> Router {
+    crate::http::router(s.clone()).merge(crate::mcp::router(s))
+}
+
+/// How long requests still running at ctrl-c / SIGTERM may take to finish.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Serves until ctrl-c / SIGTERM, connections bounded by `limits` (see [`crate::listen`]).
+/// Open MCP sessions are ended at once; other requests (feed streams, long polls) get
+/// [`STOP_GRACE`] to finish, then the server stops anyway: a client holding a stream open must
+/// not keep the server from stopping.
+pub async fn serve(
+    s: Shared,
+    listener: tokio::net::TcpListener,
+    limits: crate::listen::Limits,
+) -> std::io::Result<()> {
+    let app = router(s.clone());
+    let mut closing = s.closing.subscribe();
+    {
+        let s = s.clone();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            s.closing.send_replace(true);
+        });
+    }
+    let is_owner: crate::listen::IsOwner = {
+        let s = s.clone();
+        Arc::new(move |headers: &HeaderMap| s.is_owner(headers))
+    };
+    let server = crate::listen::serve(listener, app, is_owner, limits, s.closing.subscribe());
+    let grace = async move {
+        let _ = closing.wait_for(|v| *v).await;
+        tokio::time::sleep(STOP_GRACE).await;
+    };
+    tokio::select! {
+        _ = server => Ok(()),
+        _ = grace => {
+            tracing::warn!("requests still open {} s after the stop signal: stopping anyway", STOP_GRACE.as_secs());
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("signal handler");
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term.recv() => {},
+    }
+}
