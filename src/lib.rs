@@ -15,3 +15,4 @@ pub mod mcp;
 pub mod names;
 pub mod ops;
 pub mod server;
+pub mod start;

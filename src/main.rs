@@ -153,7 +153,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     engine.root.display()
                 );
                 let server = datanotes::server::Server::new(engine.clone(), hash)?;
-                datanotes::server::serve(server, listener, limits).await?;
+                datanotes::start::serve(server, listener, limits).await?;
                 Ok::<_, anyhow::Error>(())
             })?;
             engine.shutdown();

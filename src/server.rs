@@ -1,8 +1,8 @@
-//! The server: the state both doors share ([`Server`]), who a request's caller is
-//! ([`Server::caller`]), and the start-up: the router composed of the HTTP door ([`crate::http`])
-//! and the MCP door ([`crate::mcp`]), served through [`crate::listen`] until ctrl-c / SIGTERM.
+//! The server: the state both doors share ([`Server`]) and who a request's caller is
+//! ([`Server::caller`]).
 //!
-//! Both doors depend on this module, never on each other.
+//! Both doors ([`crate::http`], [`crate::mcp`]) depend on this module, never on each other; the
+//! start-up that mounts them is [`crate::start`], above all three.
 
 use crate::apps::Registry;
 use crate::apps::aggregator::Aggregator;
@@ -11,7 +11,6 @@ use crate::engine::{Actor, Engine};
 use crate::error::{Error, Result};
 use crate::feed::webhooks::Webhooks;
 use crate::ops::Ctx;
-use axum::Router;
 use axum::http::{HeaderMap, header};
 use std::sync::Arc;
 
@@ -76,7 +75,7 @@ impl Server {
 
     /// Whether a request carries the owner's token (the listener's reserve connections serve
     /// only the owner and the health check).
-    fn is_owner(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn is_owner(&self, headers: &HeaderMap) -> bool {
         bearer(headers)
             .and_then(|t| self.identify(t))
             .is_some_and(|c| matches!(c, Caller::Owner))
@@ -139,59 +138,4 @@ fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
         Some(caller.token_name()),
     );
     Ctx { caller, actor }
-}
-
-/// Every address the server answers: the HTTP door's routes (and its 404/405 answers), then
-/// `/mcp`.
-pub(crate) fn router(s: Shared) -> Router {
-    crate::http::router(s.clone()).merge(crate::mcp::router(s))
-}
-
-/// How long requests still running at ctrl-c / SIGTERM may take to finish.
-const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Serves until ctrl-c / SIGTERM, connections bounded by `limits` (see [`crate::listen`]).
-/// Open MCP sessions are ended at once; other requests (feed streams, long polls) get
-/// [`STOP_GRACE`] to finish, then the server stops anyway: a client holding a stream open must
-/// not keep the server from stopping.
-pub async fn serve(
-    s: Shared,
-    listener: tokio::net::TcpListener,
-    limits: crate::listen::Limits,
-) -> std::io::Result<()> {
-    let app = router(s.clone());
-    let mut closing = s.closing.subscribe();
-    {
-        let s = s.clone();
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            s.closing.send_replace(true);
-        });
-    }
-    let is_owner: crate::listen::IsOwner = {
-        let s = s.clone();
-        Arc::new(move |headers: &HeaderMap| s.is_owner(headers))
-    };
-    let server = crate::listen::serve(listener, app, is_owner, limits, s.closing.subscribe());
-    let grace = async move {
-        let _ = closing.wait_for(|v| *v).await;
-        tokio::time::sleep(STOP_GRACE).await;
-    };
-    tokio::select! {
-        _ = server => Ok(()),
-        _ = grace => {
-            tracing::warn!("requests still open {} s after the stop signal: stopping anyway", STOP_GRACE.as_secs());
-            Ok(())
-        }
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("signal handler");
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term.recv() => {},
-    }
 }
