@@ -33,6 +33,7 @@ mod server;
 mod start;
 mod wasm;
 
+// What every file of the bench uses: each starts with `use super::*;`.
 use figures::*;
 use opts::Opts;
 use server::*;
