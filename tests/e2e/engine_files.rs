@@ -1,8 +1,7 @@
 //! The files are the truth: hand edits while serving (the watcher) and while stopped, invalid
 //! rows, the index rebuilt from the files, crash recovery, and the file format's round trip.
 
-mod common;
-use common::*;
+use crate::kit::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 

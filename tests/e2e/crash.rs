@@ -2,8 +2,7 @@
 //! middle of the stream, restarted, and every acknowledged write must be there, the journal must
 //! agree with the index and the files, and the recovery must not invent hand edits.
 
-mod common;
-use common::*;
+use crate::kit::*;
 use datanotes::engine::files;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -1,8 +1,7 @@
 //! The journal, undo, restore and vacuum: every write is recorded with its actor and can be
 //! taken back.
 
-mod common;
-use common::*;
+use crate::kit::*;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

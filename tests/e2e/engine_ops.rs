@@ -1,7 +1,6 @@
 //! Every operation of the catalog, end to end: through the real server and the real files.
 
-mod common;
-use common::*;
+use crate::kit::*;
 use serde_json::{Value, json};
 
 fn insert(s: &Server, values: Value, body: &str) -> Value {

@@ -1,5 +1,4 @@
-mod common;
-use common::*;
+use crate::kit::*;
 use serde_json::json;
 
 #[test]

@@ -1,8 +1,7 @@
 //! The listener under hostile load: thousands of idle TCP connections (no token, no bytes) are
 //! capped and closed after their timeouts, while `/datanotes/health` and writes keep answering.
 
-mod common;
-use common::*;
+use crate::kit::*;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};

@@ -8,13 +8,7 @@
 //! it does nothing when they are up to date). Compiled components are cached in one folder for
 //! every test (`target/wasm-test-cache`), so the Python and JavaScript apps compile once.
 
-mod common;
-use common::*;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
+use crate::kit::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -106,80 +100,6 @@ impl Server {
         );
         assert_eq!(st, 200, "{v}");
         v["app"].clone()
-    }
-}
-
-/// An MCP session on the server with the owner token.
-struct Mcp {
-    rt: tokio::runtime::Runtime,
-    client: Option<RunningService<RoleClient, ()>>,
-}
-
-impl Mcp {
-    fn open(s: &Server) -> Mcp {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let cfg = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", s.url))
-            .auth_header(s.token.clone());
-        // The transport spawns its worker: it must be made inside the runtime.
-        let client = rt
-            .block_on(async { ().serve(StreamableHttpClientTransport::from_config(cfg)).await })
-            .expect("open an MCP session");
-        Mcp {
-            rt,
-            client: Some(client),
-        }
-    }
-
-    fn tools(&self) -> Vec<String> {
-        let c = self.client.as_ref().unwrap();
-        self.rt
-            .block_on(c.list_all_tools())
-            .expect("tools/list")
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect()
-    }
-
-    fn instructions(&self) -> String {
-        let c = self.client.as_ref().unwrap();
-        c.peer_info()
-            .and_then(|i| i.instructions.clone())
-            .unwrap_or_default()
-    }
-
-    fn call(&self, tool: &str, args: Value) -> CallToolResult {
-        let c = self.client.as_ref().unwrap();
-        let mut p = CallToolRequestParams::new(tool.to_string());
-        if let Value::Object(m) = args {
-            p = p.with_arguments(m);
-        }
-        self.rt.block_on(c.call_tool(p)).expect("tools/call")
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        if let Some(c) = self.client.take() {
-            let _ = self.rt.block_on(c.cancel());
-        }
-    }
-}
-
-fn text_of(r: &CallToolResult) -> String {
-    serde_json::to_value(&r.content).unwrap()[0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn structured(r: &CallToolResult) -> Value {
-    match &r.structured_content {
-        Some(v) => v.clone(),
-        None => serde_json::from_str(&text_of(r)).unwrap_or(Value::Null),
     }
 }
 
@@ -367,8 +287,8 @@ fn example_apps_install_list_and_call() {
     );
 
     // MCP: the same tools after the operations, the apps' instructions, calls.
-    let mcp = Mcp::open(&s);
-    let tools = mcp.tools();
+    let mcp = Agent::owner(&s);
+    let tools = mcp.names();
     let first_app = tools.iter().position(|t| t == "planning_add_task").unwrap();
     assert!(tools[..first_app].contains(&"select_rows".to_string()));
     for t in [
@@ -401,7 +321,7 @@ fn example_apps_install_list_and_call() {
     assert_eq!(structured(&r)["total"], 3, "{r:?}");
     let r = mcp.call("journal_append", json!({"text": ""}));
     assert_eq!(r.is_error, Some(true), "{r:?}");
-    assert!(text_of(&r).contains("give the entry"), "{r:?}");
+    assert!(text(&r).contains("give the entry"), "{r:?}");
 }
 
 /// Asserts a hostile tool's engine call was refused with the engine's 403 error naming `rule`,
@@ -981,10 +901,10 @@ fn hostile_components_are_contained() {
     );
 
     // Through MCP: an isError result, and the session goes on.
-    let mcp = Mcp::open(&s);
+    let mcp = Agent::owner(&s);
     let r = mcp.call("hostile_spin", json!({}));
     assert_eq!(r.is_error, Some(true), "{r:?}");
-    assert!(text_of(&r).contains("CPU time"), "{r:?}");
+    assert!(text(&r).contains("CPU time"), "{r:?}");
     let r = mcp.call("hostile_ok", json!({}));
     assert_ne!(r.is_error, Some(true), "{r:?}");
     let r = mcp.call("planning_list_tasks", json!({}));

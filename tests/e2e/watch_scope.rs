@@ -1,8 +1,7 @@
 //! The file watcher sees hand edits in every catalog folder, including ones made after the
 //! server started, and never mistakes the engine's own writes for hand edits.
 
-mod common;
-use common::*;
+use crate::kit::*;
 use serde_json::json;
 
 #[test]

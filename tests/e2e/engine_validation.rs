@@ -1,8 +1,7 @@
 //! Every column type and constraint refusing a bad value (and changing nothing) and accepting a
 //! good one; names that could become paths; malformed requests.
 
-mod common;
-use common::*;
+use crate::kit::*;
 use serde_json::{Value, json};
 
 /// Inserting `values` into tasks is refused on `column` for `rule`, and nothing changes.

@@ -1,8 +1,7 @@
 //! The change feed: `changes/` (cursor, filters, long-poll), the SSE stream, tool-call events,
 //! webhooks (signed, in order, retried, resumed) and vacuumed cursors.
 
-mod common;
-use common::*;
+use crate::kit::*;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;

@@ -1,7 +1,6 @@
 //! Apps: the registry, app tokens and their scopes, through the real HTTP server.
 
-mod common;
-use common::*;
+use crate::kit::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -595,11 +594,6 @@ fn permission_matrix() {
 }
 
 // ---- self-service limits ----
-
-fn create_app(s: &Server, body: Value) -> String {
-    let v = s.ok_route("apps/create", body);
-    v["token"].as_str().unwrap().to_string()
-}
 
 fn app_entry(s: &Server, name: &str) -> Value {
     s.ok_route("apps/get", json!({"name": name}))["app"].clone()

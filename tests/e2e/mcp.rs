@@ -1,212 +1,18 @@
 //! One MCP for agents, end to end: the real server binary, real remote apps (the
 //! `examples/remote_app` binary, which `cargo test` builds) and real MCP over 127.0.0.1, spoken
 //! with rmcp's client.
-mod common;
-use common::*;
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use crate::kit::*;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-/// An example binary, built by `cargo test` in `target/<profile>/examples/`, beside `deps/` where
-/// this test runs from.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .unwrap()
-        .join("examples")
-        .join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo test` (which builds the examples) or `cargo build --examples`",
-        p.display()
-    );
-    p
-}
-
-/// A running `remote_app` process.
-struct App {
-    child: Option<Child>,
-    args: Vec<String>,
-    /// Its MCP address, `http://127.0.0.1:PORT/mcp`.
-    url: String,
-}
-
-impl App {
-    /// Starts the example app for `name` with its token; waits until it has updated its entry.
-    fn start(s: &Server, name: &str, token: &str, extra: &[&str]) -> App {
-        let mut args: Vec<String> = ["--engine", &s.url, "--token", token, "--name", name]
-            .iter()
-            .map(|x| x.to_string())
-            .collect();
-        args.extend(extra.iter().map(|x| x.to_string()));
-        let mut app = App {
-            child: None,
-            args,
-            url: String::new(),
-        };
-        app.spawn(&["--listen", "127.0.0.1:0"]);
-        app
-    }
-
-    fn spawn(&mut self, listen: &[&str]) {
-        let mut child = Command::new(example("remote_app"))
-            .args(&self.args)
-            .args(listen)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start remote_app");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let url = loop {
-            let line = lines
-                .next()
-                .expect("remote_app exited before listening")
-                .expect("read stdout");
-            if let Some(u) = line.strip_prefix("listening on ") {
-                break u.trim().to_string();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        self.url = url;
-        self.child = Some(child);
-    }
-
-    /// The `127.0.0.1:PORT` it listens on.
-    fn addr(&self) -> String {
-        self.url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .to_string()
-    }
-
-    /// SIGKILL.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Starts again on the same port.
-    fn restart(&mut self) {
-        self.kill();
-        let addr = self.addr();
-        self.spawn(&["--listen", &addr]);
-    }
-}
-
-impl Drop for App {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// An MCP client (rmcp) with its own runtime, used from plain blocking tests.
-struct Agent {
-    rt: tokio::runtime::Runtime,
-    client: Option<RunningService<RoleClient, ()>>,
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn transport_config(
-    url: &str,
-    token: Option<&str>,
-    actor: Option<&str>,
-) -> StreamableHttpClientTransportConfig {
-    let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.to_string());
-    if let Some(t) = token {
-        cfg = cfg.auth_header(t.to_string());
-    }
-    if let Some(a) = actor {
-        cfg = cfg.custom_headers(HashMap::from([(
-            http::HeaderName::from_static("x-datanotes-actor"),
-            a.parse().unwrap(),
-        )]));
-    }
-    cfg
-}
-
-impl Agent {
-    fn connect(url: &str, token: Option<&str>, actor: Option<&str>) -> Agent {
-        let rt = runtime();
-        let cfg = transport_config(url, token, actor);
-        let client = rt
-            .block_on(async { ().serve(StreamableHttpClientTransport::from_config(cfg)).await })
-            .unwrap_or_else(|e| panic!("MCP connect to {url}: {e}"));
-        Agent {
-            rt,
-            client: Some(client),
-        }
-    }
-
-    /// An agent on the engine's `/mcp`.
-    fn engine(s: &Server, token: &str, actor: Option<&str>) -> Agent {
-        Agent::connect(&format!("{}/mcp", s.url), Some(token), actor)
-    }
-
-    fn client(&self) -> &RunningService<RoleClient, ()> {
-        self.client.as_ref().unwrap()
-    }
-
-    fn tools(&self) -> Vec<Tool> {
-        self.rt
-            .block_on(self.client().list_all_tools())
-            .expect("tools/list")
-    }
-
-    fn names(&self) -> Vec<String> {
-        self.tools().iter().map(|t| t.name.to_string()).collect()
-    }
-
-    fn call(&self, tool: &str, args: Value) -> CallToolResult {
-        let Value::Object(a) = args else {
-            panic!("arguments must be an object")
-        };
-        let p = CallToolRequestParams::new(tool.to_string()).with_arguments(a);
-        self.rt
-            .block_on(self.client().call_tool(p))
-            .unwrap_or_else(|e| panic!("tools/call {tool}: {e}"))
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Some(c) = self.client.take() {
-            let _ = self.rt.block_on(c.cancel());
-        }
-    }
-}
-
-/// The first text content of a result.
-fn text(r: &CallToolResult) -> String {
-    let v = serde_json::to_value(r).unwrap();
-    v["content"][0]["text"].as_str().unwrap_or("").to_string()
-}
-
-fn is_error(r: &CallToolResult) -> bool {
-    r.is_error == Some(true)
-}
 
 fn tasks_table(s: &Server) {
     s.ok(
@@ -223,13 +29,6 @@ fn tasks_table(s: &Server) {
             }
         }),
     );
-}
-
-/// Creates an app entry as the owner; answers its token.
-fn create_app(s: &Server, body: Value) -> String {
-    let (st, v) = s.post("/datanotes/apps/create/", Some(&s.token), &body);
-    assert_eq!(st, 200, "apps/create {body}: {v}");
-    v["token"].as_str().unwrap().to_string()
 }
 
 fn owner_post(s: &Server, path: &str, body: Value) -> Value {

@@ -1,0 +1,297 @@
+//! `wasm`: WASM apps installed, called through `/apps/call/` and inside the engine.
+
+use super::*;
+
+/// The example apps measured, one per language: name, component, write scope, a trivial call
+/// (arguments the guest refuses at once: no engine call) and a read (one or two engine calls).
+pub(crate) const WASM_APPS: &[(&str, &str, &str, &str, &str, &str, &str)] = &[
+    // (lang, app, component, write, trivial tool, read tool, read arguments); `WASM_SEED` adds a
+    // row first, which makes the app's table.
+    (
+        "rust",
+        "planning",
+        "planning",
+        "personal.tasks.*",
+        "planning_complete_task",
+        "planning_list_tasks",
+        "{}",
+    ),
+    (
+        "python",
+        "journal",
+        "journal",
+        "personal.notes.daily",
+        "journal_search",
+        "journal_read",
+        r#"{"date": "2026-11-30"}"#,
+    ),
+    (
+        "js",
+        "bookmarks",
+        "bookmarks",
+        "personal.notes.bookmarks",
+        "bookmarks_by_tag",
+        "bookmarks_tags",
+        "{}",
+    ),
+];
+
+/// One write per example app, before the reads.
+pub(crate) const WASM_SEED: &[(&str, &str)] = &[
+    ("planning_add_task", r#"{"title": "Measure the WASM apps"}"#),
+    (
+        "journal_append",
+        r#"{"text": "Benchmarked the apps", "date": "2026-11-30"}"#,
+    ),
+    (
+        "bookmarks_add",
+        r#"{"url": "https://example.com/bench", "title": "Bench", "tags": ["bench"]}"#,
+    ),
+];
+
+/// WASM apps: install (compile), trivial and read calls through `/apps/call/` for the Rust,
+/// Python and JS example apps (interleaved), a call on a fresh instance after a trap, start from
+/// the compile cache and memory per idle app, then the same calls inside the engine (the
+/// aggregator in this process, no HTTP).
+pub(crate) fn section_wasm(b: &mut Bench) -> Vec<Figure> {
+    const S: &str = "wasm";
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins");
+    let missing: Vec<String> = WASM_APPS
+        .iter()
+        .map(|a| a.2)
+        .chain(["hostile"])
+        .filter(|c| !plugins.join(format!("{c}.wasm")).is_file())
+        .map(String::from)
+        .collect();
+    if !missing.is_empty() {
+        progress(format!(
+            "skipped: no {} in {} (run scripts/build-plugins)",
+            missing.join(", "),
+            plugins.display()
+        ));
+        return vec![];
+    }
+    let (calls, copies) = (b.opts.app_calls * 4, b.opts.wasm_copies);
+    let mut out = vec![];
+    let s = b.server();
+    for (lang, app, file, write, ..) in WASM_APPS {
+        let t0 = Instant::now();
+        s.call(
+            "apps/create",
+            json!({"name": app, "write": [write], "ddl": true,
+                   "wasm_path": plugins.join(format!("{file}.wasm"))}),
+        );
+        let dt = t0.elapsed().as_secs_f64();
+        progress(format!(
+            "install {app} ({lang}): {dt:.2} s (validate, compile, list)"
+        ));
+        out.push(Figure::new(S, format!("install_{lang}_s"), dt, "s"));
+    }
+    s.call(
+        "apps/create",
+        json!({"name": "hostile", "wasm_path": plugins.join("hostile.wasm")}),
+    );
+    let base_apps = WASM_APPS.len() + 1;
+    wait_reachable(s, base_apps);
+
+    let args_of = |t: &str| serde_json::from_str::<Value>(t).expect("arguments");
+    let client = AsyncClient::new(s);
+    for (tool, args) in WASM_SEED {
+        let (_, v) = client.app_call(tool, &args_of(args));
+        assert_eq!(v["ok"], true, "{tool}: {v}");
+    }
+    // Warm calls, interleaved across the languages.
+    let mut trivial = vec![vec![]; WASM_APPS.len()];
+    let mut read = vec![vec![]; WASM_APPS.len()];
+    for i in 0..20 + calls {
+        for (k, (_, _, _, _, tool, rtool, rargs)) in WASM_APPS.iter().enumerate() {
+            let (dt, v) = client.app_call(tool, &json!({}));
+            assert!(v["servedBy"] != "engine", "{tool}: {v}");
+            assert_eq!(v["ok"], false, "{tool} refuses empty arguments: {v}");
+            let (dr, v) = client.app_call(rtool, &args_of(rargs));
+            assert_eq!(v["ok"], true, "{rtool}: {v}");
+            if i >= 20 {
+                trivial[k].push(dt);
+                read[k].push(dr);
+            }
+        }
+    }
+    for (k, (lang, ..)) in WASM_APPS.iter().enumerate() {
+        let (t, r) = (Latency::of(&trivial[k]), Latency::of(&read[k]));
+        progress(format!(
+            "{lang}: trivial call via /apps/call/ p50 {:.3} ms, p99 {:.3} ms; read p50 {:.3} ms, p99 {:.3} ms",
+            t.p50, t.p99, r.p50, r.p99
+        ));
+        let mut tf = t.figures(S, &format!("call_{lang}"), None);
+        if *lang == "rust" {
+            tf[0].target = Some(Target::AtMost(0.150));
+        }
+        out.extend(tf.into_iter().take(2));
+        out.extend(
+            r.figures(S, &format!("read_{lang}"), None)
+                .into_iter()
+                .take(2),
+        );
+    }
+
+    // A fresh instance after a trap (the Rust test component: the example apps never trap).
+    let mut fresh = vec![];
+    for i in 0..5 + calls / 4 {
+        let (_, v) = client.app_call("hostile_trap", &json!({}));
+        assert_eq!(v["ok"], false, "hostile_trap: {v}");
+        let (dt, v) = client.app_call("hostile_ok", &json!({}));
+        assert_eq!(v["ok"], true, "hostile_ok: {v}");
+        if i >= 5 {
+            fresh.push(dt);
+        }
+    }
+    let fresh = Latency::of(&fresh);
+    progress(format!(
+        "rust, after a trap (fresh instance): p50 {:.3} ms, p99 {:.3} ms",
+        fresh.p50, fresh.p99
+    ));
+    out.extend(
+        fresh
+            .figures(S, "after_trap_rust", None)
+            .into_iter()
+            .take(2),
+    );
+
+    // Start from the cache: `copies` more apps (copies of the Rust example: their tools collide
+    // and are skipped, but each is an app the server loads, instantiates and lists), then the
+    // time from the server's spawn until every app is reachable. The cost per app is measured
+    // inside the engine (`wasm_in_engine`), where it is not lost in the noise of a restart.
+    let s = b.server();
+    for i in 0..copies {
+        s.call(
+            "apps/create",
+            json!({"name": format!("copy{i:02}"), "write": ["personal.tasks.*"],
+                   "wasm_path": plugins.join("planning.wasm")}),
+        );
+    }
+    let s = b.restart();
+    let t0 = Instant::now();
+    wait_reachable(s, base_apps + copies);
+    let ready = s.started_in + t0.elapsed();
+    std::thread::sleep(Duration::from_millis(200));
+    let idle_rss = rss_mib(s);
+    progress(format!(
+        "restart with {} apps: all reachable after {:.1} ms, server RSS {idle_rss:.1} MiB",
+        base_apps + copies,
+        ready.as_secs_f64() * 1e3,
+    ));
+    out.extend([
+        Figure::new(S, "start_apps", (base_apps + copies) as f64, "apps"),
+        Figure::new(S, "start_ready_ms", ready.as_secs_f64() * 1e3, "ms"),
+        Figure::new(S, "start_rss_mib", idle_rss, "MiB"),
+    ]);
+
+    // Inside the engine: this process opens the database and calls through the aggregator.
+    b.stop();
+    out.extend(wasm_in_engine(&b.dir, calls));
+    let s = b.server();
+    for i in 0..copies {
+        s.call("apps/delete", json!({"name": format!("copy{i:02}")}));
+    }
+    out
+}
+
+/// The WASM calls again, inside the engine: the aggregator's `call` in this process, no HTTP.
+pub(crate) fn wasm_in_engine(dir: &Path, calls: usize) -> Vec<Figure> {
+    use datanotes::apps::{Registry, aggregator::Aggregator, wasm::WasmRuntime};
+    const S: &str = "wasm";
+    let rt = runtime();
+    let engine = datanotes::engine::Engine::open(dir).expect("open the bench database");
+    let registry = Registry::open(&engine.meta_dir).expect("open the apps registry");
+    // The WASM host keeps a handle on the runtime it is made in (engine calls run there).
+    let _in_rt = rt.enter();
+    let wasm = WasmRuntime::new(engine.clone()).expect("wasm runtime");
+    let agg = Aggregator::new(engine.clone(), registry.clone(), wasm);
+    let ctx = || datanotes::ops::Ctx::owner("bench");
+    // On a worker thread of the runtime, as a request handler runs (from `block_on`'s thread,
+    // every call would also pay a wake-up of the worker that runs it).
+    let task = {
+        let (agg, registry) = (agg.clone(), registry.clone());
+        rt.spawn(async move {
+        let mut out = vec![];
+        // Start from the cache: each app's first refresh loads its compiled component, makes an
+        // instance and lists its tools, as the server does for every app when it starts.
+        // The memory an idle app holds (its loaded component and a warm instance) is what this
+        // process's RSS grows by.
+        let mut starts = vec![];
+        for rec in registry.list() {
+            let rss = rss_of("self");
+            let t0 = Instant::now();
+            agg.refresh(&rec.name).await.expect("refresh");
+            starts.push(t0.elapsed());
+            let grew = rss_of("self") - rss;
+            if let Some((lang, ..)) = WASM_APPS.iter().find(|a| a.1 == rec.name) {
+                progress(format!("{lang}: an idle app holds {grew:.1} MiB"));
+                out.push(Figure::new(S, format!("idle_app_{lang}_mib"), grew, "MiB"));
+            }
+        }
+        let st = Latency::of(&starts);
+        progress(format!(
+            "start from the cache, inside the engine, {} apps: p50 {:.2} ms, max {:.2} ms per app",
+            starts.len(),
+            st.p50,
+            st.max
+        ));
+        out.push(Figure::new(S, "start_per_app_p50_ms", st.p50, "ms").target(Target::AtMost(5.0)));
+        out.push(Figure::new(S, "start_per_app_max_ms", st.max, "ms"));
+        let mut trivial = vec![vec![]; WASM_APPS.len()];
+        for i in 0..50 + calls * 4 {
+            for (k, (_, _, _, _, tool, ..)) in WASM_APPS.iter().enumerate() {
+                let t0 = Instant::now();
+                let r = agg.call(tool, json!({}), ctx()).await;
+                let dt = t0.elapsed();
+                assert!(!r.ok && r.served_by != "engine", "{tool}: {}", r.value);
+                if i >= 50 {
+                    trivial[k].push(dt);
+                }
+            }
+        }
+        for (k, (lang, ..)) in WASM_APPS.iter().enumerate() {
+            let t = Latency::of(&trivial[k]);
+            progress(format!(
+                "{lang}: trivial call inside the engine p50 {:.1} µs, p99 {:.1} µs",
+                t.p50 * 1e3,
+                t.p99 * 1e3
+            ));
+            let mut tf = t.figures(S, &format!("engine_call_{lang}"), None);
+            if *lang == "rust" {
+                tf[0].target = Some(Target::AtMost(0.020));
+            }
+            out.extend(tf.into_iter().take(2));
+        }
+        let mut fresh = vec![];
+        for i in 0..5 + calls {
+            let r = agg.call("hostile_trap", json!({}), ctx()).await;
+            assert!(!r.ok, "hostile_trap: {}", r.value);
+            let t0 = Instant::now();
+            let r = agg.call("hostile_ok", json!({}), ctx()).await;
+            let dt = t0.elapsed();
+            assert!(r.ok, "hostile_ok: {}", r.value);
+            if i >= 5 {
+                fresh.push(dt);
+            }
+        }
+        let f = Latency::of(&fresh);
+        progress(format!(
+            "rust, after a trap, inside the engine: p50 {:.1} µs, p99 {:.1} µs",
+            f.p50 * 1e3,
+            f.p99 * 1e3
+        ));
+        out.extend(
+            f.figures(S, "engine_after_trap_rust", None)
+                .into_iter()
+                .take(2),
+        );
+        out
+        })
+    };
+    let out = rt.block_on(task).expect("the in-engine calls");
+    drop(agg);
+    engine.shutdown();
+    out
+}

@@ -1,0 +1,144 @@
+//! The one MCP client of the tests and the bench: rmcp's client over streamable HTTP, made
+//! blocking by [`Agent`] (its own runtime), or on a runtime of the caller ([`connect_on`]).
+
+use super::Server;
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// A runtime for a blocking client: one worker thread.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The transport's settings: the address, a bearer token and an actor header, when given.
+pub fn transport_config(
+    url: &str,
+    token: Option<&str>,
+    actor: Option<&str>,
+) -> StreamableHttpClientTransportConfig {
+    let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(t) = token {
+        cfg = cfg.auth_header(t.to_string());
+    }
+    if let Some(a) = actor {
+        cfg = cfg.custom_headers(HashMap::from([(
+            http::HeaderName::from_static("x-datanotes-actor"),
+            a.parse().unwrap(),
+        )]));
+    }
+    cfg
+}
+
+/// Opens an MCP session (initialize, initialized) on `rt`, which then drives it: the transport
+/// spawns its worker, so it must be made inside the runtime.
+pub fn connect_on(
+    rt: &tokio::runtime::Runtime,
+    url: &str,
+    token: Option<&str>,
+    actor: Option<&str>,
+) -> RunningService<RoleClient, ()> {
+    let cfg = transport_config(url, token, actor);
+    rt.block_on(async { ().serve(StreamableHttpClientTransport::from_config(cfg)).await })
+        .unwrap_or_else(|e| panic!("MCP connect to {url}: {e}"))
+}
+
+/// A blocking MCP client (rmcp) with its own runtime, as an agent would use one; the session is
+/// closed on drop.
+pub struct Agent {
+    rt: tokio::runtime::Runtime,
+    client: Option<RunningService<RoleClient, ()>>,
+}
+
+impl Agent {
+    /// A session on any MCP address (the engine's `/mcp`, a remote app's).
+    pub fn connect(url: &str, token: Option<&str>, actor: Option<&str>) -> Agent {
+        let rt = runtime();
+        let client = connect_on(&rt, url, token, actor);
+        Agent {
+            rt,
+            client: Some(client),
+        }
+    }
+
+    /// A session on the engine's `/mcp` with a token and an optional actor.
+    pub fn engine(s: &Server, token: &str, actor: Option<&str>) -> Agent {
+        Agent::connect(&format!("{}/mcp", s.url), Some(token), actor)
+    }
+
+    /// A session on the engine's `/mcp` with the owner token.
+    pub fn owner(s: &Server) -> Agent {
+        Agent::engine(s, &s.token, None)
+    }
+
+    fn client(&self) -> &RunningService<RoleClient, ()> {
+        self.client.as_ref().unwrap()
+    }
+
+    /// `tools/list`, every page.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.rt
+            .block_on(self.client().list_all_tools())
+            .expect("tools/list")
+    }
+
+    /// The names of the listed tools, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.tools().iter().map(|t| t.name.to_string()).collect()
+    }
+
+    /// The server's `instructions` from its initialize answer (empty if none).
+    pub fn instructions(&self) -> String {
+        self.client()
+            .peer_info()
+            .and_then(|i| i.instructions.clone())
+            .unwrap_or_default()
+    }
+
+    /// `tools/call` with an object of arguments; panics on a protocol error (a tool's error is
+    /// a result: see [`is_error`]).
+    pub fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(a) = args else {
+            panic!("arguments must be an object")
+        };
+        let p = CallToolRequestParams::new(tool.to_string()).with_arguments(a);
+        self.rt
+            .block_on(self.client().call_tool(p))
+            .unwrap_or_else(|e| panic!("tools/call {tool}: {e}"))
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = self.rt.block_on(c.cancel());
+        }
+    }
+}
+
+/// The first text content of a result.
+pub fn text(r: &CallToolResult) -> String {
+    let v = serde_json::to_value(r).unwrap();
+    v["content"][0]["text"].as_str().unwrap_or("").to_string()
+}
+
+/// Whether a result is a tool's error.
+pub fn is_error(r: &CallToolResult) -> bool {
+    r.is_error == Some(true)
+}
+
+/// A result's structured content, else its text parsed as JSON (null if it is not JSON).
+pub fn structured(r: &CallToolResult) -> Value {
+    match &r.structured_content {
+        Some(v) => v.clone(),
+        None => serde_json::from_str(&text(r)).unwrap_or(Value::Null),
+    }
+}

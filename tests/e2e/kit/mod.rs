@@ -1,0 +1,153 @@
+//! The test kit: one harness for every end-to-end test and for the bench
+//! (`examples/bench/`, which includes this folder by path).
+//!
+//! The tests talk to the real `datanotes` binary over 127.0.0.1, like any client would:
+//!
+//! - [`Launch`] is the one way to start `datanotes serve` (binary, folder, arguments,
+//!   environment; it waits for the address the server prints and reads the owner token);
+//!   [`process`] also holds signals (through `libc`), stop and kill, and `/proc` figures.
+//! - [`Server`] is a started server over a temporary folder with blocking HTTP helpers: `ok`,
+//!   `refused`, `call_as`, `sse`, restarts that keep the folder, arguments and environment.
+//! - [`Agent`] is the one MCP client (rmcp, made blocking); [`mcp::connect_on`] opens the same
+//!   session on a runtime of the caller's (the bench's timed calls).
+//! - [`App`] runs the `remote_app` example as a remote MCP app; [`create_app`] makes an app entry.
+//! - Below: [`snapshot`] of the files, [`eventually`], the error shape, the `work.crm.*` tables
+//!   most engine tests use, hand edits.
+//!
+//! A test module starts with `use crate::kit::*;`. Not every item (or re-export) is used by both
+//! the tests and the bench, hence `dead_code` and `unused_imports` are allowed here.
+#![allow(dead_code, unused_imports)]
+
+pub mod mcp;
+pub mod process;
+mod server;
+mod sse;
+
+pub use mcp::{Agent, is_error, runtime, structured, text, transport_config};
+pub use process::{App, Launch, bin, example, signal};
+pub use server::{Server, create_app};
+pub use sse::{SseEvent, SseStream};
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Every file of the database except the engine's own `.datanotes/`, with its bytes.
+pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    fn walk(root: &Path, d: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.file_name().is_some_and(|n| n == ".datanotes") {
+                continue;
+            }
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(
+                    p.strip_prefix(root).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Waits until `f` holds (for things the server does in the background, like the file watcher).
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// An error object has a code, a message and, when present, string table/column/rule/hint.
+pub fn assert_error_shape(e: &Value) {
+    assert!(e["code"].is_string(), "error without code: {e}");
+    assert!(e["message"].is_string(), "error without message: {e}");
+    for k in ["table", "column", "rule", "hint"] {
+        assert!(
+            e.get(k).is_none_or(Value::is_string),
+            "error field {k} is not a string: {e}"
+        );
+    }
+    let allowed = ["code", "message", "table", "column", "rule", "hint"];
+    for k in e.as_object().expect("error object").keys() {
+        assert!(
+            allowed.contains(&k.as_str()),
+            "unexpected error field {k}: {e}"
+        );
+    }
+}
+
+/// The table most tests use, with one column of every type.
+pub const TASKS: &str = "work.crm.tasks";
+/// The table `TASKS` links to (`owner`).
+pub const PEOPLE: &str = "work.crm.people";
+
+/// Creates `PEOPLE` (with the rows `ada` and `alan`) and `TASKS`.
+pub fn create_tasks(s: &Server) {
+    s.ok(
+        "create_table",
+        serde_json::json!({
+            "table": PEOPLE,
+            "description": "People",
+            "columns": {
+                "name": {"type": "text", "required": true},
+                "email": {"type": "text", "unique": true, "pattern": "^[^@ ]+@[^@ ]+$"}
+            }
+        }),
+    );
+    s.ok(
+        "create_table",
+        serde_json::json!({
+            "table": TASKS,
+            "description": "Things to do",
+            "columns": {
+                "title": {"type": "text", "required": true, "max": 80},
+                "status": {"type": "enum", "values": ["todo", "doing", "done"], "default": "todo"},
+                "estimate": {"type": "integer", "min": 0, "max": 100},
+                "score": {"type": "number", "min": -1.5, "max": 99.5},
+                "done": {"type": "boolean"},
+                "due": {"type": "date", "min": "2000-01-01", "max": "2099-12-31"},
+                "at": {"type": "datetime"},
+                "tags": {"type": "list", "max": 3, "pattern": "^[a-z]+$"},
+                "owner": {"type": "link", "table": PEOPLE},
+                "code": {"type": "text", "unique": true, "pattern": "^[A-Z]{2}-[0-9]+$"}
+            }
+        }),
+    );
+    for (id, name) in [("ada", "Ada Lovelace"), ("alan", "Alan Turing")] {
+        s.ok(
+            "insert_row",
+            serde_json::json!({"table": PEOPLE, "id": id, "values": {"name": name}}),
+        );
+    }
+}
+
+/// Writes a file the way a person would (not atomically, no fsync).
+pub fn write_by_hand(path: &Path, text: &str) {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Deletes the index files (`.datanotes/index.db*`) of a stopped server's folder; answers how many.
+pub fn remove_index(dir: &Path) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir.join(".datanotes")).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("index.db") {
+            std::fs::remove_file(e.path()).unwrap();
+            n += 1;
+        }
+    }
+    n
+}

@@ -1,0 +1,28 @@
+//! The end-to-end tests: one binary (it links the engine, wasmtime and cranelift once), one
+//! module per area, one harness ([`kit`]). Every test starts the real `datanotes` binary on
+//! 127.0.0.1 over a temporary folder and talks to it like a client.
+//!
+//! ```sh
+//! cargo test --test e2e                 # every area
+//! cargo test --test e2e mcp::           # one area (a module below)
+//! cargo test --test e2e feed::sse_      # the tests of an area whose names start so
+//! ```
+//!
+//! The crash matrix reads two variables, as before: `DATANOTES_CRASH_LONG=1` runs its long
+//! profile (more rows, more kills per operation), `DATANOTES_CRASH_CASE=TEXT` only the cases whose
+//! name holds `TEXT` (`DATANOTES_CRASH_LONG=1 cargo test --test e2e crash::`).
+
+mod kit;
+
+mod apps_scopes;
+mod connections;
+mod crash;
+mod engine_files;
+mod engine_history;
+mod engine_ops;
+mod engine_validation;
+mod feed;
+mod mcp;
+mod smoke;
+mod wasm;
+mod watch_scope;
