@@ -1095,7 +1095,12 @@ fn the_stdio_door_lists_and_calls_tools() {
             .unwrap();
         assert!(status.success(), "{status}");
     });
-    let ev = changes(&s, since, Some(&["tool_call"]));
+    // Tool-call events are committed with the writer's next batch, after the answer.
+    let mut ev = vec![];
+    eventually("both tool_call events", || {
+        ev = changes(&s, since, Some(&["tool_call"]));
+        ev.len() >= 2
+    });
     let tools: Vec<&str> = ev
         .iter()
         .map(|e| e["call"]["tool"].as_str().unwrap())
