@@ -10,7 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
+/// The owner token's prefix.
 pub const OWNER_PREFIX: &str = "dn_owner_";
+/// An app token's prefix.
 pub const APP_PREFIX: &str = "dn_app_";
 
 /// A new token of the given kind.
@@ -19,6 +21,7 @@ pub fn new_token(prefix: &str) -> String {
     format!("{prefix}{}", hex::encode(bytes))
 }
 
+/// A token's SHA-256, hex: what the server keeps instead of the token.
 pub fn token_hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
@@ -35,16 +38,22 @@ pub fn matches(token: &str, hash_hex: &str) -> bool {
 /// The rights of an app token.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AppScope {
+    /// The app's name (its tools are prefixed with it).
     pub name: String,
+    /// The tables it may write: full names or patterns (`catalog.schema.*`, `catalog.*`, `*`).
     pub write: Vec<String>,
+    /// Whether it may create, alter and drop tables.
     pub ddl: bool,
+    /// Whether it may run maintenance (vacuum, rebuild_index, settings).
     pub maintain: bool,
 }
 
 /// Who is calling.
 #[derive(Debug, Clone)]
 pub enum Caller {
+    /// The owner: every right.
     Owner,
+    /// An app, with its token's rights.
     App(Arc<AppScope>),
 }
 
@@ -56,6 +65,7 @@ impl Caller {
             Caller::App(a) => format!("app:{}", a.name),
         }
     }
+    /// The app's name, or `None` for the owner.
     pub fn app(&self) -> Option<&str> {
         match self {
             Caller::Owner => None,
@@ -93,7 +103,9 @@ pub fn valid_pattern(p: &str) -> bool {
 /// What an operation acts on, for the permission check.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
+    /// Nothing in particular (reads of the whole database, owner routes).
     None,
+    /// One table, by full name.
     Table(&'a str),
     /// An app's registry entry (self-service routes).
     App(&'a str),

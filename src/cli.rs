@@ -46,8 +46,10 @@ pub struct AppArgs {
     #[arg(long)]
     pub mcp_token: Option<String>,
     #[arg(long)]
+    /// What the app does, for agents.
     pub description: Option<String>,
     #[arg(long)]
+    /// Instructions for agents using the app's tools.
     pub instructions: Option<String>,
 }
 
@@ -77,6 +79,7 @@ impl AppArgs {
 }
 
 #[derive(Subcommand)]
+/// `datanotes apps ...`: the owner's commands on the apps of a running server.
 pub enum AppsCmd {
     /// Register an app; prints its token once.
     Create(AppArgs),
@@ -87,11 +90,13 @@ pub enum AppsCmd {
     /// Give an app a new token (the old one stops working at once); prints it once.
     RotateToken {
         #[arg(long)]
+        /// The app's name.
         name: String,
     },
     /// Delete an app (its token stops working at once).
     Delete {
         #[arg(long)]
+        /// The app's name.
         name: String,
     },
     /// Install a WASM component as an app, or replace an app's component; prints a new app's token once.
@@ -99,6 +104,7 @@ pub enum AppsCmd {
         /// The component (.wasm) built for the world in wit/datanotes-app.wit.
         file: PathBuf,
         #[command(flatten)]
+        /// The app's name and rights.
         app: AppArgs,
         /// Linear memory limit, MiB.
         #[arg(long)]
@@ -165,6 +171,7 @@ fn print(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
+/// Runs an `apps` command against the server at `conn`, printing its answer as JSON.
 pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
     match cmd {
         AppsCmd::Create(a) => {

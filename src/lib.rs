@@ -2,17 +2,19 @@
 //!
 //! See ARCHITECTURE.md for the map.
 
+#![warn(missing_docs)]
+
 pub mod apps;
 pub mod auth;
 pub mod cli;
 pub mod demo;
 pub mod engine;
-pub mod error;
-pub mod feed;
-pub mod http;
+pub(crate) mod error;
+pub(crate) mod feed;
+pub(crate) mod http;
 pub mod listen;
 pub mod mcp;
-pub mod names;
+pub(crate) mod names;
 pub mod ops;
 pub mod server;
 pub mod start;

@@ -42,6 +42,7 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The limits from the environment (`DATANOTES_HEADER_TIMEOUT_MS`, `DATANOTES_IDLE_TIMEOUT_MS`, `DATANOTES_MAX_CONNECTIONS`), or their defaults.
     pub fn from_env() -> Limits {
         let env = |name: &str, default: u64| {
             std::env::var(name)

@@ -44,9 +44,7 @@ impl TableName {
             full: s.to_string(),
         })
     }
-    pub fn parts(&self) -> impl Iterator<Item = &str> {
-        self.full.split('.')
-    }
+    /// The full name, `catalog.schema.table`.
     pub fn as_str(&self) -> &str {
         &self.full
     }

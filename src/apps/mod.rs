@@ -5,8 +5,8 @@
 //! only; `mcp_token` is kept because the engine must send it to the app, and is never returned.
 
 pub mod aggregator;
-pub mod backend;
-pub mod plain;
+pub(crate) mod backend;
+pub(crate) mod plain;
 pub mod wasm;
 
 use crate::auth::{self, AppScope, Caller};

@@ -9,6 +9,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The file holding a table's definition, in the table's folder.
 pub const TABLE_FILE: &str = "_table.yaml";
 
 /// Why a file is not read, or not a valid row or table definition: a plain sentence, which
@@ -50,10 +51,13 @@ impl From<FileProblem> for String {
 /// A row as it lives in a file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowFile {
+    /// The front matter: one value per column.
     pub values: Map<String, Value>,
+    /// The Markdown after the front matter (the `body` column).
     pub body: String,
 }
 
+/// The folder of table `a.b.c`: `root/a/b/c` (the name must have been checked).
 pub fn table_dir(root: &Path, table: &str) -> PathBuf {
     let mut p = root.to_path_buf();
     for part in table.split('.') {
@@ -62,10 +66,12 @@ pub fn table_dir(root: &Path, table: &str) -> PathBuf {
     p
 }
 
+/// The file of row `id` in `table`: `<table folder>/<id>.md`.
 pub fn row_path(root: &Path, table: &str, id: &str) -> PathBuf {
     table_dir(root, table).join(format!("{id}.md"))
 }
 
+/// The SHA-256 of a file's bytes, hex (how the index tells a hand edit).
 pub fn hash(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..16])
 }
@@ -156,6 +162,7 @@ pub fn render_table_def(def: &TableDef) -> Result<Vec<u8>> {
     Ok(s.into_bytes())
 }
 
+/// Parses a `_table.yaml`; a problem says which line and why.
 pub fn parse_table_def(text: &str) -> std::result::Result<TableDef, FileProblem> {
     serde_norway::from_str(text).map_err(|e| e.to_string().into())
 }
@@ -191,11 +198,13 @@ pub fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     Ok(tmp)
 }
 
+/// fsyncs a folder, so that the renames in it are durable.
 pub fn fsync_dir(dir: &Path) -> Result<()> {
     fs::File::open(dir)?.sync_all()?;
     Ok(())
 }
 
+/// Removes a file; one already gone is not an error.
 pub fn remove_file(path: &Path) -> Result<()> {
     match fs::remove_file(path) {
         Ok(()) => Ok(()),
@@ -357,8 +366,11 @@ fn warn_once(path: &Path, msg: &str) {
 
 /// A row file seen on disk.
 pub struct SeenFile {
+    /// The row id (the file name without `.md`).
     pub id: String,
+    /// Its modification time, ns since the epoch.
     pub mtime_ns: i64,
+    /// Its size, bytes.
     pub size: i64,
 }
 
@@ -412,6 +424,7 @@ pub fn list_rows(dir: &Path) -> Vec<SeenFile> {
     out
 }
 
+/// A file's modification time, ns since the epoch (0 if the system has none).
 pub fn mtime_ns(meta: &fs::Metadata) -> i64 {
     meta.modified()
         .ok()
@@ -435,7 +448,9 @@ pub const TABLE_FILE_CAP: u64 = 1 << 20;
 /// A file as the bounded reader saw it: its stat facts, and its bytes or why it was not read.
 #[derive(Debug)]
 pub struct Read {
+    /// Its modification time, ns since the epoch.
     pub mtime_ns: i64,
+    /// Its size, bytes.
     pub size: i64,
     /// The content, or why the file is not read (a plain sentence for `describe_table`).
     pub bytes: std::result::Result<Vec<u8>, FileProblem>,

@@ -12,14 +12,19 @@ use std::path::Path;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Actor {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The program the agent or person works through (e.g. `claude-code`).
     pub harness: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The model behind an agent, if it says.
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The app whose tool made the change.
     pub app: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The MCP session, if any.
     pub session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The token's name (`owner`, `app:<name>`), never the token.
     pub token: Option<String>,
     /// `harness / model via app`, for people reading the log.
     #[serde(default)]
@@ -253,15 +258,24 @@ impl From<RowState> for Value {
 /// for a settings migration; null where there is nothing.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Migration {
+    /// Its place in the journal: only grows, across restarts and vacuum.
     pub seq: i64,
+    /// When it was committed (RFC 3339, UTC).
     pub ts: String,
+    /// What kind of change it is.
     pub op: Op,
+    /// The table it changed, if any.
     pub table: Option<String>,
+    /// The row it changed, if any.
     pub row: Option<String>,
+    /// The state before (see above).
     pub before: Value,
+    /// The state after (see above).
     pub after: Value,
+    /// Who made it.
     pub actor: Actor,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A tool call's report, for `tool_call` events.
     pub call: Option<Value>,
 }
 

@@ -12,15 +12,15 @@
 //! redone (idempotently), rows newer than the index's checkpoint are re-indexed, and any other
 //! difference between files and index is a hand edit.
 
-pub mod args;
-pub mod changes;
+pub(crate) mod args;
+pub(crate) mod changes;
 pub mod files;
-pub mod index;
-pub mod journal;
-pub mod lock;
+pub(crate) mod index;
+pub(crate) mod journal;
+pub(crate) mod lock;
 mod recovery;
 pub mod schema;
-pub mod settings;
+pub(crate) mod settings;
 mod watch;
 mod writer;
 
@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 pub use writer::Cmd;
 
+/// The served tables by full name.
 pub type Tables = BTreeMap<String, Arc<Table>>;
 
 /// A small pool of read connections.
@@ -68,8 +69,11 @@ impl Pool {
     }
 }
 
+/// The engine: a folder of Markdown notes served as tables, with its journal, index and writer.
 pub struct Engine {
+    /// The database folder.
     pub root: PathBuf,
+    /// `.datanotes/` in it: journal, index, tokens, apps, lock.
     pub meta_dir: PathBuf,
     tables: RwLock<Tables>,
     settings: RwLock<Settings>,
@@ -195,10 +199,12 @@ impl Engine {
         *self.table_tools.write().unwrap() = m;
     }
 
+    /// The engine settings in force.
     pub fn settings(&self) -> Settings {
         self.settings.read().unwrap().clone()
     }
 
+    /// A served table by full name, or the error naming the tables there are.
     pub fn table(&self, name: &str) -> Result<Arc<Table>> {
         TableName::parse(name)?;
         self.tables
@@ -209,10 +215,12 @@ impl Engine {
             .ok_or_else(|| no_table(name))
     }
 
+    /// The full names of the served tables, sorted.
     pub fn table_names(&self) -> Vec<String> {
         self.tables.read().unwrap().keys().cloned().collect()
     }
 
+    /// The seq of the last committed migration.
     pub fn last_seq(&self) -> i64 {
         *self.seq.borrow()
     }
@@ -220,12 +228,14 @@ impl Engine {
     pub(crate) fn with_index<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.index.with(f)
     }
+    /// Runs `f` on the journal's connection (a reader's; writes go through the writer).
     pub fn with_journal<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.journal.with(f)
     }
 
     // ---- read operations ----
 
+    /// Operation `list_tables`.
     pub fn list_tables(&self) -> Result<Value> {
         let tables: Vec<Arc<Table>> = self.tables.read().unwrap().values().cloned().collect();
         self.with_index(|c| {
@@ -237,6 +247,7 @@ impl Engine {
         })
     }
 
+    /// Operation `describe_table`.
     pub fn describe_table(&self, a: args::TableArg) -> Result<Value> {
         let t = self.table(&a.table)?;
         self.with_index(|c| {
@@ -255,6 +266,7 @@ impl Engine {
         })
     }
 
+    /// Operation `get_row`.
     pub fn get_row(&self, a: args::RowRef) -> Result<Value> {
         let t = self.table(&a.table)?;
         names::check_row_id(&a.table, &a.id)?;
@@ -264,6 +276,7 @@ impl Engine {
         Ok(json!({"id": row.id, "version": row.version, "values": row.values, "body": row.body}))
     }
 
+    /// Operation `select_rows`.
     pub fn select_rows(&self, a: args::SelectRows) -> Result<Value> {
         let t = self.table(&a.table)?;
         let s = self.settings();
@@ -377,6 +390,7 @@ impl Engine {
         Ok(json!({"rows": rows, "total": total}))
     }
 
+    /// Operation `search_notes`.
     pub fn search_notes(&self, a: args::SearchNotes) -> Result<Value> {
         let tables = a.tables.unwrap_or_default();
         for t in &tables {
@@ -391,6 +405,7 @@ impl Engine {
         Ok(json!({ "hits": hits }))
     }
 
+    /// Operation `list_migrations`.
     pub fn list_migrations(&self, a: args::ListMigrations) -> Result<Value> {
         let max = self.settings().max_limit;
         let f = journal::Filter {
@@ -407,6 +422,7 @@ impl Engine {
         Ok(json!({ "migrations": ms }))
     }
 
+    /// Operation `get_engine_settings`.
     pub fn get_engine_settings(&self) -> Result<Value> {
         Ok(json!({ "settings": self.settings() }))
     }
@@ -445,12 +461,14 @@ impl Engine {
     }
 }
 
+/// The 404 for a table that is not there.
 pub fn no_table(name: &str) -> Error {
     Error::not_found(format!("no table {name}"))
         .table(name)
         .hint("list_tables shows the tables; create_table makes a new one")
 }
 
+/// The 404 for a row that is not there.
 pub fn no_row(table: &str, id: &str) -> Error {
     Error::not_found(format!("no row {id} in {table}"))
         .table(table)

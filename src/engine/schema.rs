@@ -9,19 +9,30 @@ use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+/// A column's type, as written in `_table.yaml`.
 pub enum ColumnType {
+    /// A string.
     Text,
+    /// A whole number.
     Integer,
+    /// A number.
     Number,
+    /// true or false.
     Boolean,
+    /// A date, `YYYY-MM-DD`.
     Date,
+    /// A date and time, RFC 3339.
     Datetime,
+    /// One of the column's `values`.
     Enum,
+    /// A list of strings.
     List,
+    /// A row id of the table named by the column's `table`.
     Link,
 }
 
 impl ColumnType {
+    /// Its name in `_table.yaml`.
     pub fn as_str(self) -> &'static str {
         match self {
             ColumnType::Text => "text",
@@ -42,14 +53,19 @@ impl ColumnType {
 #[serde(deny_unknown_fields)]
 pub struct ColumnDef {
     #[serde(rename = "type")]
+    /// The type.
     pub ty: ColumnType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the column holds, for people and agents.
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// A row must have a value.
     pub required: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// No two rows may have the same value.
     pub unique: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The value of a row written without one.
     pub default: Option<Value>,
     /// Lower bound: the value (integer, number), the length (text), the item count (list), or the earliest date/datetime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,14 +89,18 @@ pub struct ColumnDef {
 #[serde(deny_unknown_fields)]
 pub struct TableDef {
     #[serde(default)]
+    /// What the table holds, for people and agents.
     pub description: String,
+    /// The columns, in order.
     pub columns: IndexMap<String, ColumnDef>,
 }
 
 /// A compiled definition: the def plus its checked regexes.
 #[derive(Debug, Clone)]
 pub struct Table {
+    /// The table's full name.
     pub name: String,
+    /// Its definition.
     pub def: TableDef,
     patterns: IndexMap<String, regex::Regex>,
 }
@@ -229,6 +249,7 @@ impl Table {
         Ok(table)
     }
 
+    /// A column's definition by name.
     pub fn column(&self, name: &str) -> Option<&ColumnDef> {
         self.def.columns.get(name)
     }
@@ -449,12 +470,14 @@ impl Table {
     }
 }
 
+/// Parses a `date` value (`YYYY-MM-DD`).
 pub fn parse_date(s: &str) -> Option<chrono::NaiveDate> {
     chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
         .ok()
         .filter(|_| s.len() == 10)
 }
 
+/// Parses a `datetime` value (RFC 3339), in UTC.
 pub fn parse_datetime(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     chrono::DateTime::parse_from_rfc3339(s)
         .ok()

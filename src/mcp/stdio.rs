@@ -35,6 +35,7 @@ impl ClientHandler for Forward {
 
 type Upstream = Arc<RunningService<RoleClient, Forward>>;
 
+/// The stdio server: forwards each request to the running server's `/mcp`.
 pub struct Proxy {
     url: String,
     token: String,

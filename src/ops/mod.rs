@@ -12,11 +12,14 @@ use std::sync::OnceLock;
 /// The caller of an operation and the actor its writes are recorded under.
 #[derive(Debug, Clone)]
 pub struct Ctx {
+    /// Who is calling, with which rights.
     pub caller: Caller,
+    /// Who the writes are recorded under.
     pub actor: Actor,
 }
 
 impl Ctx {
+    /// The owner, working through `harness` (the CLI, the bench).
     pub fn owner(harness: &str) -> Ctx {
         Ctx {
             caller: Caller::Owner,
@@ -25,15 +28,19 @@ impl Ctx {
     }
 }
 
-pub struct Op {
+/// One engine operation, declared once for every door.
+pub struct Operation {
+    /// Its name (the HTTP path, the MCP tool's name).
     pub name: &'static str,
+    /// What it does, for agents.
     pub description: &'static str,
+    /// The access class `auth::authorize` checks.
     pub access: Access,
     schema: fn() -> schemars::Schema,
     run: fn(&Engine, &Ctx, Value) -> Result<Value>,
 }
 
-impl Op {
+impl Operation {
     /// The JSON Schema of the operation's arguments.
     pub fn input_schema(&self) -> Value {
         let mut v = serde_json::to_value((self.schema)()).unwrap_or_default();
@@ -54,8 +61,8 @@ fn write(e: &Engine, c: &Ctx, cmd: Cmd) -> Result<Value> {
 }
 
 /// The catalog, in the order agents see it.
-pub static CATALOG: &[Op] = &[
-    Op {
+pub static CATALOG: &[Operation] = &[
+    Operation {
         name: "list_tables",
         description: "List every table (catalog.schema.table) with its description and row count.",
         access: Access::Read,
@@ -65,42 +72,42 @@ pub static CATALOG: &[Op] = &[
             e.list_tables()
         },
     },
-    Op {
+    Operation {
         name: "describe_table",
         description: "Describe a table: its columns with types and constraints, row count, rows that fail validation (edited by hand), and the app tools that work on it.",
         access: Access::Read,
         schema: schema::<args::TableArg>,
         run: |e, _, a| e.describe_table(parse("describe_table", a)?),
     },
-    Op {
+    Operation {
         name: "get_row",
         description: "Read one row by id: its version, column values and Markdown body.",
         access: Access::Read,
         schema: schema::<args::RowRef>,
         run: |e, _, a| e.get_row(parse("get_row", a)?),
     },
-    Op {
+    Operation {
         name: "select_rows",
         description: "Select rows of a table. where: [{column, op (= != < <= > >= in contains), value}], all must hold; order_by: [{column, dir}]; limit/offset to page; columns to project. Answers {rows: [{id, version, values}], total}.",
         access: Access::Read,
         schema: schema::<args::SelectRows>,
         run: |e, _, a| e.select_rows(parse("select_rows", a)?),
     },
-    Op {
+    Operation {
         name: "search_notes",
         description: "Ranked full-text search over text columns and bodies, optionally within some tables. Answers {hits: [{table, id, score, snippet}]}.",
         access: Access::Read,
         schema: schema::<args::SearchNotes>,
         run: |e, _, a| e.search_notes(parse("search_notes", a)?),
     },
-    Op {
+    Operation {
         name: "list_migrations",
         description: "The journal, newest first: every write with its seq, op, table, row, before and after states, and actor. Filter by table, actor, app, session, before (a seq).",
         access: Access::Read,
         schema: schema::<args::ListMigrations>,
         run: |e, _, a| e.list_migrations(parse("list_migrations", a)?),
     },
-    Op {
+    Operation {
         name: "get_engine_settings",
         description: "Read the engine settings.",
         access: Access::Read,
@@ -110,77 +117,77 @@ pub static CATALOG: &[Op] = &[
             e.get_engine_settings()
         },
     },
-    Op {
+    Operation {
         name: "insert_row",
         description: "Insert a row: {table, id?, values, body?}. The id is generated from the first text value when absent. Answers {id, version, seq}.",
         access: Access::RowWrite,
         schema: schema::<args::InsertRow>,
         run: |e, c, a| write(e, c, Cmd::Insert(parse("insert_row", a)?)),
     },
-    Op {
+    Operation {
         name: "update_row",
         description: "Change some columns (null clears one) and/or the body of a row. With expect_version, refused if the row changed since you read it. Answers {id, version, seq}.",
         access: Access::RowWrite,
         schema: schema::<args::UpdateRow>,
         run: |e, c, a| write(e, c, Cmd::Update(parse("update_row", a)?)),
     },
-    Op {
+    Operation {
         name: "delete_row",
         description: "Delete a row (its file). Refused while another row links to it. Undo brings it back.",
         access: Access::RowWrite,
         schema: schema::<args::RowRef>,
         run: |e, c, a| write(e, c, Cmd::Delete(parse("delete_row", a)?)),
     },
-    Op {
+    Operation {
         name: "create_table",
         description: "Create a table catalog.schema.table with typed columns: text, integer, number, boolean, date, datetime, enum (values), list (of text), link (table); constraints required, unique, default, min, max, pattern.",
         access: Access::SchemaChange,
         schema: schema::<args::CreateTable>,
         run: |e, c, a| write(e, c, Cmd::CreateTable(parse("create_table", a)?)),
     },
-    Op {
+    Operation {
         name: "alter_table",
         description: "Change a table: add, drop or rename columns, change a column's type or constraints, or its description. Refused, with the offending row named, when an existing row would break.",
         access: Access::SchemaChange,
         schema: schema::<args::AlterTable>,
         run: |e, c, a| write(e, c, Cmd::AlterTable(parse("alter_table", a)?)),
     },
-    Op {
+    Operation {
         name: "drop_table",
         description: "Drop a table and its rows (undo_migration brings them back).",
         access: Access::SchemaChange,
         schema: schema::<args::TableArg>,
         run: |e, c, a| write(e, c, Cmd::DropTable(parse("drop_table", a)?)),
     },
-    Op {
+    Operation {
         name: "set_engine_settings",
         description: "Change engine settings: {settings: {name: value}}; get_engine_settings lists them.",
         access: Access::Maintain,
         schema: schema::<args::SetSettings>,
         run: |e, c, a| write(e, c, Cmd::SetSettings(parse("set_engine_settings", a)?)),
     },
-    Op {
+    Operation {
         name: "undo_migration",
         description: "Undo one migration (by seq), as a new migration. Refused if what it changed has changed again since.",
         access: Access::Maintain,
         schema: schema::<args::SeqArg>,
         run: |e, c, a| write(e, c, Cmd::Undo(parse("undo_migration", a)?)),
     },
-    Op {
+    Operation {
         name: "restore",
         description: "Bring a row, or every row of a table, back to its state just after migration seq.",
         access: Access::Maintain,
         schema: schema::<args::Restore>,
         run: |e, c, a| write(e, c, Cmd::Restore(parse("restore", a)?)),
     },
-    Op {
+    Operation {
         name: "vacuum",
         description: "Drop the journal's history before a seq and reclaim its space. Undo, restore and the change feed then start there.",
         access: Access::Maintain,
         schema: schema::<args::Vacuum>,
         run: |e, c, a| write(e, c, Cmd::Vacuum(parse("vacuum", a)?)),
     },
-    Op {
+    Operation {
         name: "rebuild_index",
         description: "Rebuild the index from the files (the files are the source of truth), then journal any hand edit found.",
         access: Access::Maintain,
@@ -192,7 +199,8 @@ pub static CATALOG: &[Op] = &[
     },
 ];
 
-pub fn find(name: &str) -> Option<&'static Op> {
+/// An operation of the catalog by name.
+pub fn find(name: &str) -> Option<&'static Operation> {
     CATALOG.iter().find(|o| o.name == name)
 }
 
@@ -209,6 +217,7 @@ pub fn describe_all() -> &'static Vec<Value> {
     })
 }
 
+/// The 404 for an operation that is not in the catalog, listing those that are.
 pub fn unknown_op(name: &str) -> Error {
     let names: Vec<&str> = CATALOG.iter().map(|o| o.name).collect();
     Error::new(404, "unknown_operation", format!("no operation {name:?}"))

@@ -37,25 +37,40 @@ use std::time::{Duration, Instant};
 /// A write the engine can be asked to do.
 #[derive(Debug)]
 pub enum Cmd {
+    /// Operation `insert_row`.
     Insert(args::InsertRow),
+    /// Operation `update_row`.
     Update(args::UpdateRow),
+    /// Operation `delete_row`.
     Delete(args::RowRef),
+    /// Operation `create_table`.
     CreateTable(args::CreateTable),
+    /// Operation `alter_table`.
     AlterTable(args::AlterTable),
+    /// Operation `drop_table`.
     DropTable(args::TableArg),
+    /// Operation `set_engine_settings`.
     SetSettings(args::SetSettings),
+    /// Operation `undo`.
     Undo(args::SeqArg),
+    /// Operation `restore`.
     Restore(args::Restore),
+    /// Operation `vacuum`.
     Vacuum(args::Vacuum),
+    /// Operation `rebuild_index`.
     RebuildIndex,
     /// Compare files with the index and journal any hand edit (all tables, one table, one row).
     Scan {
+        /// One table, or every table.
         table: Option<String>,
+        /// One row of that table, or every row.
         id: Option<String>,
     },
     /// Append a non-row event (e.g. a tool call) to the journal.
     Event {
+        /// The event's kind.
         op: Op,
+        /// Its report.
         call: Value,
     },
 }
