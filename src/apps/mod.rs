@@ -6,6 +6,7 @@
 
 pub mod aggregator;
 pub mod backend;
+pub mod limits;
 pub mod net;
 pub mod plain;
 pub mod wasm;
