@@ -4,8 +4,8 @@
 
 use super::limits::ListingCaps;
 use super::plain::{self, Peer};
-use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use http::HeaderName;
 use rmcp::model::{

@@ -21,6 +21,8 @@ pub(crate) struct SessionCaps {
 }
 
 impl SessionCaps {
+    /// The defaults, overridden by `DATANOTES_MCP_SESSIONS`, `DATANOTES_MCP_SESSIONS_PER_TOKEN`
+    /// and `DATANOTES_MCP_SESSION_IDLE_MS`.
     pub(crate) fn from_env() -> SessionCaps {
         let n = |k: &str, d: u64| {
             std::env::var(k)
@@ -59,6 +61,7 @@ pub(crate) enum Seen {
 }
 
 impl Ledger {
+    /// No session open yet.
     pub(crate) fn new(caps: SessionCaps) -> Ledger {
         Ledger {
             caps,
