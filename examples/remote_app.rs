@@ -22,6 +22,13 @@
 //! Test knobs: `--json` answers `application/json` (stateless) instead of SSE;
 //! `--slow-open-ms`, `--slow-list-ms`, `--slow-call-ms` delay `initialize`, `tools/list` and
 //! `tools/call`; `--mcp-token` is required as the bearer of every MCP request.
+//!
+//! Hostile knobs (for the engine's caps): `--endless-listing` serves `tools/list` as an endless
+//! `nextCursor` chain of `--page-tools` tools a page; `--huge-listing N` adds N tools to one page;
+//! `--pad-bytes` pads those tools' descriptions; `--big-description BYTES` and `--big-schema BYTES`
+//! add a tool with a description or an input schema that big; `--instructions-bytes` pads the
+//! instructions; `--fail-list` refuses every `tools/list`. The unlisted tool
+//! `datanotes_test_stats` answers how many `initialize` and `tools/list` requests were served.
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -90,6 +97,30 @@ struct Args {
     /// Delay `tools/call` by this much.
     #[arg(long, default_value_t = 0)]
     slow_call_ms: u64,
+    /// Serve `tools/list` as an endless `nextCursor` chain.
+    #[arg(long)]
+    endless_listing: bool,
+    /// Tools per page of the endless listing.
+    #[arg(long, default_value_t = 100)]
+    page_tools: usize,
+    /// Add this many trivial tools to the listing's one page.
+    #[arg(long, default_value_t = 0)]
+    huge_listing: usize,
+    /// Pad the descriptions of the endless and huge listings' tools to this many bytes.
+    #[arg(long, default_value_t = 0)]
+    pad_bytes: usize,
+    /// Add a tool `<prefix>_big_description` whose description is this many bytes.
+    #[arg(long, default_value_t = 0)]
+    big_description: usize,
+    /// Add a tool `<prefix>_big_schema` whose input schema is about this many bytes.
+    #[arg(long, default_value_t = 0)]
+    big_schema: usize,
+    /// Pad the instructions to this many bytes.
+    #[arg(long, default_value_t = 0)]
+    instructions_bytes: usize,
+    /// Refuse every `tools/list` with an error.
+    #[arg(long)]
+    fail_list: bool,
 }
 
 /// What every session shares.
@@ -101,6 +132,9 @@ struct Shared {
     cursor: AtomicI64,
     last_ops: Mutex<Vec<String>>,
     feed_error: Mutex<Option<String>>,
+    /// `initialize` and `tools/list` requests served.
+    initializes: AtomicU64,
+    lists: AtomicU64,
 }
 
 impl Shared {
@@ -349,22 +383,42 @@ impl App {
             }
         }
         for t in &a.tools {
-            let schema = json!({"type": "object", "properties": {}});
+            router.add_route(ToolRoute::new_dyn(trivial(t, &a.name, 0), extra_tool));
+        }
+        if a.big_description > 0 {
+            let mut t = trivial(&format!("{prefix}_big_description"), &a.name, 0);
+            t.description = Some("d".repeat(a.big_description).into());
+            router.add_route(ToolRoute::new_dyn(t, extra_tool));
+        }
+        if a.big_schema > 0 {
+            let schema = json!({"type": "object", "properties": {
+                "x": {"type": "string", "description": "s".repeat(a.big_schema)}
+            }});
             let Value::Object(schema) = schema else {
                 unreachable!()
             };
-            let attr = Tool::new(
-                t.clone(),
-                format!("A trivial tool of app {}.", a.name),
-                Arc::new(schema),
-            );
-            router.add_route(ToolRoute::new_dyn(attr, extra_tool));
+            let mut t = trivial(&format!("{prefix}_big_schema"), &a.name, 0);
+            t.input_schema = Arc::new(schema);
+            router.add_route(ToolRoute::new_dyn(t, extra_tool));
         }
         App {
             s,
             router: Arc::new(router),
         }
     }
+}
+
+/// A trivial tool's description: its description padded to `pad` bytes.
+fn trivial(name: &str, app: &str, pad: usize) -> Tool {
+    let schema = json!({"type": "object", "properties": {}});
+    let Value::Object(schema) = schema else {
+        unreachable!()
+    };
+    let mut d = format!("A trivial tool of app {app}.");
+    if d.len() < pad {
+        d.push_str(&" ".repeat(pad - d.len()));
+    }
+    Tool::new(name.to_string(), d, Arc::new(schema))
 }
 
 async fn pause(ms: u64) {
@@ -380,10 +434,17 @@ impl ServerHandler for App {
                 self.s.args.name.clone(),
                 env!("CARGO_PKG_VERSION"),
             ))
-            .with_instructions(format!(
-                "App {}: plan tasks in {TABLE} with its add, list and complete tools.",
-                self.s.args.name
-            ))
+            .with_instructions({
+                let mut i = format!(
+                    "App {}: plan tasks in {TABLE} with its add, list and complete tools.",
+                    self.s.args.name
+                );
+                let want = self.s.args.instructions_bytes;
+                if i.len() < want {
+                    i.push_str(&"i".repeat(want - i.len()));
+                }
+                i
+            })
     }
 
     async fn initialize(
@@ -392,17 +453,42 @@ impl ServerHandler for App {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         pause(self.s.args.slow_open_ms).await;
+        self.s.initializes.fetch_add(1, Ordering::SeqCst);
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         pause(self.s.args.slow_list_ms).await;
-        Ok(ListToolsResult::with_all_items(self.router.list_all()))
+        self.s.lists.fetch_add(1, Ordering::SeqCst);
+        let a = &self.s.args;
+        if a.fail_list {
+            return Err(ErrorData::internal_error(
+                "this app refuses to list its tools (--fail-list)",
+                None,
+            ));
+        }
+        if a.endless_listing {
+            let page: u64 = request
+                .and_then(|r| r.cursor)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            let tools = (0..a.page_tools)
+                .map(|i| trivial(&format!("endless_{page}_{i}"), &a.name, a.pad_bytes))
+                .collect();
+            let mut r = ListToolsResult::with_all_items(tools);
+            r.next_cursor = Some((page + 1).to_string());
+            return Ok(r);
+        }
+        let mut tools = self.router.list_all();
+        tools.extend(
+            (0..a.huge_listing).map(|i| trivial(&format!("huge_{i}"), &a.name, a.pad_bytes)),
+        );
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -411,6 +497,13 @@ impl ServerHandler for App {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         pause(self.s.args.slow_call_ms).await;
+        if request.name == "datanotes_test_stats" {
+            let stats = json!({
+                "initializes": self.s.initializes.load(Ordering::SeqCst),
+                "lists": self.s.lists.load(Ordering::SeqCst),
+            });
+            return Ok(CallToolResult::structured(stats).into());
+        }
         self.router
             .call(ToolCallContext::new(self, request, context))
             .await
@@ -509,6 +602,8 @@ async fn main() -> anyhow::Result<()> {
         cursor: AtomicI64::new(0),
         last_ops: Mutex::new(vec![]),
         feed_error: Mutex::new(None),
+        initializes: AtomicU64::new(0),
+        lists: AtomicU64::new(0),
     });
     let app = App::new(s.clone());
     let config = if args.json {

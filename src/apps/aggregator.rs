@@ -5,6 +5,7 @@
 //! Written once, above [`AppBackend`], for every kind of app.
 
 use super::backend::{AppBackend, BackendError, CallContext, Listing, RemoteApp, Timeouts};
+use super::limits::{ListingCaps, backoff};
 use super::wasm::{WasmApp, WasmRuntime};
 use super::{AppRecord, Registry};
 use crate::engine::Engine;
@@ -45,6 +46,9 @@ struct Slot {
     last_error: Option<(String, String)>,
     previous_error: Option<(String, String)>,
     last_seen: Option<String>,
+    /// Listings failed in a row, and when the next probe is due (exponential backoff).
+    failures: u32,
+    next_probe: Option<tokio::time::Instant>,
 }
 
 /// The resolved namespace: app tools that made it, and those that did not.
@@ -61,6 +65,9 @@ pub struct Aggregator {
     engine: Arc<Engine>,
     registry: Arc<Registry>,
     timeouts: Timeouts,
+    caps: ListingCaps,
+    /// The probes' base interval and longest interval.
+    probe: (Duration, Duration),
     slots: RwLock<Vec<Slot>>,
     ns: RwLock<Arc<Namespace>>,
     op_tools: Vec<Tool>,
@@ -116,6 +123,11 @@ impl Aggregator {
             engine,
             registry,
             timeouts: Timeouts::from_env(),
+            caps: ListingCaps::from_env(),
+            probe: (
+                env_ms("DATANOTES_APP_PROBE_MS", 10_000),
+                env_ms("DATANOTES_APP_PROBE_MAX_MS", 300_000),
+            ),
             slots: RwLock::new(vec![]),
             ns: RwLock::new(Arc::new(Namespace::default())),
             op_tools: operation_tools(),
@@ -125,19 +137,13 @@ impl Aggregator {
         agg
     }
 
-    /// Starts the background refreshes: every app now, then unreachable apps every
-    /// `probe` and every app every 5 minutes (`DATANOTES_APP_PROBE_MS`, `DATANOTES_APP_REFRESH_MS`).
+    /// Starts the background refreshes: every app now, then every app every 5 minutes
+    /// (`DATANOTES_APP_REFRESH_MS`), and unreachable apps when their probe is due: after
+    /// `DATANOTES_APP_PROBE_MS` (10 s), doubled at each failure in a row up to
+    /// `DATANOTES_APP_PROBE_MAX_MS` (5 minutes), back to the base on recovery.
     pub fn start(self: &Arc<Self>) {
-        let ms = |k: &str, d: u64| {
-            Duration::from_millis(
-                std::env::var(k)
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(d),
-            )
-        };
-        let probe = ms("DATANOTES_APP_PROBE_MS", 10_000);
-        let full = ms("DATANOTES_APP_REFRESH_MS", 300_000);
+        let probe = self.probe.0;
+        let full = env_ms("DATANOTES_APP_REFRESH_MS", 300_000);
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut last_full = tokio::time::Instant::now();
@@ -149,12 +155,15 @@ impl Aggregator {
                     last_full = tokio::time::Instant::now();
                 }
                 first = false;
+                let now = tokio::time::Instant::now();
                 let names: Vec<String> = agg
                     .slots
                     .read()
                     .unwrap()
                     .iter()
-                    .filter(|s| all || s.reachable != Some(true))
+                    .filter(|s| {
+                        all || (s.reachable != Some(true) && s.next_probe.is_none_or(|t| now >= t))
+                    })
                     .map(|s| s.name.clone())
                     .collect();
                 let tasks: Vec<_> = names
@@ -208,7 +217,12 @@ impl Aggregator {
         );
         Some((
             fp,
-            Arc::new(RemoteApp::new(url, rec.mcp_token.clone(), self.timeouts)),
+            Arc::new(RemoteApp::new(
+                url,
+                rec.mcp_token.clone(),
+                self.timeouts,
+                self.caps,
+            )),
         ))
     }
 
@@ -226,7 +240,13 @@ impl Aggregator {
                     continue;
                 };
                 match old.remove(&rec.name) {
-                    Some(s) if s.fingerprint == fp => slots.push(s),
+                    // A registry change (a restarted remote app registers its address again)
+                    // makes the next probe of an app that is down due at once.
+                    Some(mut s) if s.fingerprint == fp => {
+                        s.failures = 0;
+                        s.next_probe = None;
+                        slots.push(s)
+                    }
                     prev => {
                         fresh.push(rec.name.clone());
                         // Keep the last known tools until the new backend answers; at start,
@@ -244,6 +264,8 @@ impl Aggregator {
                             last_error: None,
                             previous_error: None,
                             last_seen: None,
+                            failures: 0,
+                            next_probe: None,
                         });
                     }
                 }
@@ -293,25 +315,42 @@ impl Aggregator {
 
     /// Recomputes the namespace from the last known listings.
     fn resolve(&self) {
+        self.resolve_with(None)
+    }
+
+    /// Recomputes the namespace. A name an app holds stays with it while it lists it; a name
+    /// nobody holds goes to the first app in registration order, and so does a name in the
+    /// first listing of a `newcomer` (an app listed for the first time).
+    fn resolve_with(&self, newcomer: Option<&str>) {
         let slots = self.slots.read().unwrap();
         let mut taken: HashMap<String, String> = ops::CATALOG
             .iter()
             .map(|o| (o.name.to_string(), "engine".to_string()))
             .collect();
+        // Why each tool of each app cannot be listed whoever holds its name (name, size).
+        let unfit: Vec<Vec<Option<Value>>> = slots
+            .iter()
+            .map(|s| {
+                let tools = s.listing.as_ref().map_or(&[][..], |l| &l.tools[..]);
+                tools.iter().map(|t| self.unfit(t)).collect()
+            })
+            .collect();
+        let held = self.held(&slots, &unfit, newcomer);
         let mut ns = Namespace::default();
         let mut instructions = vec![];
-        for s in slots.iter() {
+        for (s, unfit) in slots.iter().zip(&unfit) {
             let Some(l) = &s.listing else { continue };
             if let Some(i) = l.instructions.as_ref().filter(|i| !i.trim().is_empty()) {
-                instructions.push(format!("## App {}\n{}", s.name, i.trim()));
+                let i = self.caps.instructions(&s.name, i.trim());
+                instructions.push(format!("## App {}\n{i}", s.name));
             }
             let mut seen = HashSet::new();
-            for t in &l.tools {
+            for (t, unfit) in l.tools.iter().zip(unfit) {
                 let name = t.name.to_string();
-                let skip = if !valid_tool_name(&name) {
-                    Some(
-                        json!({"name": name, "takenBy": null, "reason": "the name must match ^[a-zA-Z0-9_-]{1,64}$"}),
-                    )
+                let skip = if let Some(v) = unfit {
+                    Some(v.clone())
+                } else if let Some(by) = held.get(&name).filter(|by| **by != s.name) {
+                    Some(json!({"name": name, "takenBy": by}))
                 } else if let Some(by) = taken.get(&name) {
                     Some(json!({"name": name, "takenBy": by}))
                 } else if !seen.insert(name.clone()) {
@@ -352,6 +391,59 @@ impl Aggregator {
         }
     }
 
+    /// Why a tool cannot be listed, as its `skippedTools` entry: a name MCP clients refuse, or
+    /// a description or schema over the caps.
+    fn unfit(&self, t: &Tool) -> Option<Value> {
+        let name = t.name.to_string();
+        if !valid_tool_name(&name) {
+            return Some(
+                json!({"name": name, "takenBy": null, "reason": "the name must match ^[a-zA-Z0-9_-]{1,64}$"}),
+            );
+        }
+        let why = self.caps.tool_over(t)?;
+        Some(json!({"name": name, "takenBy": null, "reason": why}))
+    }
+
+    /// The names apps hold in the namespace now and still list (fit): they stay theirs.
+    fn held(
+        &self,
+        slots: &[Slot],
+        unfit: &[Vec<Option<Value>>],
+        newcomer: Option<&str>,
+    ) -> HashMap<String, String> {
+        let cur = self.ns.read().unwrap().clone();
+        let mut held = HashMap::new();
+        for (s, unfit) in slots.iter().zip(unfit) {
+            let Some(l) = &s.listing else { continue };
+            for (t, unfit) in l.tools.iter().zip(unfit) {
+                if unfit.is_some() {
+                    continue;
+                }
+                let name = t.name.as_ref();
+                if cur
+                    .by_name
+                    .get(name)
+                    .is_some_and(|&i| cur.tools[i].0 == s.name)
+                {
+                    held.insert(name.to_string(), s.name.clone());
+                }
+            }
+        }
+        // A newcomer's first listing: registration order decides against later holders.
+        let pos = |app: &str| slots.iter().position(|s| s.name == app);
+        if let Some(c) = newcomer.and_then(|c| pos(c).map(|i| (i, &slots[i])))
+            && let Some(l) = &c.1.listing
+        {
+            for (t, unfit) in l.tools.iter().zip(&unfit[c.0]) {
+                let name = t.name.as_ref();
+                if unfit.is_none() && held.get(name).and_then(|h| pos(h)).is_some_and(|h| c.0 < h) {
+                    held.remove(name);
+                }
+            }
+        }
+        held
+    }
+
     /// Changes whenever the tools of the namespace change (an app created, updated, deleted,
     /// refreshed with a difference, a skip released...).
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -387,8 +479,16 @@ impl Aggregator {
             return Ok(json!({"added": [], "removed": [], "skipped": []}));
         };
         let before: HashSet<String> = self.app_tool_names(name).into_iter().collect();
-        let r = backend.list().await;
+        let caps = self.caps;
+        let r = backend.list().await.and_then(|l| {
+            let bytes = serde_json::to_vec(&l.tools).map_or(0, |v| v.len());
+            match caps.listing_over(l.tools.len(), bytes, 1) {
+                Some(why) => Err(BackendError(why)),
+                None => Ok(l),
+            }
+        });
         let mut changed = None;
+        let mut first = false;
         {
             let mut slots = self.slots.write().unwrap();
             let Some(s) = slots
@@ -398,9 +498,18 @@ impl Aggregator {
                 return Ok(json!({"added": [], "removed": [], "skipped": []}));
             };
             record(s, r.as_ref().err());
+            if r.is_ok() {
+                s.failures = 0;
+                s.next_probe = None;
+            } else {
+                s.failures = s.failures.saturating_add(1);
+                let wait = backoff(self.probe.0, self.probe.1, s.failures);
+                s.next_probe = Some(tokio::time::Instant::now() + wait);
+            }
             if let Ok(l) = r
                 && s.listing.as_ref() != Some(&l)
             {
+                first = s.listing.is_none();
                 changed = Some(l.clone());
                 s.listing = Some(l);
             }
@@ -408,7 +517,7 @@ impl Aggregator {
         if let Some(l) = changed {
             self.save_listing(name, &l);
         }
-        self.resolve();
+        self.resolve_with(first.then_some(name));
         let after: HashSet<String> = self.app_tool_names(name).into_iter().collect();
         let ns = self.ns.read().unwrap().clone();
         Ok(json!({
@@ -575,6 +684,16 @@ impl Aggregator {
             Err(e) => unreachable(&app, &e.0),
         }
     }
+}
+
+/// A duration in milliseconds from the environment, or the default.
+fn env_ms(k: &str, d: u64) -> Duration {
+    Duration::from_millis(
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d),
+    )
 }
 
 fn unreachable(app: &str, why: &str) -> CallOutcome {

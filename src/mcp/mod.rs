@@ -14,6 +14,7 @@
 //! tools whose app may stream, calls that ask for progress) goes to rmcp. Every open session
 //! gets `notifications/tools/list_changed` when the namespace changes (at most one per 200 ms).
 
+mod sessions;
 pub mod stdio;
 
 use crate::apps::aggregator::CallOutcome;
@@ -294,6 +295,8 @@ struct Door {
     mcp: Mcp,
     manager: Arc<LocalSessionManager>,
     service: StreamableHttpService<Mcp, LocalSessionManager>,
+    /// The open sessions' tokens and last uses (their caps and idle expiry).
+    ledger: sessions::Ledger,
 }
 
 /// rmcp closes a session after this long without traffic it sees: the lean path tells it
@@ -305,6 +308,56 @@ const LIST_CHANGED_EVERY: Duration = Duration::from_millis(200);
 
 impl Door {
     async fn handle(self: Arc<Self>, req: Request) -> Response {
+        if let Some(r) = self.gate(&req) {
+            return r;
+        }
+        if req.method() == Method::POST && session_id(req.headers()).is_none() {
+            return self.open_session(req).await;
+        }
+        self.serve(req).await
+    }
+
+    /// A request on a session the ledger does not hold open is answered 404 here, saying why.
+    fn gate(&self, req: &Request) -> Option<Response> {
+        let id = session_id(req.headers())?;
+        match self.ledger.seen(id) {
+            sessions::Seen::Open => None,
+            seen => {
+                let expired = matches!(seen, sessions::Seen::Expired);
+                self.close(vec![id.to_string()]);
+                Some(self.ledger.closed_answer(expired))
+            }
+        }
+    }
+
+    /// A request without a session (`initialize`): a session it opens is admitted to the
+    /// ledger, which may close others (idle, or least recently used beyond a cap).
+    async fn open_session(&self, req: Request) -> Response {
+        let token = req
+            .extensions()
+            .get::<Ctx>()
+            .map(|c| c.caller.token_name())
+            .unwrap_or_default();
+        let r = self.serve(req).await;
+        if let Some(id) = sessions::opened(r.headers()) {
+            let gone = self.ledger.admit(&id, &token);
+            self.close(gone);
+        }
+        r
+    }
+
+    /// Closes sessions: rmcp's worker and the lean path's entry.
+    fn close(&self, ids: Vec<String>) {
+        for id in ids {
+            self.mcp.sessions.forget(&id);
+            let manager = self.manager.clone();
+            tokio::spawn(async move {
+                let _ = manager.close_session(&id.into()).await;
+            });
+        }
+    }
+
+    async fn serve(&self, req: Request) -> Response {
         if req.method() == Method::POST {
             let (parts, body) = req.into_parts();
             let bytes = match axum::body::to_bytes(body, crate::server::MAX_BODY).await {
@@ -333,6 +386,7 @@ impl Door {
             }
             if let Some(id) = id {
                 self.mcp.sessions.forget(&id);
+                self.ledger.forget(&id);
             }
             return r;
         }
@@ -396,7 +450,7 @@ impl Door {
     async fn touch(&self, id: &str, session: &Session) {
         {
             let mut t = session.touched.lock().unwrap();
-            if t.elapsed() < TOUCH_EVERY {
+            if t.elapsed() < TOUCH_EVERY.min(self.ledger.caps.idle / 3) {
                 return;
             }
             *t = Instant::now();
@@ -458,6 +512,7 @@ pub fn router(server: Shared) -> axum::Router {
         sessions: sessions.clone(),
     };
     let config = StreamableHttpServerConfig::default();
+    let caps = sessions::SessionCaps::from_env();
     // At shutdown, end every session: an open SSE stream must not hold the server up.
     let ct = config.cancellation_token.clone();
     let mut closing = server.closing.subscribe();
@@ -465,7 +520,9 @@ pub fn router(server: Shared) -> axum::Router {
         let _ = closing.wait_for(|v| *v).await;
         ct.cancel();
     });
-    let manager = Arc::new(LocalSessionManager::default());
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(caps.idle);
+    let manager = Arc::new(manager);
     let factory = mcp.clone();
     let service = StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
     // list_changed: the first change of a burst at once, the rest at most every 200 ms.
@@ -486,6 +543,7 @@ pub fn router(server: Shared) -> axum::Router {
         mcp,
         manager,
         service,
+        ledger: sessions::Ledger::new(caps),
     });
     axum::Router::new()
         .route(

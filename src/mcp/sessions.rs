@@ -1,0 +1,183 @@
+//! The bounds on `/mcp` sessions: at most so many per token and in all, each closed after a
+//! short idle time; beyond a cap the least recently used session (of that token, else of all)
+//! is closed first. A request on a session that was closed gets a 404 saying so, which MCP
+//! clients answer by starting a new session.
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The caps, from the environment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessionCaps {
+    /// Open sessions in all (`DATANOTES_MCP_SESSIONS`, 1,000).
+    pub total: usize,
+    /// Open sessions per token (`DATANOTES_MCP_SESSIONS_PER_TOKEN`, 32).
+    pub per_token: usize,
+    /// A session without traffic is closed after this (`DATANOTES_MCP_SESSION_IDLE_MS`, 120 s).
+    pub idle: Duration,
+}
+
+impl SessionCaps {
+    /// The defaults, overridden by `DATANOTES_MCP_SESSIONS`, `DATANOTES_MCP_SESSIONS_PER_TOKEN`
+    /// and `DATANOTES_MCP_SESSION_IDLE_MS`.
+    pub(crate) fn from_env() -> SessionCaps {
+        let n = |k: &str, d: u64| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(d)
+                .max(1)
+        };
+        SessionCaps {
+            total: n("DATANOTES_MCP_SESSIONS", 1_000) as usize,
+            per_token: n("DATANOTES_MCP_SESSIONS_PER_TOKEN", 32) as usize,
+            idle: Duration::from_millis(n("DATANOTES_MCP_SESSION_IDLE_MS", 120_000)),
+        }
+    }
+}
+
+struct Entry {
+    token: String,
+    last: Instant,
+}
+
+/// Every open session: its token and its last use.
+pub(crate) struct Ledger {
+    pub caps: SessionCaps,
+    open: Mutex<HashMap<String, Entry>>,
+}
+
+/// What a request on a session id finds.
+pub(crate) enum Seen {
+    /// Open: its last use is now.
+    Open,
+    /// Idle too long: closed now.
+    Expired,
+    /// Not open (never was, closed, evicted).
+    Unknown,
+}
+
+impl Ledger {
+    /// No session open yet.
+    pub(crate) fn new(caps: SessionCaps) -> Ledger {
+        Ledger {
+            caps,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Notes a request on session `id`.
+    pub(crate) fn seen(&self, id: &str) -> Seen {
+        let mut open = self.open.lock().unwrap();
+        match open.get_mut(id) {
+            None => Seen::Unknown,
+            Some(e) if e.last.elapsed() > self.caps.idle => {
+                open.remove(id);
+                Seen::Expired
+            }
+            Some(e) => {
+                e.last = Instant::now();
+                Seen::Open
+            }
+        }
+    }
+
+    /// A session ended (DELETE).
+    pub(crate) fn forget(&self, id: &str) {
+        self.open.lock().unwrap().remove(id);
+    }
+
+    /// A new session of `token`: answers the sessions to close (idle ones, then the least
+    /// recently used of the token beyond its cap, then of all beyond the total).
+    pub(crate) fn admit(&self, id: &str, token: &str) -> Vec<String> {
+        let mut open = self.open.lock().unwrap();
+        let idle = self.caps.idle;
+        let mut gone: Vec<String> = open
+            .iter()
+            .filter(|(_, e)| e.last.elapsed() > idle)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &gone {
+            open.remove(k);
+        }
+        open.insert(
+            id.to_string(),
+            Entry {
+                token: token.to_string(),
+                last: Instant::now(),
+            },
+        );
+        let oldest = |open: &HashMap<String, Entry>, of: Option<&str>| {
+            open.iter()
+                .filter(|(k, e)| *k != id && of.is_none_or(|t| e.token == t))
+                .min_by_key(|(_, e)| e.last)
+                .map(|(k, _)| k.clone())
+        };
+        while open.values().filter(|e| e.token == token).count() > self.caps.per_token {
+            let Some(k) = oldest(&open, Some(token)) else {
+                break;
+            };
+            open.remove(&k);
+            gone.push(k);
+        }
+        while open.len() > self.caps.total {
+            let Some(k) = oldest(&open, None) else { break };
+            open.remove(&k);
+            gone.push(k);
+        }
+        gone
+    }
+
+    /// The answer to a request on a session that is not open.
+    pub(crate) fn closed_answer(&self, expired: bool) -> Response {
+        let why = if expired {
+            format!(
+                "this MCP session expired: it was idle for more than {} s",
+                self.caps.idle.as_secs()
+            )
+        } else {
+            format!(
+                "this MCP session expired or was closed (sessions idle for {} s are closed, and a token keeps at most {} open, the least recently used closed first)",
+                self.caps.idle.as_secs(),
+                self.caps.per_token
+            )
+        };
+        (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("Not Found: Session not found: {why}; start a new session with initialize"),
+        )
+            .into_response()
+    }
+}
+
+/// The session id a response opened (`Mcp-Session-Id` on an `initialize` answer).
+pub(crate) fn opened(h: &HeaderMap) -> Option<String> {
+    h.get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_least_recently_used_goes_first_per_token_then_in_all() {
+        let l = Ledger::new(SessionCaps {
+            total: 3,
+            per_token: 2,
+            idle: Duration::from_secs(60),
+        });
+        assert!(l.admit("a1", "a").is_empty());
+        assert!(l.admit("a2", "a").is_empty());
+        assert!(matches!(l.seen("a1"), Seen::Open));
+        assert_eq!(l.admit("a3", "a"), ["a2"]);
+        assert!(matches!(l.seen("a2"), Seen::Unknown));
+        assert!(l.admit("b1", "b").is_empty());
+        assert_eq!(l.admit("b2", "b"), ["a1"]);
+    }
+}
