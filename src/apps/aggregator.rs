@@ -20,16 +20,19 @@ use std::time::Duration;
 /// What a call answers: `{ok, value, servedBy}`.
 #[derive(Debug, Clone)]
 pub struct CallOutcome {
+    /// Whether the call succeeded.
     pub ok: bool,
     /// For an app tool: its MCP `CallToolResult` (intact). For an operation: its JSON answer or
     /// error. For an unreachable app: a sentence saying so.
     pub value: Value,
+    /// Who answered: the app's name, or `engine` for an engine operation.
     pub served_by: String,
     /// The result is an MCP `CallToolResult` (app tools).
     pub is_mcp_result: bool,
 }
 
 impl CallOutcome {
+    /// The answer of `apps/call/`: `{ok, value, servedBy}`.
     pub fn to_json(&self) -> Value {
         json!({"ok": self.ok, "value": self.value, "servedBy": self.served_by})
     }
@@ -61,6 +64,7 @@ struct Namespace {
     instructions: String,
 }
 
+/// The one aggregator above `AppBackend`: every app's tools in one namespace after the engine's operations, their reachability and calls.
 pub struct Aggregator {
     engine: Arc<Engine>,
     registry: Arc<Registry>,
@@ -71,11 +75,13 @@ pub struct Aggregator {
     slots: RwLock<Vec<Slot>>,
     ns: RwLock<Arc<Namespace>>,
     op_tools: Vec<Tool>,
+    /// The WASM apps' runtime (shared by every WASM app).
     pub wasm: Arc<WasmRuntime>,
     /// Bumped whenever the namespace's tools change (MCP `notifications/tools/list_changed`).
     changed: tokio::sync::watch::Sender<u64>,
 }
 
+/// A tool name an MCP client accepts: 1 to 64 of `[A-Za-z0-9_-]`.
 pub fn valid_tool_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
@@ -113,6 +119,7 @@ fn operation_tools() -> Vec<Tool> {
 }
 
 impl Aggregator {
+    /// Starts the aggregator over the registry: last known tools listed at once, apps probed in the background.
     pub fn new(
         engine: Arc<Engine>,
         registry: Arc<Registry>,

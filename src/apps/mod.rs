@@ -21,22 +21,32 @@ use wasm::net;
 /// An app as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AppRecord {
+    /// The app's name: its tools' prefix and its token's name.
     pub name: String,
     #[serde(default)]
+    /// The tables it may write (names or patterns).
     pub write: Vec<String>,
     #[serde(default)]
+    /// Whether it may create, alter and drop tables.
     pub ddl: bool,
     #[serde(default)]
+    /// Whether it may run maintenance.
     pub maintain: bool,
     #[serde(default)]
+    /// A remote app's MCP address.
     pub mcp_url: Option<String>,
     #[serde(default)]
+    /// The token the engine sends to a remote app (never answered).
     pub mcp_token: Option<String>,
     #[serde(default)]
+    /// What the app does, for agents.
     pub description: String,
     #[serde(default)]
+    /// Instructions for agents using its tools.
     pub instructions: String,
+    /// When it was registered (RFC 3339).
     pub created: String,
+    /// Its token's SHA-256 (the token itself is never stored).
     pub token_sha256: String,
     /// Set for a WASM app: its installed component, limits and allow_hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,6 +54,7 @@ pub struct AppRecord {
 }
 
 impl AppRecord {
+    /// `wasm`, `remote`, or `client` (an app that only calls the engine).
     pub fn kind(&self) -> &'static str {
         if self.wasm.is_some() {
             "wasm"
@@ -53,6 +64,7 @@ impl AppRecord {
             "client"
         }
     }
+    /// Its token's rights, for `auth::authorize`.
     pub fn scope(&self) -> AppScope {
         AppScope {
             name: self.name.clone(),
@@ -90,15 +102,23 @@ impl AppRecord {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppFields {
+    /// See [`AppRecord::name`].
     pub name: Option<String>,
+    /// See [`AppRecord::write`].
     pub write: Option<Vec<String>>,
+    /// See [`AppRecord::ddl`].
     pub ddl: Option<bool>,
+    /// See [`AppRecord::maintain`].
     pub maintain: Option<bool>,
     #[serde(default, deserialize_with = "some")]
+    /// See [`AppRecord::mcp_url`]; `null` removes it.
     pub mcp_url: Option<Option<String>>,
     #[serde(default, deserialize_with = "some")]
+    /// See [`AppRecord::mcp_token`]; `null` removes it.
     pub mcp_token: Option<Option<String>>,
+    /// See [`AppRecord::description`].
     pub description: Option<String>,
+    /// See [`AppRecord::instructions`].
     pub instructions: Option<String>,
     /// A WASM component: a file on the server's machine...
     pub wasm_path: Option<String>,
@@ -138,6 +158,7 @@ impl AppFields {
     }
 }
 
+/// An app name: 1 to 64 of `[a-z0-9_-]`, starting with a letter.
 pub fn valid_name(n: &str) -> bool {
     let b = n.as_bytes();
     !b.is_empty()
@@ -213,6 +234,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// Opens `.datanotes/apps.json` (no file: no apps yet).
     pub fn open(meta_dir: &std::path::Path) -> anyhow::Result<Arc<Registry>> {
         let path = meta_dir.join("apps.json");
         let apps: Vec<AppRecord> = match std::fs::read(&path) {
@@ -242,10 +264,12 @@ impl Registry {
         Ok(out)
     }
 
+    /// Every app, in registration order.
     pub fn list(&self) -> Vec<AppRecord> {
         self.apps.read().unwrap().clone()
     }
 
+    /// One app by name.
     pub fn get(&self, name: &str) -> Option<AppRecord> {
         self.apps
             .read()
@@ -270,6 +294,7 @@ impl Registry {
         found.map(|s| Caller::App(Arc::new(s)))
     }
 
+    /// Registers an app; answers its record and its token, shown once.
     pub fn create(
         &self,
         f: AppFields,
@@ -379,6 +404,7 @@ impl Registry {
         })
     }
 
+    /// Gives an app a new token (the old one stops working at once); answers it, shown once.
     pub fn rotate_token(&self, name: &str) -> Result<String> {
         let token = auth::new_token(auth::APP_PREFIX);
         self.modify(|apps| {
@@ -392,6 +418,7 @@ impl Registry {
         Ok(token)
     }
 
+    /// Deletes an app (its token stops working at once); answers what it was.
     pub fn delete(&self, name: &str) -> Result<AppRecord> {
         self.modify(|apps| {
             let i = apps
@@ -419,6 +446,7 @@ fn not_wasm() -> Error {
         .hint("a remote app or an API client makes its own requests: drop allow_hosts, or give a component (wasm_path or wasm_base64)")
 }
 
+/// The 404 for an app that is not registered.
 pub fn no_app(name: &str) -> Error {
     Error::not_found(format!("no app {name}"))
         .column("name")

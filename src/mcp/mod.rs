@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub struct Sessions(RwLock<HashMap<String, Arc<Session>>>);
 
-pub struct Session {
+pub(crate) struct Session {
     peer: Peer<RoleServer>,
     /// The client's name (from `initialize`): the actor's harness unless the caller names one.
     client: Option<String>,
@@ -76,7 +76,7 @@ impl Sessions {
 }
 
 #[derive(Clone)]
-pub struct Mcp {
+pub(crate) struct Mcp {
     server: Shared,
     sessions: Arc<Sessions>,
 }
