@@ -1082,19 +1082,6 @@ fn a_fifo_named_like_a_row_never_blocks_the_writer() {
     assert!(t.elapsed() < Duration::from_secs(5));
 }
 
-/// The server's resident memory, in MiB.
-fn rss_mib(s: &Server) -> u64 {
-    let pid = s.child.as_ref().unwrap().id();
-    let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = st
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    kb / 1024
-}
-
 #[test]
 fn a_link_to_a_device_is_never_read() {
     let s = Server::start();
@@ -1110,7 +1097,7 @@ fn a_link_to_a_device_is_never_read() {
         "insert_row",
         json!({"table": TASKS, "id": "a", "values": {"title": "A"}}),
     );
-    assert!(rss_mib(&s) < 500, "memory: {} MiB", rss_mib(&s));
+    assert!(s.mib("VmRSS") < 500, "memory: {} MiB", s.mib("VmRSS"));
 }
 
 #[test]

@@ -1202,19 +1202,6 @@ fn the_stdio_door_survives_an_engine_restart() {
 // ---------------------------------------------------------------------------------------------
 // The apps host under hostile load: bounded listings, probes, sessions; stable names.
 
-/// A field of the server's /proc/PID/status (VmRSS, VmHWM), in MiB.
-fn proc_mib(s: &Server, field: &str) -> u64 {
-    let pid = s.child.as_ref().unwrap().id();
-    let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = st
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    kb / 1024
-}
-
 /// How many `initialize` and `tools/list` requests a remote_app served.
 fn app_stats(app: &App) -> Value {
     let direct = Agent::connect(&app.url, None, None);
@@ -1238,7 +1225,7 @@ fn a_hostile_listing_stops_at_its_caps_and_the_previous_tools_stay_listed() {
     let t = create_app(&s, json!({"name": "planning"}));
     let _good = App::start(&s, "planning", &t, &[]);
     let before = wait_listed(&s, "planning")["tools"].clone();
-    let rss0 = proc_mib(&s, "VmRSS");
+    let rss0 = s.mib("VmRSS");
 
     // An endless nextCursor chain (200 tools a page): stopped at 2,000 tools.
     let endless = App::start(
@@ -1285,7 +1272,7 @@ fn a_hostile_listing_stops_at_its_caps_and_the_previous_tools_stay_listed() {
     assert_eq!(e["tools"], before, "the previous tools stay listed");
     let agent = Agent::engine(&s, &s.token, None);
     assert!(agent.names().len() < 200);
-    let rss1 = proc_mib(&s, "VmRSS");
+    let rss1 = s.mib("VmRSS");
     eprintln!("hostile listings: VmRSS {rss0} -> {rss1} MiB");
     assert!(rss1 < rss0 + 64, "VmRSS {rss0} -> {rss1} MiB");
 }
@@ -1445,10 +1432,10 @@ fn mcp_sessions_are_capped_per_token_and_in_all_and_expire_when_idle() {
     ]);
     let nobody = create_app(&s, json!({"name": "nobody"}));
     let http = reqwest::blocking::Client::new();
-    let rss0 = proc_mib(&s, "VmRSS");
+    let rss0 = s.mib("VmRSS");
     // 500 sessions from a token with no rights: only the last 4 stay open.
     let ids: Vec<String> = (0..500).map(|_| raw_session(&s, &http, &nobody)).collect();
-    let rss1 = proc_mib(&s, "VmRSS");
+    let rss1 = s.mib("VmRSS");
     eprintln!("500 MCP sessions: VmRSS {rss0} -> {rss1} MiB");
     assert!(rss1 < rss0 + 32, "VmRSS {rss0} -> {rss1} MiB");
     let open: Vec<bool> = ids

@@ -1418,19 +1418,6 @@ fn outgoing_http_goes_only_to_the_hosts_the_owner_allows() {
     assert_eq!((web.hits(), other.hits()), (hits, 1));
 }
 
-/// A field of the server's /proc/PID/status (VmRSS, VmHWM), in MiB.
-fn proc_mib(s: &Server, field: &str) -> u64 {
-    let pid = s.child.as_ref().unwrap().id();
-    let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = st
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    kb / 1024
-}
-
 #[test]
 fn memory_mb_bounds_every_memory_and_table_of_an_instance() {
     let s = server();
@@ -1443,7 +1430,7 @@ fn memory_mb_bounds_every_memory_and_table_of_an_instance() {
         json!({"limits": {"memory_mb": 32, "max_instances": 1, "cpu_ms": 5000}}),
     );
     assert_eq!(s.tool_ok("greedy_ok", json!({}))["ok"], true);
-    let (rss0, hwm0) = (proc_mib(&s, "VmRSS"), proc_mib(&s, "VmHWM"));
+    let (rss0, hwm0) = (s.mib("VmRSS"), s.mib("VmHWM"));
     for tool in ["greedy_memories", "greedy_table"] {
         let e = s.tool_err(tool, json!({}));
         assert!(
@@ -1454,7 +1441,7 @@ fn memory_mb_bounds_every_memory_and_table_of_an_instance() {
         // The app goes on, on a fresh instance.
         assert_eq!(s.tool_ok("greedy_ok", json!({}))["ok"], true);
     }
-    let (rss1, hwm1) = (proc_mib(&s, "VmRSS"), proc_mib(&s, "VmHWM"));
+    let (rss1, hwm1) = (s.mib("VmRSS"), s.mib("VmHWM"));
     eprintln!("greedy: VmRSS {rss0} -> {rss1} MiB, VmHWM {hwm0} -> {hwm1} MiB");
     assert!(
         hwm1 < hwm0 + 32 + 24,
@@ -1481,7 +1468,7 @@ fn memory_mb_bounds_every_memory_and_table_of_an_instance() {
         let msg = v["error"]["message"].as_str().unwrap();
         assert!(msg.contains(want), "{name}: {v}");
     }
-    let hwm2 = proc_mib(&s, "VmHWM");
+    let hwm2 = s.mib("VmHWM");
     assert!(
         hwm2 < hwm1 + 16,
         "the refused installs took {hwm1} -> {hwm2} MiB"

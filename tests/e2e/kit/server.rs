@@ -263,6 +263,14 @@ impl Server {
     }
 }
 
+impl Server {
+    /// A memory line of the server's `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in whole MiB.
+    pub fn mib(&self, key: &str) -> u64 {
+        let pid = self.child.as_ref().expect("a running server").id();
+        process::status_mib(&pid.to_string(), key) as u64
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
