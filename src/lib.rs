@@ -12,6 +12,7 @@ pub mod engine;
 pub(crate) mod error;
 pub(crate) mod feed;
 pub(crate) mod http;
+pub(crate) mod knobs;
 pub mod listen;
 pub mod mcp;
 pub(crate) mod names;

@@ -44,12 +44,9 @@ pub struct Limits {
 impl Limits {
     /// The limits from the environment (`DATANOTES_HEADER_TIMEOUT_MS`, `DATANOTES_IDLE_TIMEOUT_MS`, `DATANOTES_MAX_CONNECTIONS`), or their defaults.
     pub fn from_env() -> Limits {
-        let env = |name: &str, default: u64| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse::<u64>().ok())
-                .filter(|v| *v > 0)
-                .unwrap_or(default)
+        let env = |name: &str, default: u64| match crate::knobs::num(name, default) {
+            0 => default,
+            v => v,
         };
         let files = nofile().map(|(soft, _)| soft).unwrap_or(1024);
         let max = (files / 2).clamp(16, 4096);

@@ -132,8 +132,8 @@ impl Aggregator {
             timeouts: Timeouts::from_env(),
             caps: ListingCaps::from_env(),
             probe: (
-                env_ms("DATANOTES_APP_PROBE_MS", 10_000),
-                env_ms("DATANOTES_APP_PROBE_MAX_MS", 300_000),
+                crate::knobs::ms("DATANOTES_APP_PROBE_MS", 10_000),
+                crate::knobs::ms("DATANOTES_APP_PROBE_MAX_MS", 300_000),
             ),
             slots: RwLock::new(vec![]),
             ns: RwLock::new(Arc::new(Namespace::default())),
@@ -150,7 +150,7 @@ impl Aggregator {
     /// `DATANOTES_APP_PROBE_MAX_MS` (5 minutes), back to the base on recovery.
     pub fn start(self: &Arc<Self>) {
         let probe = self.probe.0;
-        let full = env_ms("DATANOTES_APP_REFRESH_MS", 300_000);
+        let full = crate::knobs::ms("DATANOTES_APP_REFRESH_MS", 300_000);
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut last_full = tokio::time::Instant::now();
@@ -691,16 +691,6 @@ impl Aggregator {
             Err(e) => unreachable(&app, &e.0),
         }
     }
-}
-
-/// A duration in milliseconds from the environment, or the default.
-fn env_ms(k: &str, d: u64) -> Duration {
-    Duration::from_millis(
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d),
-    )
 }
 
 fn unreachable(app: &str, why: &str) -> CallOutcome {

@@ -90,13 +90,7 @@ impl Timeouts {
     /// The defaults, overridden by `DATANOTES_APP_{OPEN,LIST,CALL}_TIMEOUT_MS`.
     pub fn from_env() -> Timeouts {
         let d = Timeouts::default();
-        let ms = |k: &str, v: Duration| {
-            std::env::var(k)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .map(Duration::from_millis)
-                .unwrap_or(v)
-        };
+        let ms = |k: &str, v: Duration| crate::knobs::ms(k, v.as_millis() as u64);
         Timeouts {
             open: ms("DATANOTES_APP_OPEN_TIMEOUT_MS", d.open),
             list: ms("DATANOTES_APP_LIST_TIMEOUT_MS", d.list),

@@ -38,18 +38,11 @@ impl Default for ListingCaps {
     }
 }
 
-fn env_num(k: &str, d: u64) -> u64 {
-    std::env::var(k)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(d)
-}
-
 impl ListingCaps {
     /// The defaults, overridden by the `DATANOTES_APP_MAX_*` variables.
     pub fn from_env() -> ListingCaps {
         let d = ListingCaps::default();
-        let n = |k: &str, v: usize| env_num(k, v as u64).max(1) as usize;
+        let n = |k: &str, v: usize| crate::knobs::num(k, v as u64).max(1) as usize;
         ListingCaps {
             max_tools: n("DATANOTES_APP_MAX_TOOLS", d.max_tools),
             max_bytes: n("DATANOTES_APP_MAX_LISTING_BYTES", d.max_bytes),

@@ -117,12 +117,6 @@ impl Webhooks {
             Ok(b) => serde_json::from_slice(&b)?,
             Err(_) => vec![],
         };
-        let ms = |k: &str, d: u64| {
-            std::env::var(k)
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(d)
-        };
         let w = Arc::new(Webhooks {
             path,
             engine,
@@ -131,8 +125,8 @@ impl Webhooks {
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(15))
                 .build()?,
-            backoff_min: Duration::from_millis(ms("DATANOTES_WEBHOOK_BACKOFF_MS", 500)),
-            backoff_max: Duration::from_millis(ms("DATANOTES_WEBHOOK_BACKOFF_MAX_MS", 60_000)),
+            backoff_min: crate::knobs::ms("DATANOTES_WEBHOOK_BACKOFF_MS", 500),
+            backoff_max: crate::knobs::ms("DATANOTES_WEBHOOK_BACKOFF_MAX_MS", 60_000),
         });
         let ids: Vec<String> = w
             .hooks

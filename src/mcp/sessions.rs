@@ -24,13 +24,7 @@ impl SessionCaps {
     /// The defaults, overridden by `DATANOTES_MCP_SESSIONS`, `DATANOTES_MCP_SESSIONS_PER_TOKEN`
     /// and `DATANOTES_MCP_SESSION_IDLE_MS`.
     pub(crate) fn from_env() -> SessionCaps {
-        let n = |k: &str, d: u64| {
-            std::env::var(k)
-                .ok()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(d)
-                .max(1)
-        };
+        let n = |k: &str, d: u64| crate::knobs::num(k, d).max(1);
         SessionCaps {
             total: n("DATANOTES_MCP_SESSIONS", 1_000) as usize,
             per_token: n("DATANOTES_MCP_SESSIONS_PER_TOKEN", 32) as usize,

@@ -35,11 +35,10 @@ pub(super) struct Guests(Option<tokio::runtime::Runtime>, tokio::runtime::Handle
 impl Guests {
     /// The guests' runtime (`DATANOTES_WASM_THREADS`), or `server` with `0`.
     fn new(server: &tokio::runtime::Handle) -> std::io::Result<Guests> {
-        let n = std::env::var("DATANOTES_WASM_THREADS")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|n| *n <= 64)
-            .unwrap_or(2);
+        let n = match crate::knobs::num("DATANOTES_WASM_THREADS", 2) {
+            n @ 0..=64 => n as usize,
+            _ => 2,
+        };
         if n == 0 {
             return Ok(Guests(None, server.clone()));
         }
