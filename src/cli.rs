@@ -133,7 +133,12 @@ pub enum AppsCmd {
 pub fn post(conn: &Conn, route: &str, body: Value) -> anyhow::Result<Value> {
     let token = match (&conn.token, &conn.database) {
         (Some(t), _) => t.clone(),
-        (None, Some(db)) => crate::auth::read_owner_token(db)?,
+        (None, Some(db)) => crate::auth::read_owner_token(db).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read the owner token in {} ({e}): is it a datanotes database folder?",
+                db.join(".datanotes/owner-token").display()
+            )
+        })?,
         (None, None) => anyhow::bail!(
             "give --database DIR (to read the owner token) or --token (or DATANOTES_TOKEN)"
         ),
@@ -148,11 +153,18 @@ pub fn post(conn: &Conn, route: &str, body: Value) -> anyhow::Result<Value> {
             .bearer_auth(token)
             .json(&body)
             .send()
-            .await?;
+            .await
+            .map_err(|e| anyhow::anyhow!(crate::apps::plain::http_error(&conn.url, &e)))?;
         let status = r.status();
-        let v: Value = r.json().await.unwrap_or_default();
+        let v: Option<Value> = r.json().await.ok();
         Ok::<_, anyhow::Error>((status, v))
     })?;
+    let Some(v) = v else {
+        anyhow::bail!(
+            "{url} answered HTTP {status} without a datanotes answer (is {} a datanotes server?)",
+            conn.url
+        );
+    };
     if !status.is_success() {
         let e = &v["error"];
         eprintln!(

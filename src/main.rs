@@ -61,9 +61,11 @@ enum Command {
 /// Logs to stderr, filtered by `DATANOTES_LOG` (else `default`); colours only on a terminal.
 /// rmcp's own lines are left out by default: its transport workers log every failed attempt to
 /// reach an app (the aggregator logs one line per change of an app's reachability instead) and
-/// its structs at INFO.
+/// its structs at INFO. A line names its module (`datanotes::apps::...`) only when
+/// `DATANOTES_LOG` is set (someone is debugging): an owner's log reads as sentences.
 fn init_logs(default: &str) {
     use std::io::IsTerminal;
+    let debugging = std::env::var_os("DATANOTES_LOG").is_some();
     let filter = match std::env::var("DATANOTES_LOG") {
         // rmcp's lines only when asked for by name.
         Ok(f) if !f.contains("rmcp") => format!("{f},rmcp=off"),
@@ -76,6 +78,7 @@ fn init_logs(default: &str) {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
         .with_ansi(std::io::stderr().is_terminal())
+        .with_target(debugging)
         .with_writer(std::io::stderr)
         .init();
 }

@@ -31,13 +31,25 @@ fn chain(e: &(dyn Error + 'static)) -> String {
     out.to_lowercase()
 }
 
+/// The HTTP status an error reports (rmcp writes `HTTP 404 Not Found: ...`), read after the
+/// word `http` so that the digits of a port or a body are never taken for one.
+fn status(text: &str) -> Option<u16> {
+    text.match_indices("http ").find_map(|(i, m)| {
+        let d = text[i + m.len()..].as_bytes();
+        let three = d.len() >= 3 && d[..3].iter().all(u8::is_ascii_digit);
+        let alone = d.get(3).is_none_or(|b| !b.is_ascii_digit());
+        (three && alone)
+            .then(|| (d[0] - b'0') as u16 * 100 + (d[1] - b'0') as u16 * 10 + (d[2] - b'0') as u16)
+    })
+}
+
 /// The plain sentence for an error's messages (lower-cased, see [`chain`]).
 fn words(url: &str, peer: Peer, text: &str) -> String {
+    // The URL (and its port) is named by the sentence, not matched against.
+    let text = text.replace(&url.to_lowercase(), "");
     let has = |k: &str| text.contains(k);
-    if has("connection refused") {
-        return format!("connection refused at {url} (is it running?)");
-    }
-    if has("401") || has("unauthorized") || has("auth required") {
+    let code = status(&text);
+    if code == Some(401) || has("auth required") || has("authorization required") {
         return match peer {
             Peer::App => format!(
                 "HTTP 401 from {url}: the app refused the engine's token (check its mcp_token)"
@@ -47,7 +59,7 @@ fn words(url: &str, peer: Peer, text: &str) -> String {
             ),
         };
     }
-    if has("403") || has("forbidden") || has("insufficient scope") {
+    if code == Some(403) || has("insufficient scope") {
         return format!("HTTP 403 from {url}: the token is not allowed there");
     }
     if has("session expired") {
@@ -55,8 +67,24 @@ fn words(url: &str, peer: Peer, text: &str) -> String {
             "{url} no longer knows the session (it restarted?); the next call opens a new one"
         );
     }
-    if has("404") || has("not found") {
-        return format!("HTTP 404 from {url}: nothing there (is the path /mcp?)");
+    match code {
+        Some(404) => return format!("HTTP 404 from {url}: nothing there (is the path /mcp?)"),
+        Some(429) => return format!("HTTP 429 from {url}: too many requests, try again later"),
+        Some(c @ 500..=599) => return format!("{url} answered with a server error (HTTP {c})"),
+        Some(c @ 400..=499) => {
+            return format!(
+                "HTTP {c} from {url}: it does not answer as an MCP server (is the path /mcp?)"
+            );
+        }
+        _ => {}
+    }
+    if has("connection refused") {
+        return match peer {
+            Peer::App => format!("connection refused at {url} (is the app running?)"),
+            Peer::Engine => format!(
+                "connection refused at {url}: is the datanotes server running (datanotes serve)?"
+            ),
+        };
     }
     if has("dns error") || has("failed to lookup") || has("name or service not known") {
         return format!("cannot resolve the host of {url}");
@@ -72,9 +100,6 @@ fn words(url: &str, peer: Peer, text: &str) -> String {
     {
         return format!("{url} answered, but not as an MCP server (is the path /mcp?)");
     }
-    if has("http 5") || has("500") || has("502") || has("503") {
-        return format!("{url} answered with a server error (HTTP 5xx)");
-    }
     if has("connection reset")
         || has("connection closed")
         || has("broken pipe")
@@ -86,6 +111,11 @@ fn words(url: &str, peer: Peer, text: &str) -> String {
         return format!("the connection to {url} failed or was closed");
     }
     format!("the MCP exchange with {url} failed")
+}
+
+/// Why a plain HTTP request to the datanotes server failed (the owner's CLI).
+pub fn http_error(url: &str, e: &reqwest::Error) -> String {
+    words(url, Peer::Engine, &chain(e))
 }
 
 /// Why a session could not be opened.
@@ -130,11 +160,33 @@ mod tests {
                 "something else entirely <rmcp::Foo>",
                 "the MCP exchange with",
             ),
+            // A port or a body with the digits of a status is not one.
+            (
+                "error sending request for url (http://127.0.0.1:40123/mcp) | connection reset by peer",
+                "failed or was closed",
+            ),
+            (
+                "unexpected server response: http 500 internal server error: 401 404",
+                "server error (HTTP 500)",
+            ),
+            (
+                "unexpected server response: http 405 method not allowed: ",
+                "not answer as an MCP server",
+            ),
         ] {
             let w = words(u, Peer::App, t);
             assert!(w.contains(want), "{t}: {w}");
             assert!(!w.contains("::") && !w.contains('<'), "{w}");
         }
         assert!(words(u, Peer::Engine, "http 401").contains("refused the token"));
+        let port = "http://127.0.0.1:40123/mcp";
+        let w = words(
+            port,
+            Peer::App,
+            "error sending request for url (http://127.0.0.1:40123/mcp) | operation timed out",
+        );
+        assert!(w.contains("did not answer in time"), "{w}");
+        assert_eq!(status("http 404 not found"), Some(404));
+        assert_eq!(status("http://x:4040 | http 4040"), None);
     }
 }

@@ -23,6 +23,7 @@ mod engine_ops;
 mod engine_validation;
 mod feed;
 mod mcp;
+mod plain_words;
 mod smoke;
 mod wasm;
 mod watch_scope;

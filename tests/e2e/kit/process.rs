@@ -59,6 +59,8 @@ pub struct Launch {
     dir: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    /// Where its stderr goes (with the server's default log filter), else the test's stderr.
+    logs: Option<PathBuf>,
 }
 
 /// A started server: its process, its address (`http://127.0.0.1:PORT`) and its owner token.
@@ -79,7 +81,16 @@ impl Launch {
             dir: dir.to_path_buf(),
             args: vec![],
             env: vec![("DATANOTES_LOG".into(), "warn".into())],
+            logs: None,
         }
+    }
+
+    /// Its stderr written to `file` (appended to across restarts), with the server's own
+    /// default log filter (`DATANOTES_LOG` unset): what an owner's log holds.
+    pub fn logs_to(mut self, file: &Path) -> Launch {
+        self.env.retain(|(k, _)| k != "DATANOTES_LOG");
+        self.logs = Some(file.to_path_buf());
+        self
     }
 
     /// Another server binary.
@@ -112,14 +123,28 @@ impl Launch {
         } else {
             &["--listen", "127.0.0.1:0"]
         };
-        let mut child = Command::new(&self.bin)
+        let stderr = match &self.logs {
+            Some(f) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(f)
+                    .expect("the server's log file"),
+            ),
+            None => Stdio::inherit(),
+        };
+        let mut cmd = Command::new(&self.bin);
+        if self.logs.is_some() {
+            cmd.env_remove("DATANOTES_LOG");
+        }
+        let mut child = cmd
             .args(["serve", "--database"])
             .arg(&self.dir)
             .args(listen)
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
         let line = wait_line(&mut child, "datanotes serving ", "the server");

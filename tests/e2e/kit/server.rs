@@ -60,6 +60,16 @@ impl Server {
         Server::launch(Launch::new(dir).args(extra).envs(env), dir)
     }
 
+    /// A server over a new, empty database, its stderr in `log` (its default log filter), with
+    /// environment variables.
+    pub fn start_logging(log: &Path, env: &[(&str, &str)]) -> Server {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("db");
+        let mut s = Server::launch(Launch::new(&dir).envs(env).logs_to(log), &dir);
+        s.tmp = Some(tmp);
+        s
+    }
+
     fn launch(launch: Launch, dir: &Path) -> Server {
         let started = launch.spawn();
         Server {
