@@ -22,6 +22,7 @@ mod engine_history;
 mod engine_ops;
 mod engine_validation;
 mod feed;
+mod list_changed;
 mod mcp;
 mod plain_words;
 mod smoke;

@@ -9,6 +9,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A runtime for a blocking client: one worker thread.
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -51,22 +53,55 @@ pub fn connect_on(
         .unwrap_or_else(|e| panic!("MCP connect to {url}: {e}"))
 }
 
+/// The agent's side of a session: counts the server's `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+pub struct Notes(Arc<AtomicUsize>);
+
+impl rmcp::ClientHandler for Notes {
+    async fn on_tool_list_changed(&self, _c: rmcp::service::NotificationContext<RoleClient>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// A blocking MCP client (rmcp) with its own runtime, as an agent would use one; the session is
-/// closed on drop.
+/// closed on drop. It counts the `list_changed` notifications it receives.
 pub struct Agent {
     rt: tokio::runtime::Runtime,
-    client: Option<RunningService<RoleClient, ()>>,
+    client: Option<RunningService<RoleClient, Notes>>,
+    notes: Notes,
 }
 
 impl Agent {
     /// A session on any MCP address (the engine's `/mcp`, a remote app's).
     pub fn connect(url: &str, token: Option<&str>, actor: Option<&str>) -> Agent {
         let rt = runtime();
-        let client = connect_on(&rt, url, token, actor);
+        let notes = Notes::default();
+        let cfg = transport_config(url, token, actor);
+        // The transport spawns its worker: made inside the runtime.
+        let n = notes.clone();
+        let client = rt
+            .block_on(async {
+                n.serve(StreamableHttpClientTransport::from_config(cfg))
+                    .await
+            })
+            .unwrap_or_else(|e| panic!("MCP connect to {url}: {e}"));
         Agent {
             rt,
             client: Some(client),
+            notes,
         }
+    }
+
+    /// How many `notifications/tools/list_changed` the session has received.
+    pub fn list_changed(&self) -> usize {
+        self.notes.0.load(Ordering::SeqCst)
+    }
+
+    /// Whether the server advertised `tools.listChanged` at initialize.
+    pub fn advertises_list_changed(&self) -> bool {
+        self.client().peer_info().is_some_and(|i| {
+            i.capabilities.tools.as_ref().and_then(|t| t.list_changed) == Some(true)
+        })
     }
 
     /// A session on the engine's `/mcp` with a token and an optional actor.
@@ -79,7 +114,7 @@ impl Agent {
         Agent::engine(s, &s.token, None)
     }
 
-    fn client(&self) -> &RunningService<RoleClient, ()> {
+    fn client(&self) -> &RunningService<RoleClient, Notes> {
         self.client.as_ref().unwrap()
     }
 

@@ -292,6 +292,12 @@ impl App {
         }
     }
 
+    /// Starts again on the same port with more arguments (e.g. `--tool NAME`: other tools).
+    pub fn restart_adding(&mut self, more: &[&str]) {
+        self.args.extend(more.iter().map(|x| x.to_string()));
+        self.restart();
+    }
+
     /// Starts again on the same port.
     pub fn restart(&mut self) {
         self.kill();
