@@ -311,6 +311,7 @@ impl Aggregator {
         let r = (|| {
             if let Some(d) = path.parent() {
                 std::fs::create_dir_all(d)?;
+                crate::engine::lock::set_mode(d, 0o700)?;
             }
             let bytes = serde_json::to_vec(l).map_err(std::io::Error::other)?;
             crate::auth::write_private(&path, &bytes)

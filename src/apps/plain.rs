@@ -35,11 +35,10 @@ fn chain(e: &(dyn Error + 'static)) -> String {
 /// word `http` so that the digits of a port or a body are never taken for one.
 fn status(text: &str) -> Option<u16> {
     text.match_indices("http ").find_map(|(i, m)| {
-        let d = text[i + m.len()..].as_bytes();
-        let three = d.len() >= 3 && d[..3].iter().all(u8::is_ascii_digit);
+        let d = &text.as_bytes()[i + m.len()..];
+        let three = d.get(..3).filter(|c| c.iter().all(u8::is_ascii_digit))?;
         let alone = d.get(3).is_none_or(|b| !b.is_ascii_digit());
-        (three && alone)
-            .then(|| (d[0] - b'0') as u16 * 100 + (d[1] - b'0') as u16 * 10 + (d[2] - b'0') as u16)
+        alone.then(|| three.iter().fold(0u16, |n, c| n * 10 + u16::from(c - b'0')))
     })
 }
 

@@ -644,6 +644,12 @@ fn last_known_tools_survive_a_restart_with_the_app_down() {
     eventually("the last known tools saved", || saved.exists());
     let mode = std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+    let mode = std::fs::metadata(saved.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
 
     let mut s = s;
     let addr = s.url.trim_start_matches("http://").to_string();

@@ -47,8 +47,7 @@ fn html_server() -> String {
             // Read the head and the body it announces, then answer and close.
             let mut buf = vec![];
             let mut chunk = [0u8; 4096];
-            loop {
-                let Ok(n) = c.read(&mut chunk) else { break };
+            while let Ok(n) = c.read(&mut chunk) {
                 if n == 0 {
                     break;
                 }
