@@ -557,7 +557,9 @@ impl Aggregator {
             .iter()
             .find(|s| s.name == rec.name)
         {
-            e["reachable"] = json!(s.reachable);
+            // Not reachable until a probe (or a call) says it is: after a start, the last known
+            // tools are listed before the app was reached.
+            e["reachable"] = json!(s.reachable == Some(true));
             e["lastError"] = json!(s.last_error.as_ref().map(|x| &x.0));
             e["lastErrorAt"] = json!(s.last_error.as_ref().map(|x| &x.1));
             e["previousError"] = json!(

@@ -128,7 +128,11 @@ pub fn init_error(url: &str, peer: Peer, e: &ClientInitializeError) -> String {
 
 /// Why a request on an open session failed (not an MCP error answer).
 pub fn service_error(url: &str, peer: Peer, e: &ServiceError) -> String {
-    words(url, peer, &chain(e))
+    match e {
+        // It answered, with an MCP error: its own words.
+        ServiceError::McpError(e) => format!("{url} answered with an error: {}", e.message),
+        e => words(url, peer, &chain(e)),
+    }
 }
 
 #[cfg(test)]

@@ -660,6 +660,7 @@ fn last_known_tools_survive_a_restart_with_the_app_down() {
     // Listed at once, from what was saved.
     let e = entry(&s2, "planning");
     assert_eq!(e["tools"], before, "{e}");
+    assert_eq!(e["reachable"], false, "not reachable until probed: {e}");
     let agent = Agent::engine(&s2, &s2.token, None);
     assert!(agent.names().contains(&"planning_echo".to_string()));
     let r = agent.call("planning_echo", json!({}));
@@ -1341,6 +1342,14 @@ fn probes_of_a_failing_app_back_off() {
     eventually("the failing app is not reachable", || {
         entry(&s, "planning")["reachable"] == false
     });
+    // Its refusal in its own words.
+    let e = entry(&s, "planning");
+    assert!(
+        e["lastError"].as_str().is_some_and(
+            |m| m.contains("answered with an error: this app refuses to list its tools")
+        ),
+        "{e}"
+    );
     let n0 = app_stats(&app)["lists"].as_u64().unwrap();
     std::thread::sleep(std::time::Duration::from_secs(6));
     let n1 = app_stats(&app)["lists"].as_u64().unwrap();
