@@ -4,11 +4,13 @@
 //! The tests talk to the real `datanotes` binary over 127.0.0.1, like any client would:
 //!
 //! - [`Launch`] is the one way to start `datanotes serve` (binary, folder, arguments,
-//!   environment; it waits for the address the server prints and reads the owner token);
+//!   environment; it waits for the address the server prints and reads the owner token;
+//!   `logs_to` keeps its stderr, under its default log filter, in a file);
 //!   [`process`] also holds signals (through `libc`), stop and kill, and `/proc` figures.
 //! - [`Server`] is a started server over a temporary folder with blocking HTTP helpers: `ok`,
 //!   `refused`, `call_as`, `sse`, restarts that keep the folder, arguments and environment.
-//! - [`Agent`] is the one MCP client (rmcp, made blocking); [`mcp::connect_on`] opens the same
+//! - [`Agent`] is the one MCP client (rmcp, made blocking; it counts the `list_changed`
+//!   notifications it receives); [`mcp::connect_on`] opens the same
 //!   session on a runtime of the caller's (the bench's timed calls).
 //! - [`App`] runs the `remote_app` example as a remote MCP app; [`create_app`] makes an app entry.
 //! - Below: [`snapshot`] of the files, [`eventually`], the error shape, the `work.crm.*` tables
