@@ -231,11 +231,21 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Reads the owner token the engine saved (for the local CLI).
+/// Reads the owner token the engine saved (for the local CLI); an error names the file and
+/// what to check.
 pub fn read_owner_token(db: &Path) -> std::io::Result<String> {
-    Ok(std::fs::read_to_string(db.join(".datanotes/owner-token"))?
-        .trim()
-        .to_string())
+    let path = db.join(".datanotes/owner-token");
+    match std::fs::read_to_string(&path) {
+        Ok(t) => Ok(t.trim().to_string()),
+        Err(e) => Err(std::io::Error::new(
+            e.kind(),
+            format!(
+                "cannot read the owner token {} ({e}): is {} a datanotes database folder, and are you its owner?",
+                path.display(),
+                db.display()
+            ),
+        )),
+    }
 }
 
 #[cfg(test)]

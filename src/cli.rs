@@ -133,12 +133,7 @@ pub enum AppsCmd {
 pub fn post(conn: &Conn, route: &str, body: Value) -> anyhow::Result<Value> {
     let token = match (&conn.token, &conn.database) {
         (Some(t), _) => t.clone(),
-        (None, Some(db)) => crate::auth::read_owner_token(db).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot read the owner token in {} ({e}): is it a datanotes database folder?",
-                db.join(".datanotes/owner-token").display()
-            )
-        })?,
+        (None, Some(db)) => crate::auth::read_owner_token(db)?,
         (None, None) => anyhow::bail!(
             "give --database DIR (to read the owner token) or --token (or DATANOTES_TOKEN)"
         ),

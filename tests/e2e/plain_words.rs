@@ -137,6 +137,28 @@ fn the_cli_says_what_went_wrong_in_plain_words() {
     assert_plain(&err);
     assert_eq!(err.lines().count(), 1, "one line: {err}");
 
+    // A folder that is not a database: which file, what to check.
+    let out = Command::new(bin())
+        .args([
+            "apps",
+            "--url",
+            &url,
+            "--database",
+            "/nonexistent/db",
+            "list",
+        ])
+        .env_remove("DATANOTES_TOKEN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("/nonexistent/db/.datanotes/owner-token")
+            && err.contains("a datanotes database folder"),
+        "{err}"
+    );
+    assert_plain(&err);
+
     // A server that is not datanotes.
     let html = html_server();
     let (ok, err) = cli_list(&html, "dn_owner_x");
