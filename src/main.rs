@@ -80,17 +80,18 @@ fn init_logs(default: &str) {
         .init();
 }
 
-/// Opens a database and makes sure it has an owner token; prints a new token once.
-fn open(db: &std::path::Path) -> anyhow::Result<(std::sync::Arc<Engine>, String)> {
+/// Opens a database and makes sure it has an owner token; prints a new token once (and answers
+/// it, for the console link `serve` prints beside it).
+fn open(db: &std::path::Path) -> anyhow::Result<(std::sync::Arc<Engine>, String, Option<String>)> {
     let engine = Engine::open(db)?;
     let (hash, new) = datanotes::auth::ensure_owner_token(&engine.meta_dir)?;
-    if let Some(token) = new {
+    if let Some(token) = &new {
         println!(
             "owner token (shown once; saved to {} with mode 0600):\n  {token}",
             engine.meta_dir.join("owner-token").display()
         );
     }
-    Ok((engine, hash))
+    Ok((engine, hash, new))
 }
 
 fn main() {
@@ -110,7 +111,7 @@ fn main() {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
         Command::Init { database } => {
-            let (engine, _) = open(&database)?;
+            let (engine, _, _) = open(&database)?;
             engine.shutdown();
             println!("database ready at {}", engine.root.display());
         }
@@ -120,7 +121,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
         } => {
             let db = database.unwrap_or_else(|| PathBuf::from("demo"));
-            let (engine, hash) = open(&db)?;
+            let (engine, hash, new_token) = open(&db)?;
             if demo {
                 datanotes::demo::seed(&engine)?;
             }
@@ -152,6 +153,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     "datanotes serving {} on http://{addr}",
                     engine.root.display()
                 );
+                match &new_token {
+                    Some(t) => println!("console (owner sign-in link): http://{addr}/datanotes/ui/#token={t}"),
+                    None => println!(
+                        "console: http://{addr}/datanotes/ui/ (sign-in link: datanotes ui --database {})",
+                        engine.root.display()
+                    ),
+                }
                 let server = datanotes::server::Server::new(engine.clone(), hash)?;
                 datanotes::start::serve(server, listener, limits).await?;
                 Ok::<_, anyhow::Error>(())
