@@ -177,7 +177,7 @@ async function main() {
   step = "live at 100 calls/s";
   const agents = [a, await agent("load-1"), await agent("load-2"), await agent("load-3")];
   const before = await page.evaluate(() => Number(document.querySelector("#live-count").textContent.split(" ")[0]));
-  const N = 300;
+  const N = Number(process.env.LIVE_CALLS || 300);
   const calls = [];
   const l0 = Date.now();
   for (let i = 0; i < N; i++) {
@@ -230,13 +230,18 @@ async function main() {
   ok("delete an app (after confirmation)");
 
   step = "tables";
+  // A row edited by hand into an invalid one: describe shows it with its reason.
+  require("fs").writeFileSync(`${process.env.HOME_TMP}/db/personal/tasks/items/broken.md`, "---\nstatus: todo\n---\n");
+  await new Promise((r) => setTimeout(r, 1500));
   await page.click('a[data-view="tables"]');
   await page.click('a[href="#tables/personal.tasks.items"]');
   await page.waitForSelector("#columns");
+  check(/broken: column title is required/.test(await page.textContent("#invalid")), "the invalid row is not shown");
+  check(/planning_add_task \(planning\)/.test(await page.textContent("#table-tools")), "the tools declaring the table are not shown");
   await page.waitForSelector('#rows td:text("buy-oat-milk")');
   await page.locator('#rows tr:has-text("buy-oat-milk") button.history').click();
   await page.waitForSelector('#history td:text("insert")');
-  ok("tables: describe, browse, a row's history");
+  ok("tables: describe (invalid rows, declaring tools), browse, a row's history");
 
   step = "keyboard";
   await page.goto("about:blank");

@@ -321,6 +321,17 @@ async function appsView() {
   show(h("h1", {}, "Apps"), list, state.owner ? forms : null);
 }
 
+// Reachability changes on its own: the list is read again every 5 s while it is shown, unless
+// the keyboard is in it or a dialog is open.
+setInterval(async () => {
+  const list = $("#apps");
+  if (!state.token || state.view !== "apps" || !list || list.contains(document.activeElement) || $("#dialog").open) return;
+  try {
+    const apps = state.owner ? (await api("apps")).apps : state.self ? [(await api("apps/get", { name: state.self })).app] : null;
+    if (apps && state.view === "apps" && !list.contains(document.activeElement)) list.replaceChildren(...apps.map(appCard));
+  } catch (_) { /* shown at the next action */ }
+}, 5000);
+
 // Tools ---------------------------------------------------------------------------------------
 
 function fieldFor(tool, name, s, required) {
@@ -527,8 +538,8 @@ async function tablesView() {
         h("tbody", {}, cols.map(([n, c]) => { const { type, ...rest } = c; return h("tr", {}, h("td", {}, n), h("td", {}, type), h("td", {}, Object.keys(rest).length ? JSON.stringify(rest) : "")); })))),
       d.constraints ? h("p", {}, "table constraints: ", JSON.stringify(d.constraints)) : null,
       h("p", {}, `${d.rows} rows · ${(d.invalid || []).length} invalid`),
-      (d.invalid || []).length ? h("ul", { class: "error" }, d.invalid.map((x) => h("li", {}, typeof x === "string" ? x : `${x.id || x.file || ""}: ${x.reason || x.why || JSON.stringify(x)}`))) : null,
-      h("p", {}, "tools that declare it: ", (d.tools || []).length ? d.tools.map((t) => (typeof t === "string" ? t : t.name || JSON.stringify(t))).join(", ") : "none")),
+      (d.invalid || []).length ? h("ul", { class: "error", id: "invalid" }, d.invalid.map((x) => h("li", {}, `${x.id}: ${x.error}`))) : null,
+      h("p", { id: "table-tools" }, "tools that declare it: ", (d.tools || []).length ? d.tools.map((t) => `${t.name} (${t.app})`).join(", ") : "none")),
     h("section", { class: "card" }, h("h2", {}, "Rows"), rowsBox), hist);
   const colNames = cols.map(([n]) => n);
   const page = async (offset) => {
