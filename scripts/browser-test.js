@@ -255,6 +255,17 @@ async function main() {
   check(focused.includes("Tools") && focused.includes("Live"), `the navigation is not reachable by keyboard: ${focused}`);
   ok("keyboard reachable", focused.join(" → "));
 
+  step = "phone width";
+  await page.setViewportSize({ width: 390, height: 800 });
+  for (const v of ["apps", "tools", "live", "tables/personal.tasks.items"]) {
+    await page.goto(`${ui}#${v}`);
+    await page.waitForLoadState("networkidle").catch(() => {});
+    await page.waitForTimeout(300);
+    const w = await page.evaluate(() => document.documentElement.scrollWidth);
+    check(w <= 392, `#${v} is wider than a phone: ${w} px`);
+  }
+  ok("every view fits a phone's width (390 px)");
+
   step = "end";
   check(outside.length === 0, `requests left the server: ${outside.join(", ")}`);
   ok("no request left the server");
