@@ -273,10 +273,27 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
             max_instances,
             allow_hosts,
         } => {
-            let path = file
-                .canonicalize()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let path = file.canonicalize().map_err(|e| {
+                let why = match e.kind() {
+                    std::io::ErrorKind::NotFound => "no such file".to_string(),
+                    _ => e.to_string(),
+                };
+                anyhow::anyhow!(
+                    "{}: {why}; give the path of a .wasm component",
+                    file.display()
+                )
+            })?;
             let size = std::fs::metadata(&path)?.len();
+            // The world is checked here first: a mismatch is said before any compile.
+            let bytes = std::fs::read(&path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            if let Some(why) = crate::apps::wasm::check_before_compile(&bytes) {
+                anyhow::bail!(
+                    "{} cannot be installed: {why}\nhint: build a component for the world in wit/datanotes-app.wit (docs/apps.md)",
+                    path.display()
+                );
+            }
+            drop(bytes);
             let mut body = app.to_json();
             body["wasm_path"] = path.display().to_string().into();
             let mut limits = serde_json::Map::new();

@@ -267,3 +267,58 @@ fn completions_and_help() {
         }
     }
 }
+
+#[test]
+fn apps_install_says_a_world_mismatch_before_compiling_or_sending() {
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins");
+    // The components of the world pass the check (Rust, Python, JavaScript guests).
+    for ok in ["planning", "journal", "bookmarks", "fetcher"] {
+        let bytes = std::fs::read(plugins.join(format!("{ok}.wasm"))).unwrap();
+        assert_eq!(
+            datanotes::apps::wasm::check_before_compile(&bytes),
+            None,
+            "{ok}"
+        );
+    }
+    // A component for another world is refused by the command itself: nothing listens at the
+    // address given, so the refusal cannot have come from a server or a compile.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mismatch = plugins.join("mismatch.wasm");
+    let err = refused(&[
+        "apps",
+        "install",
+        s(&mismatch),
+        "--name",
+        "mismatch",
+        "--url",
+        &format!("http://127.0.0.1:{port}"),
+        "--token",
+        "t",
+    ]);
+    assert!(
+        err.contains(&format!("{} cannot be installed", mismatch.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains("call-tool takes (name, arguments), the world's takes (name, arguments, ctx)"),
+        "{err}"
+    );
+    assert!(err.contains("wit/datanotes-app.wit"), "{err}");
+    // A file that is not there is named.
+    let err = refused(&[
+        "apps",
+        "install",
+        "nope.wasm",
+        "--name",
+        "x",
+        "--url",
+        "http://127.0.0.1:1",
+        "--token",
+        "t",
+    ]);
+    assert!(err.contains("nope.wasm: no such file"), "{err}");
+}
