@@ -1,27 +1,43 @@
 //! The owner's `datanotes apps ...` commands: thin HTTP calls to a running server with the owner
 //! token (read from the database folder or given).
 
+use crate::discover::Endpoint;
 use clap::Subcommand;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-/// How the CLI reaches a running server.
+/// How the CLI reaches a running server: its address recorded in `--database DIR` (written by
+/// `serve`), or `--url`; the owner token read from the same folder, or `--token`.
 #[derive(clap::Args)]
 pub struct Conn {
-    /// The running server.
-    #[arg(
-        long,
-        global = true,
-        default_value = "http://127.0.0.1:5234",
-        env = "DATANOTES_URL"
-    )]
-    pub url: String,
-    /// The owner token; or use --database to read it.
+    /// The running server's address, e.g. http://127.0.0.1:5234 (by default the one recorded by
+    /// `datanotes serve` in DIR/.datanotes/server.json).
+    #[arg(long, global = true, env = "DATANOTES_URL")]
+    pub url: Option<String>,
+    /// The owner token (by default read from DIR/.datanotes/owner-token).
     #[arg(long, global = true, env = "DATANOTES_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Read the owner token from this database folder.
+    /// The database folder the server serves: its address and the owner token are read from it.
     #[arg(long, global = true)]
     pub database: Option<PathBuf>,
+}
+
+impl Conn {
+    /// The server to talk to (see [`crate::discover::find`]).
+    pub fn endpoint(&self) -> anyhow::Result<Endpoint> {
+        crate::discover::find(self.url.as_deref(), self.database.as_deref())
+    }
+
+    /// The token to send: `--token`, else the owner token of `--database`.
+    pub fn token(&self) -> anyhow::Result<String> {
+        match (&self.token, &self.database) {
+            (Some(t), _) => Ok(t.clone()),
+            (None, Some(db)) => crate::discover::owner_token(db),
+            (None, None) => anyhow::bail!(
+                "no token: give --database DIR (to read the owner token) or --token (or DATANOTES_TOKEN)"
+            ),
+        }
+    }
 }
 
 /// The fields of an app entry the owner sets.
@@ -83,8 +99,29 @@ impl AppArgs {
 pub enum AppsCmd {
     /// Register an app; prints its token once.
     Create(AppArgs),
-    /// List the apps with their tools and reachability.
-    List,
+    /// One line per app: name, kind, reachable, tools, skipped, last error and its age (the
+    /// same as `status`; `--json` for every field).
+    List {
+        /// Print the apps' entries as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One line per app: name, kind, reachable, tools, skipped, last error and its age.
+    Status {
+        /// Print the apps' entries as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One app's entry, as JSON.
+    Get {
+        /// The app's name.
+        name: String,
+    },
+    /// Lists an app's tools again now; prints what changed.
+    Refresh {
+        /// The app's name.
+        name: String,
+    },
     /// Change an app's rights or fields.
     Update(AppArgs),
     /// Give an app a new token (the old one stops working at once); prints it once.
@@ -129,16 +166,12 @@ pub enum AppsCmd {
     },
 }
 
-/// Sends one owner request to the running server; an error is printed with its hint and exits 1.
+/// Sends one owner request to the running server; a refusal is an error with the server's
+/// message and hint, a server that does not answer an error naming the address tried.
 pub fn post(conn: &Conn, route: &str, body: Value) -> anyhow::Result<Value> {
-    let token = match (&conn.token, &conn.database) {
-        (Some(t), _) => t.clone(),
-        (None, Some(db)) => crate::auth::read_owner_token(db)?,
-        (None, None) => anyhow::bail!(
-            "give --database DIR (to read the owner token) or --token (or DATANOTES_TOKEN)"
-        ),
-    };
-    let url = format!("{}/datanotes/{route}/", conn.url.trim_end_matches('/'));
+    let ep = conn.endpoint()?;
+    let token = conn.token()?;
+    let url = format!("{}/datanotes/{route}/", ep.url);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -149,7 +182,7 @@ pub fn post(conn: &Conn, route: &str, body: Value) -> anyhow::Result<Value> {
             .json(&body)
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!(crate::apps::plain::http_error(&conn.url, &e)))?;
+            .map_err(|e| ep.request_failed(&e))?;
         let status = r.status();
         let v: Option<Value> = r.json().await.ok();
         Ok::<_, anyhow::Error>((status, v))
@@ -157,19 +190,23 @@ pub fn post(conn: &Conn, route: &str, body: Value) -> anyhow::Result<Value> {
     let Some(v) = v else {
         anyhow::bail!(
             "{url} answered HTTP {status} without a datanotes answer (is {} a datanotes server?)",
-            conn.url
+            ep.url
         );
     };
     if !status.is_success() {
         let e = &v["error"];
-        eprintln!(
-            "error ({status}): {}",
-            e["message"].as_str().unwrap_or("unknown")
+        let mut msg = format!(
+            "{} (HTTP {} from {})",
+            e["message"]
+                .as_str()
+                .unwrap_or("the server refused the request"),
+            status.as_u16(),
+            ep.url
         );
         if let Some(h) = e["hint"].as_str() {
-            eprintln!("hint: {h}");
+            msg.push_str(&format!("\nhint: {h}"));
         }
-        std::process::exit(1);
+        anyhow::bail!(msg);
     }
     Ok(v)
 }
@@ -183,10 +220,46 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
     match cmd {
         AppsCmd::Create(a) => {
             let v = post(&conn, "apps/create", a.to_json())?;
+            if v["app"]["kind"] == "remote" {
+                eprintln!("{}", reached(&v["app"]));
+            }
             print(&v["app"]);
             println!("token (shown once): {}", v["token"].as_str().unwrap_or(""));
         }
-        AppsCmd::List => print(&post(&conn, "apps", json!({}))?),
+        AppsCmd::List { json } | AppsCmd::Status { json } => {
+            let v = post(&conn, "apps", json!({}))?;
+            if json {
+                print(&v);
+            } else {
+                print_status(v["apps"].as_array().map(Vec::as_slice).unwrap_or_default());
+            }
+        }
+        AppsCmd::Get { name } => print(&post(&conn, "apps/get", json!({"name": name}))?["app"]),
+        AppsCmd::Refresh { name } => {
+            let v = post(&conn, "apps/refresh", json!({"name": name}))?;
+            let names = |k: &str| -> String {
+                let n: Vec<String> = v[k]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|x| x["name"].as_str().or(x.as_str()).unwrap_or("?").to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if n.is_empty() {
+                    "none".into()
+                } else {
+                    n.join(", ")
+                }
+            };
+            println!("{}", status_line(&v["app"], chrono::Utc::now()));
+            println!(
+                "added: {}; removed: {}; skipped: {}",
+                names("added"),
+                names("removed"),
+                names("skipped")
+            );
+        }
         AppsCmd::Update(a) => print(&post(&conn, "apps/update", a.to_json())?["app"]),
         AppsCmd::RotateToken { name } => {
             let v = post(&conn, "apps/rotate-token", json!({"name": name}))?;
@@ -206,10 +279,27 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
             max_instances,
             allow_hosts,
         } => {
-            let path = file
-                .canonicalize()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let path = file.canonicalize().map_err(|e| {
+                let why = match e.kind() {
+                    std::io::ErrorKind::NotFound => "no such file".to_string(),
+                    _ => e.to_string(),
+                };
+                anyhow::anyhow!(
+                    "{}: {why}; give the path of a .wasm component",
+                    file.display()
+                )
+            })?;
             let size = std::fs::metadata(&path)?.len();
+            // The world is checked here first: a mismatch is said before any compile.
+            let bytes = std::fs::read(&path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            if let Some(why) = crate::apps::wasm::check_before_compile(&bytes) {
+                anyhow::bail!(
+                    "{} cannot be installed: {why}\nhint: build a component for the world in wit/datanotes-app.wit (docs/apps.md)",
+                    path.display()
+                );
+            }
+            drop(bytes);
             let mut body = app.to_json();
             body["wasm_path"] = path.display().to_string().into();
             let mut limits = serde_json::Map::new();
@@ -280,4 +370,113 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether a new remote app was reached, and what it lists (or why not).
+fn reached(app: &Value) -> String {
+    let name = app["name"].as_str().unwrap_or("?");
+    let url = app["mcp_url"].as_str().unwrap_or("?");
+    match app["reachable"].as_bool() {
+        Some(true) => format!(
+            "{name}: reached at {url}; it lists {} tools: {}",
+            app["tools"].as_array().map_or(0, Vec::len),
+            strs(&app["tools"]).join(", ")
+        ),
+        _ => format!(
+            "{name}: not reached at {url}: {}; the engine tries again in the background \
+             (`datanotes apps refresh {name}` to try now)",
+            app["lastError"].as_str().unwrap_or("no answer yet")
+        ),
+    }
+}
+
+fn strs(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// How long ago an RFC 3339 time was, in plain words (`12 s ago`, `3 min ago`).
+fn age(at: &str, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    let t = chrono::DateTime::parse_from_rfc3339(at).ok()?;
+    let s = (now - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    Some(match s {
+        0..60 => format!("{s} s ago"),
+        60..3600 => format!("{} min ago", s / 60),
+        3600..86400 => format!("{} h ago", s / 3600),
+        _ => format!("{} d ago", s / 86400),
+    })
+}
+
+/// One app as a line: name, kind, reachable, tools, skipped, last error with its age.
+fn status_line(a: &Value, now: chrono::DateTime<chrono::Utc>) -> String {
+    let kind = a["kind"].as_str().unwrap_or("?");
+    let reach = match (kind, a["reachable"].as_bool()) {
+        ("client", _) => "-",
+        (_, Some(true)) => "reachable",
+        (_, Some(false)) => "NOT REACHABLE",
+        (_, None) => "not checked yet",
+    };
+    let skipped = a["skippedTools"].as_array().map_or(0, Vec::len);
+    let mut line = format!(
+        "{:<20} {:<7} {:<15} {:>5} {:>7}",
+        a["name"].as_str().unwrap_or("?"),
+        kind,
+        reach,
+        a["tools"].as_array().map_or(0, Vec::len),
+        skipped
+    );
+    if let Some(e) = a["lastError"].as_str() {
+        let when = a["lastErrorAt"]
+            .as_str()
+            .and_then(|t| age(t, now))
+            .map(|a| format!(" ({a})"))
+            .unwrap_or_default();
+        line.push_str(&format!("  {e}{when}"));
+    }
+    line
+}
+
+/// The apps, one line each, after a header; and the skipped tools with who holds each name.
+fn print_status(apps: &[Value]) {
+    if apps.is_empty() {
+        println!("no apps (add one with `datanotes apps create` or `datanotes apps install`)");
+        return;
+    }
+    let now = chrono::Utc::now();
+    println!(
+        "{:<20} {:<7} {:<15} {:>5} {:>7}  LAST ERROR",
+        "NAME", "KIND", "REACHABLE", "TOOLS", "SKIPPED"
+    );
+    for a in apps {
+        println!("{}", status_line(a, now));
+        for t in a["skippedTools"].as_array().into_iter().flatten() {
+            let why = match t["takenBy"].as_str() {
+                Some(by) => format!("the name is held by {by}"),
+                None => t["reason"].as_str().unwrap_or("").to_string(),
+            };
+            println!("    skipped {}: {why}", t["name"].as_str().unwrap_or("?"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_line_says_what_is_wrong_and_since_when() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let a = json!({"name": "weather", "kind": "remote", "reachable": false, "tools": [],
+            "skippedTools": [{"name": "x", "takenBy": "planning"}],
+            "lastError": "connection refused", "lastErrorAt": "2026-12-01T09:58:30.000Z"});
+        let l = status_line(&a, now);
+        assert!(l.starts_with("weather"), "{l}");
+        assert!(l.contains("NOT REACHABLE"), "{l}");
+        let nums: Vec<&str> = l.split_whitespace().skip(4).take(2).collect();
+        assert_eq!(nums, ["0", "1"], "tools, skipped: {l}");
+        assert!(l.ends_with("  connection refused (1 min ago)"), "{l}");
+    }
 }

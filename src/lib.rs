@@ -8,6 +8,7 @@ pub mod apps;
 pub mod auth;
 pub mod cli;
 pub mod demo;
+pub mod discover;
 pub mod engine;
 pub(crate) mod error;
 pub(crate) mod feed;

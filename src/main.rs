@@ -1,6 +1,6 @@
 //! The `datanotes` command line.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use datanotes::engine::Engine;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -20,6 +20,7 @@ struct Cli {
 enum Command {
     /// Create a database folder (and its owner token). Refused while a server serves the folder.
     Init {
+        /// The database folder to create (or to check, if it exists).
         #[arg(long)]
         database: PathBuf,
     },
@@ -31,6 +32,8 @@ enum Command {
         /// Serve a demo database (in ./demo unless --database is given), created with example tables on first use.
         #[arg(long)]
         demo: bool,
+        /// The address to listen on (port 0: any free port; the address is recorded in
+        /// DIR/.datanotes/server.json for the other commands).
         #[arg(long, default_value = "127.0.0.1:5234")]
         listen: SocketAddr,
     },
@@ -43,18 +46,24 @@ enum Command {
     },
     /// Serve MCP over stdio for desktop clients, proxying to a running server.
     Mcp {
-        /// The running server.
-        #[arg(long, default_value = "http://127.0.0.1:5234", env = "DATANOTES_URL")]
-        url: String,
-        /// A token (owner or app); or use --database to read the owner token.
-        #[arg(long, env = "DATANOTES_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// Read the owner token from this database folder.
-        #[arg(long)]
-        database: Option<PathBuf>,
+        #[command(flatten)]
+        conn: datanotes::cli::Conn,
         /// The actor to record (`harness / model`); by default the MCP client's name and version.
         #[arg(long)]
         actor: Option<String>,
+    },
+    /// Print (or open) the console's sign-in link for a running server's database.
+    Ui {
+        #[command(flatten)]
+        conn: datanotes::cli::Conn,
+        /// Open the link in the default browser too.
+        #[arg(long)]
+        open: bool,
+    },
+    /// Print a shell completion script: `source <(datanotes completions bash)`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
 }
 
@@ -83,17 +92,18 @@ fn init_logs(default: &str) {
         .init();
 }
 
-/// Opens a database and makes sure it has an owner token; prints a new token once.
-fn open(db: &std::path::Path) -> anyhow::Result<(std::sync::Arc<Engine>, String)> {
+/// Opens a database and makes sure it has an owner token; prints a new token once (and answers
+/// it, for the console link `serve` prints beside it).
+fn open(db: &std::path::Path) -> anyhow::Result<(std::sync::Arc<Engine>, String, Option<String>)> {
     let engine = Engine::open(db)?;
     let (hash, new) = datanotes::auth::ensure_owner_token(&engine.meta_dir)?;
-    if let Some(token) = new {
+    if let Some(token) = &new {
         println!(
             "owner token (shown once; saved to {} with mode 0600):\n  {token}",
             engine.meta_dir.join("owner-token").display()
         );
     }
-    Ok((engine, hash))
+    Ok((engine, hash, new))
 }
 
 fn main() {
@@ -113,7 +123,7 @@ fn main() {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
         Command::Init { database } => {
-            let (engine, _) = open(&database)?;
+            let (engine, _, _) = open(&database)?;
             engine.shutdown();
             println!("database ready at {}", engine.root.display());
         }
@@ -123,7 +133,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
         } => {
             let db = database.unwrap_or_else(|| PathBuf::from("demo"));
-            let (engine, hash) = open(&db)?;
+            let (engine, hash, new_token) = open(&db)?;
             if demo {
                 datanotes::demo::seed(&engine)?;
             }
@@ -155,6 +165,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     "datanotes serving {} on http://{addr}",
                     engine.root.display()
                 );
+                match &new_token {
+                    Some(t) => println!("console (owner sign-in link): http://{addr}/datanotes/ui/#token={t}"),
+                    None => println!(
+                        "console: http://{addr}/datanotes/ui/ (sign-in link: datanotes ui --database {})",
+                        engine.root.display()
+                    ),
+                }
+                // The clients (`apps`, `mcp`, `ui`) find the server from the folder; removed at stop.
+                let _recorded =
+                    datanotes::discover::Recorded::write(&engine.meta_dir, &format!("http://{addr}"))?;
                 let server = datanotes::server::Server::new(engine.clone(), hash)?;
                 datanotes::start::serve(server, listener, limits).await?;
                 Ok::<_, anyhow::Error>(())
@@ -162,22 +182,45 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             engine.shutdown();
         }
         Command::Apps { conn, cmd } => datanotes::cli::run(conn, *cmd)?,
-        Command::Mcp {
-            url,
-            token,
-            database,
-            actor,
-        } => {
-            let token = match (token, database) {
-                (Some(t), _) => t,
-                (None, Some(db)) => datanotes::auth::read_owner_token(&db)?,
-                (None, None) => anyhow::bail!("give --token (or DATANOTES_TOKEN) or --database"),
-            };
-            let url = format!("{}/mcp", url.trim_end_matches('/').trim_end_matches("/mcp"));
+        Command::Mcp { conn, actor } => {
+            let ep = conn.endpoint()?;
+            let token = conn.token()?;
+            let url = format!("{}/mcp", ep.url.trim_end_matches("/mcp"));
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
             rt.block_on(datanotes::mcp::stdio::run(url, token, actor))?;
+        }
+        Command::Ui { conn, open } => {
+            let ep = conn.endpoint()?;
+            let token = conn.token()?;
+            let link = format!("{}/datanotes/ui/#token={token}", ep.url);
+            println!("{link}");
+            if open {
+                let opener = if cfg!(target_os = "macos") {
+                    "open"
+                } else {
+                    "xdg-open"
+                };
+                std::process::Command::new(opener)
+                    .arg(&link)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "cannot open a browser with `{opener}` ({e}); open the link above yourself"
+                        )
+                    })?;
+            }
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "datanotes",
+                &mut std::io::stdout(),
+            );
         }
     }
     Ok(())

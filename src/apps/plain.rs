@@ -112,11 +112,6 @@ fn words(url: &str, peer: Peer, text: &str) -> String {
     format!("the MCP exchange with {url} failed")
 }
 
-/// Why a plain HTTP request to the datanotes server failed (the owner's CLI).
-pub fn http_error(url: &str, e: &reqwest::Error) -> String {
-    words(url, Peer::Engine, &chain(e))
-}
-
 /// Why a session could not be opened.
 pub fn init_error(url: &str, peer: Peer, e: &ClientInitializeError) -> String {
     let text = match e {

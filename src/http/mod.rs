@@ -10,6 +10,7 @@
 mod operations;
 mod routes;
 mod sse;
+mod ui;
 
 use crate::error::Error;
 use crate::ops::Ctx;
@@ -112,7 +113,7 @@ pub(crate) fn router(s: Shared) -> Router {
         .route("/datanotes/{op}", post(operations::run))
         .route("/datanotes/{a}/{b}/", post(not_found))
         .route("/datanotes/{a}/{b}", post(not_found));
-    routes::register(r)
+    ui::register(routes::register(r))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(s)

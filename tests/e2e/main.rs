@@ -15,6 +15,7 @@
 mod kit;
 
 mod apps_scopes;
+mod cli;
 mod connections;
 mod crash;
 mod engine_files;

@@ -131,13 +131,13 @@ fn the_cli_says_what_went_wrong_in_plain_words() {
     let (ok, err) = cli_list(&url, "dn_owner_x");
     assert!(!ok);
     assert!(
-        err.contains(&format!("connection refused at {url}")) && err.contains("datanotes serve"),
+        err.contains(&format!("nothing answers at {url}")) && err.contains("datanotes serve"),
         "{err}"
     );
     assert_plain(&err);
     assert_eq!(err.lines().count(), 1, "one line: {err}");
 
-    // A folder that is not a database: which file, what to check.
+    // A folder that is not there: which folder, what to do.
     let out = Command::new(bin())
         .args([
             "apps",
@@ -153,8 +153,7 @@ fn the_cli_says_what_went_wrong_in_plain_words() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        err.contains("/nonexistent/db/.datanotes/owner-token")
-            && err.contains("a datanotes database folder"),
+        err.contains("/nonexistent/db: no such folder") && err.contains("datanotes init"),
         "{err}"
     );
     assert_plain(&err);

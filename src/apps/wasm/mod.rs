@@ -32,7 +32,8 @@
 //! - `host/`: the store's data (WASI and wasi:http views), the world's imports
 //!   (`engine.call`, `log`), the guest's stdout and stderr;
 //! - `net.rs`: `allow_hosts`, the wasi:http hook that lets a request out;
-//! - `world.rs`: the check of a component's exports against the world;
+//! - `world.rs`: the check of a component's exports against the world; `precheck.rs`: the
+//!   part of it that needs no compile (names and parameters), which `apps install` does first;
 //! - `error.rs`: [`WasmError`], mapped to the aggregator's error in one place.
 
 mod error;
@@ -40,10 +41,12 @@ mod host;
 mod limits;
 pub(crate) mod net;
 mod pool;
+mod precheck;
 mod runtime;
 mod world;
 
 pub use limits::Limits;
+pub use precheck::check_before_compile;
 pub use runtime::WasmRuntime;
 pub(crate) use runtime::component_bytes;
 

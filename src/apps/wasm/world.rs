@@ -8,7 +8,7 @@ use super::error::WasmError;
 use wasmtime::component::Component;
 
 /// The interface every app exports.
-pub(super) const TOOLS_INTERFACE: &str = "datanotes:app/tools@0.1.0";
+pub(crate) const TOOLS_INTERFACE: &str = "datanotes:app/tools@0.1.0";
 /// A function as the world declares it, written as WIT: name, parameters (name, type), result.
 type FuncSig = (
     &'static str,

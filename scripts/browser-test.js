@@ -1,0 +1,282 @@
+// The console's scenarios in a real headless Chromium (run by scripts/browser, which starts the
+// server and gives LINK, the owner's sign-in link it printed, and WASM, a component to upload).
+// Prints one line per scenario and the figures; exits 1 on the first failure.
+"use strict";
+
+const { chromium: playwright } = require("playwright-core");
+const chromium = require("@sparticuz/chromium").default;
+const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
+const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
+
+const link = process.env.LINK;
+const base = new URL(link).origin;
+const token = decodeURIComponent(link.split("#token=")[1]);
+const ui = `${base}/datanotes/ui/`;
+
+let step = "start";
+const started = Date.now();
+function ok(what, detail) {
+  console.log(`PASS ${what}${detail ? ` (${detail})` : ""}`);
+}
+function check(cond, what) {
+  if (!cond) throw new Error(`${step}: ${what}`);
+}
+
+/** An owner call from the test itself (not through the page). */
+async function api(path, body, tok = token) {
+  const r = await fetch(`${base}/datanotes/${path}/`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${tok}`, "Content-Type": "application/json" },
+    body: JSON.stringify(body || {}),
+  });
+  return { status: r.status, body: await r.json().catch(() => ({})) };
+}
+
+/** An agent: a real MCP client on /mcp. */
+async function agent(name) {
+  const c = new Client({ name, version: "1.0" });
+  await c.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  }));
+  return c;
+}
+
+async function main() {
+  const browser = await playwright.launch({
+    executablePath: await chromium.executablePath(),
+    args: chromium.args,
+    headless: true,
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  // Every request the page makes must go to this server.
+  const outside = [];
+  context.on("request", (r) => {
+    const u = r.url();
+    if (!u.startsWith(`${base}/`) && !u.startsWith("data:")) outside.push(u);
+  });
+  // Browser console errors, by scenario; a refused token is a 401 the console reports itself.
+  const errors = [];
+  const watch = (page) => {
+    page.on("console", (m) => m.type() === "error" && errors.push({ step, text: m.text() }));
+    page.on("pageerror", (e) => errors.push({ step, text: String(e) }));
+  };
+  const page = await context.newPage();
+  watch(page);
+
+  // First paint of the console, cold, without a token: only the sign-in form, no data.
+  step = "first paint";
+  await page.goto(ui);
+  await page.waitForSelector("#signin:not([hidden])");
+  const paint = await page.evaluate(() => {
+    const p = performance.getEntriesByType("paint").find((e) => e.name === "first-contentful-paint") ||
+      performance.getEntriesByType("paint")[0];
+    const n = performance.getEntriesByType("navigation")[0];
+    return { paint: p ? p.startTime : null, load: n ? n.loadEventEnd : null };
+  });
+  check(paint.paint !== null, "no paint entry");
+  // Again, the browser warm (the first navigation of a new browser includes its own start-up).
+  const paints = [];
+  for (let i = 0; i < 5; i++) {
+    await page.goto("about:blank");
+    await page.goto(ui);
+    await page.waitForSelector("#signin:not([hidden])");
+    paints.push(await page.evaluate(() => performance.getEntriesByType("paint").find((e) => e.name === "first-contentful-paint").startTime));
+  }
+  paints.sort((x, y) => x - y);
+  check(await page.locator("#nav").isHidden(), "the navigation shows without a token");
+  check((await page.locator("#view").innerHTML()) === "", "data shows without a token");
+  ok("without a token: only the sign-in form", `first contentful paint ${paint.paint.toFixed(0)} ms cold, median ${paints[2].toFixed(0)} ms warm (${paints.map((x) => x.toFixed(0)).join(", ")}), load ${paint.load.toFixed(0)} ms`);
+
+  step = "wrong token";
+  await page.fill("#token-input", "dn_owner_0000000000000000000000000000000000000000000000000000000000000000");
+  await page.click("#signin-form button[type=submit]");
+  await page.waitForFunction(() => /refused/i.test(document.querySelector("#signin-error").textContent));
+  check(await page.locator("#nav").isHidden(), "signed in with a wrong token");
+  check(!(await page.evaluate(() => sessionStorage.getItem("datanotes.token"))), "a wrong token was kept");
+  ok("a wrong token is refused");
+
+  step = "sign in by form";
+  await page.fill("#token-input", token);
+  await page.keyboard.press("Enter");
+  await page.waitForSelector("#nav:not([hidden])");
+  check((await page.textContent("#who")).includes("owner"), "not signed in as the owner");
+  await page.click("#signout");
+  await page.waitForSelector("#signin:not([hidden])");
+  ok("sign in by form, sign out");
+
+  step = "sign in by link";
+  await page.goto(link);
+  await page.waitForSelector("#nav:not([hidden])");
+  check(!page.url().includes("token"), `the token stayed in the address bar: ${page.url()}`);
+  check(await page.evaluate(() => history.length >= 1 && !location.href.includes("token")), "token in location");
+  check((await page.evaluate(() => sessionStorage.getItem("datanotes.token"))) === token, "token not in sessionStorage");
+  await page.waitForSelector("#apps");
+  ok("sign in by link: the token left the address bar at once", page.url());
+
+  step = "register a remote app that is down";
+  await page.fill("#remote-name", "weather");
+  await page.fill("#remote-url", "http://127.0.0.1:9/mcp");
+  await page.click("#remote-form button[type=submit]");
+  await page.waitForSelector('[data-app="weather"]');
+  await page.waitForFunction(() => /not reachable/.test(document.querySelector('[data-app="weather"]').textContent));
+  const weather = await page.textContent('[data-app="weather"]');
+  check(/last error/.test(weather), "no last error on the down app");
+  check(/remote/.test(weather), "kind not shown");
+  ok("apps listed: the down remote app is marked not reachable, with its last error");
+
+  step = "install a .wasm by upload";
+  await page.setInputFiles("#wasm-file", process.env.WASM);
+  await page.fill("#wasm-name", "planning");
+  await page.fill("#wasm-write", "personal.tasks.*");
+  await page.check('#install-form input[name="ddl"]');
+  const t0 = Date.now();
+  await page.click("#install-form button[type=submit]");
+  await page.waitForSelector('#install-form ~ div .new-token', { timeout: 120000 });
+  await page.waitForSelector('[data-app="planning"]');
+  const planning = await page.textContent('[data-app="planning"]');
+  check(/3 tools/.test(planning), `planning does not show its 3 tools: ${planning}`);
+  check(/allow_hosts/.test(planning) && /limits/.test(planning), "no limits or allow_hosts on the WASM app");
+  ok("install a .wasm by upload: its tools are listed", `${Date.now() - t0} ms`);
+
+  step = "call a tool from the form";
+  await page.click('a[data-view="tools"]');
+  const tool = page.locator('details[data-tool="planning_add_task"]');
+  await tool.locator("summary").first().click();
+  await page.fill("#arg-planning_add_task-title", "Water the plants");
+  await tool.locator("button[type=submit]").click();
+  await tool.locator("pre.result.ok").waitFor();
+  const out = await tool.locator("pre.result").textContent();
+  check(/served by planning/.test(out) && /"id"/.test(out), `unexpected result: ${out}`);
+  const rows = await api("select_rows", { table: "personal.tasks.items", where: [{ column: "title", op: "=", value: "Water the plants" }] });
+  check(rows.body.rows && rows.body.rows.length === 1, "the row the tool added is not in the table");
+  ok("call a tool from the form generated from its schema", out.split("\n")[0]);
+
+  step = "live";
+  await page.click('a[data-view="live"]');
+  await page.waitForFunction(() => document.querySelector("#live-status")?.textContent === "connected");
+  const a = await agent("browser-test");
+  const c0 = Date.now();
+  await a.callTool({ name: "planning_list_tasks", arguments: {} });
+  const c1 = Date.now();
+  await page.waitForSelector('#live-rows tr[data-op="tool_call"]:has-text("planning_list_tasks")', { timeout: 2000 });
+  const c2 = Date.now();
+  const row = await page.textContent('#live-rows tr[data-op="tool_call"]:has-text("planning_list_tasks")');
+  check(/browser-test/.test(row), `the actor is not shown: ${row}`);
+  ok("an agent's MCP tool call appears in Live without reload", `${c2 - c1} ms after the call answered (${c1 - c0} ms call)`);
+
+  // Filters: by app, then by table.
+  await page.selectOption("#filter-app", "planning");
+  check(await page.locator('#live-rows tr[data-app="planning"]').first().isVisible(), "the app filter hides the app's calls");
+  await page.selectOption("#filter-app", "");
+  await page.selectOption("#filter-table", "personal.tasks.items");
+  check(await page.locator('#live-rows tr[data-op="tool_call"]').first().isHidden(), "the table filter shows tool calls");
+  await page.selectOption("#filter-table", "");
+  ok("Live filters by app and by table");
+
+  // 100 tool calls a second for 3 s, from 4 agents: Live keeps up.
+  step = "live at 100 calls/s";
+  const agents = [a, await agent("load-1"), await agent("load-2"), await agent("load-3")];
+  const before = await page.evaluate(() => Number(document.querySelector("#live-count").textContent.split(" ")[0]));
+  const N = Number(process.env.LIVE_CALLS || 300);
+  const calls = [];
+  const l0 = Date.now();
+  for (let i = 0; i < N; i++) {
+    const due = l0 + i * 10;
+    const wait = due - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    calls.push(agents[i % agents.length].callTool({ name: "list_tables", arguments: {} }));
+  }
+  await Promise.all(calls);
+  const l1 = Date.now();
+  await page.waitForFunction((n) => Number(document.querySelector("#live-count").textContent.split(" ")[0]) >= n, before + N, { timeout: 10000 });
+  const l2 = Date.now();
+  const rate = N / ((l1 - l0) / 1000);
+  check(l2 - l1 <= 2000, `Live fell behind: ${l2 - l1} ms after the last call`);
+  ok("Live keeps up with 100 tool calls/s", `${N} calls at ${rate.toFixed(0)}/s; all shown ${l2 - l1} ms after the last answered`);
+  for (const x of agents) await x.close();
+
+  step = "rotate a token";
+  await page.click('a[data-view="apps"]');
+  await page.click('[data-app="planning"] button.rotate');
+  await page.click("#dialog-ok");
+  await page.waitForSelector("#dialog .new-token");
+  const appToken = (await page.textContent("#dialog .new-token")).trim();
+  const appLink = (await page.textContent("#dialog .app-link")).trim();
+  await page.click("#dialog-ok");
+  check(appToken.startsWith("dn_app_"), `not an app token: ${appToken}`);
+  check((await api("list_tables", {}, appToken)).status === 200, "the new token does not work");
+  ok("rotate a token: shown once, works");
+
+  step = "an app token sees no owner actions";
+  const appPage = await (await browser.newContext({ viewport: { width: 390, height: 800 } })).newPage();
+  appPage.context().on("request", (r) => { const u = r.url(); if (!u.startsWith(`${base}/`) && !u.startsWith("data:")) outside.push(u); });
+  watch(appPage);
+  await appPage.goto(appLink);
+  await appPage.waitForSelector('[data-app="planning"]');
+  check((await appPage.textContent("#who")).includes("app token"), "not shown as an app token");
+  check((await appPage.locator(".owner-only").count()) === 0, "owner actions shown to an app token");
+  check((await appPage.locator("#install-form, #remote-form, button.rotate, button.delete").count()) === 0, "owner forms shown");
+  const width = await appPage.evaluate(() => document.documentElement.scrollWidth);
+  check(width <= 392, `the page is wider than a phone: ${width} px`);
+  await appPage.click('a[data-view="tools"]');
+  await appPage.waitForSelector('details[data-tool="planning_add_task"]');
+  ok("an app token sees its app, its tools, no owner actions (phone width 390 px)");
+
+  step = "delete an app";
+  await page.click('[data-app="weather"] button.delete');
+  await page.click("#dialog-ok");
+  await page.waitForSelector('[data-app="weather"]', { state: "detached" });
+  check(!(await api("apps")).body.apps.some((x) => x.name === "weather"), "weather is still registered");
+  ok("delete an app (after confirmation)");
+
+  step = "tables";
+  // A row edited by hand into an invalid one: describe shows it with its reason.
+  require("fs").writeFileSync(`${process.env.HOME_TMP}/db/personal/tasks/items/broken.md`, "---\nstatus: todo\n---\n");
+  await new Promise((r) => setTimeout(r, 1500));
+  await page.click('a[data-view="tables"]');
+  await page.click('a[href="#tables/personal.tasks.items"]');
+  await page.waitForSelector("#columns");
+  check(/broken: column title is required/.test(await page.textContent("#invalid")), "the invalid row is not shown");
+  check(/planning_add_task \(planning\)/.test(await page.textContent("#table-tools")), "the tools declaring the table are not shown");
+  await page.waitForSelector('#rows td:text("buy-oat-milk")');
+  await page.locator('#rows tr:has-text("buy-oat-milk") button.history').click();
+  await page.waitForSelector('#history td:text("insert")');
+  ok("tables: describe (invalid rows, declaring tools), browse, a row's history");
+
+  step = "keyboard";
+  await page.goto("about:blank");
+  await page.goto(`${ui}#apps`);
+  await page.waitForSelector("#apps");
+  const focused = [];
+  for (let i = 0; i < 6; i++) {
+    await page.keyboard.press("Tab");
+    focused.push(await page.evaluate(() => document.activeElement.textContent.trim().slice(0, 20)));
+  }
+  check(focused.includes("Tools") && focused.includes("Live"), `the navigation is not reachable by keyboard: ${focused}`);
+  ok("keyboard reachable", focused.join(" → "));
+
+  step = "phone width";
+  await page.setViewportSize({ width: 390, height: 800 });
+  for (const v of ["apps", "tools", "live", "tables/personal.tasks.items"]) {
+    await page.goto(`${ui}#${v}`);
+    await page.waitForLoadState("networkidle").catch(() => {});
+    await page.waitForTimeout(300);
+    const w = await page.evaluate(() => document.documentElement.scrollWidth);
+    check(w <= 392, `#${v} is wider than a phone: ${w} px`);
+  }
+  ok("every view fits a phone's width (390 px)");
+
+  step = "end";
+  check(outside.length === 0, `requests left the server: ${outside.join(", ")}`);
+  ok("no request left the server");
+  const unexpected = errors.filter((e) => !(e.step === "wrong token" && /status of 401/.test(e.text)));
+  check(unexpected.length === 0, `browser console errors: ${JSON.stringify(unexpected)}`);
+  ok("no errors in the browser console");
+  await browser.close();
+  console.log(`browser: every scenario passed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+main().catch((e) => {
+  console.error(`FAIL ${e.message}`);
+  process.exit(1);
+});

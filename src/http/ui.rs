@@ -1,0 +1,83 @@
+//! `GET /datanotes/ui/`: the owner's console, static assets compiled into the binary (plain
+//! HTML, CSS and JavaScript in `src/http/ui/`, no build step, nothing fetched from elsewhere).
+//! The route is public: the page holds no data. Every piece of data it shows comes through the
+//! same authorized API calls as any client's (`Authorization: Bearer`, no cookie), so an app
+//! token sees in the console what that app may see, and nothing more.
+
+use axum::Router;
+use axum::extract::Path;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+
+/// The console's files: name, content type, bytes.
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "index.html",
+        "text/html; charset=utf-8",
+        include_str!("ui/index.html"),
+    ),
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/app.js"),
+    ),
+    (
+        "app.css",
+        "text/css; charset=utf-8",
+        include_str!("ui/app.css"),
+    ),
+];
+
+/// What the page may load and reach: this server only (no request leaves it), no inline script,
+/// not framed by another site.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+fn asset(name: &str) -> Response {
+    let Some((_, ty, body)) = ASSETS.iter().find(|(n, _, _)| *n == name) else {
+        return crate::error::Error::not_found(format!("the console has no file {name:?}"))
+            .hint("open /datanotes/ui/")
+            .into_response();
+    };
+    let mut r = (StatusCode::OK, *body).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ty));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    r
+}
+
+/// The console's routes: `/datanotes/ui` (redirected), `/datanotes/ui/` and its files.
+pub(super) fn register<S: Clone + Send + Sync + 'static>(r: Router<S>) -> Router<S> {
+    r.route(
+        "/datanotes/ui",
+        get(|| async { Redirect::permanent("/datanotes/ui/") }),
+    )
+    .route("/datanotes/ui/", get(|| async { asset("index.html") }))
+    .route(
+        "/datanotes/ui/{file}",
+        get(|Path(file): Path<String>| async move { asset(&file) }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    /// The whole page stays light: ≤ 300 KB.
+    #[test]
+    fn the_console_weighs_under_300_kb() {
+        let total: usize = super::ASSETS.iter().map(|(_, _, b)| b.len()).sum();
+        assert!(total <= 300_000, "{total} bytes");
+    }
+}

@@ -1,0 +1,603 @@
+// The datanotes console: plain JavaScript over the engine's HTTP API. Every call carries the
+// token as `Authorization: Bearer` (no cookie); the token lives in sessionStorage only.
+"use strict";
+
+const KEY = "datanotes.token";
+const state = { token: null, owner: false, self: null, view: "apps", live: null };
+
+// ---- small helpers -------------------------------------------------------------------------
+
+/** Builds an element: h("button", {onclick, class}, "text", child...). */
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const k of kids.flat()) {
+    if (k === null || k === undefined || k === false) continue;
+    el.append(k instanceof Node ? k : String(k));
+  }
+  return el;
+}
+const $ = (s) => document.querySelector(s);
+const view = () => $("#view");
+function show(...kids) { view().replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false)); }
+function json(v) { return JSON.stringify(v, null, 2); }
+
+/** "3 s ago", "5 min ago" from an ISO time. */
+function age(iso) {
+  if (!iso) return "";
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return `${Math.round(s)} s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} d ago`;
+}
+
+/** An API error: the server's message and hint. */
+class ApiError extends Error {
+  constructor(status, body) {
+    const e = (body && body.error) || {};
+    super(e.message || `HTTP ${status}`);
+    this.status = status;
+    this.hint = e.hint || "";
+    this.code = e.code || "";
+  }
+}
+function errorText(e) { return e.hint ? `${e.message} (${e.hint})` : e.message; }
+function errorBox(e) { return h("p", { class: "error", role: "alert" }, errorText(e)); }
+
+/** POST /datanotes/<path>/ with the token. */
+async function api(path, body) {
+  const r = await fetch(`/datanotes/${path}/`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${state.token}`, "Content-Type": "application/json" },
+    body: JSON.stringify(body || {}),
+  });
+  const v = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    const err = new ApiError(r.status, v);
+    if (r.status === 401) signOut(`Token refused: ${err.message}`);
+    throw err;
+  }
+  return v;
+}
+
+/** POST with upload progress (XMLHttpRequest: fetch reports no upload progress). */
+function apiUpload(path, body, onProgress) {
+  return new Promise((resolve, reject) => {
+    const x = new XMLHttpRequest();
+    x.open("POST", `/datanotes/${path}/`);
+    x.setRequestHeader("Authorization", `Bearer ${state.token}`);
+    x.setRequestHeader("Content-Type", "application/json");
+    x.upload.onprogress = (e) => e.lengthComputable && onProgress(e.loaded / e.total);
+    x.upload.onload = () => onProgress(1);
+    x.onload = () => {
+      let v = {};
+      try { v = JSON.parse(x.responseText); } catch (_) { /* not JSON */ }
+      if (x.status >= 200 && x.status < 300) resolve(v); else reject(new ApiError(x.status, v));
+    };
+    x.onerror = () => reject(new Error("the upload failed (connection lost)"));
+    x.send(JSON.stringify(body));
+  });
+}
+
+/** A modal dialog; resolves true on OK. */
+function ask(...content) {
+  const d = $("#dialog");
+  $("#dialog-body").replaceChildren(...content);
+  d.showModal();
+  return new Promise((resolve) => {
+    d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
+  });
+}
+function tell(...content) {
+  $("#dialog-cancel").hidden = true;
+  return ask(...content).finally(() => { $("#dialog-cancel").hidden = false; });
+}
+
+// ---- sign-in -------------------------------------------------------------------------------
+
+function takeToken() {
+  const m = location.hash.match(/(?:^#|&)token=([^&]+)/);
+  if (m) {
+    sessionStorage.setItem(KEY, decodeURIComponent(m[1]));
+    const app = location.hash.match(/&app=([^&]+)/);
+    if (app) sessionStorage.setItem(`${KEY}.app`, decodeURIComponent(app[1]));
+    else sessionStorage.removeItem(`${KEY}.app`);
+    // Out of the address bar (and the history) at once.
+    history.replaceState(null, "", location.pathname + location.search + "#apps");
+  }
+  return sessionStorage.getItem(KEY);
+}
+
+function signOut(message) {
+  sessionStorage.removeItem(KEY);
+  sessionStorage.removeItem(`${KEY}.app`);
+  state.token = null;
+  stopLive();
+  $("#nav").hidden = true;
+  $("#signout").hidden = true;
+  $("#who").textContent = "";
+  view().replaceChildren();
+  $("#signin").hidden = false;
+  $("#signin-error").textContent = message || "";
+  $("#token-input").focus();
+}
+
+async function signIn(token) {
+  state.token = token;
+  state.self = sessionStorage.getItem(`${KEY}.app`);
+  try {
+    await api("list_tables");
+  } catch (e) {
+    if (e.status !== 401) signOut(`Cannot sign in: ${errorText(e)}`);
+    return false;
+  }
+  // The owner's tokens and the apps' have distinct prefixes; the server still decides every
+  // call. An app's sign-in link may name the app (`#token=…&app=NAME`): it then sees its entry.
+  state.owner = token.startsWith("dn_owner_");
+  $("#signin").hidden = true;
+  $("#nav").hidden = false;
+  $("#signout").hidden = false;
+  $("#who").textContent = state.owner ? "signed in as the owner" : `signed in with an app token${state.self ? ` (${state.self})` : ""}`;
+  document.body.dataset.role = state.owner ? "owner" : "app";
+  route();
+  return true;
+}
+
+// ---- views ---------------------------------------------------------------------------------
+
+const VIEWS = { apps: appsView, tools: toolsView, live: liveView, tables: tablesView };
+
+function route() {
+  if (!state.token) return;
+  const name = (location.hash.slice(1).split("/")[0]) || "apps";
+  state.view = VIEWS[name] ? name : "apps";
+  for (const a of document.querySelectorAll("#nav a")) {
+    if (a.dataset.view === state.view) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  }
+  if (state.view !== "live") stopLive();
+  VIEWS[state.view]().catch((e) => show(errorBox(e)));
+}
+
+// Apps ----------------------------------------------------------------------------------------
+
+function reach(a) {
+  if (a.kind === "client") return h("span", { class: "badge" }, "client (no tools)");
+  if (a.reachable === true) return h("span", { class: "badge up" }, "reachable");
+  if (a.reachable === false) return h("span", { class: "badge down" }, "not reachable");
+  return h("span", { class: "badge" }, "not checked yet");
+}
+
+function appCard(a) {
+  const rights = [
+    `write: ${a.write && a.write.length ? a.write.join(", ") : "none"}`,
+    a.ddl ? "ddl" : null,
+    a.maintain ? "maintain" : null,
+  ].filter(Boolean).join(" · ");
+  const card = h("article", { class: "card app", "data-app": a.name },
+    h("div", { class: "row" },
+      h("h3", {}, a.name), h("span", { class: "badge" }, a.kind), reach(a),
+      h("span", { class: "muted" }, `${(a.tools || []).length} tools`),
+      (a.skippedTools || []).length ? h("span", { class: "badge down" }, `${a.skippedTools.length} skipped`) : null,
+      a.lastSeen ? h("span", { class: "muted" }, `last seen ${age(a.lastSeen)}`) : null),
+    a.description ? h("p", { class: "muted" }, a.description) : null,
+    a.mcp_url ? h("div", {}, "endpoint: ", h("code", {}, a.mcp_url)) : null,
+    a.lastError ? h("p", { class: "error" }, `last error${a.lastErrorAt ? ` (${age(a.lastErrorAt)})` : ""}: ${a.lastError}`) : null,
+    a.previousError ? h("p", { class: "muted" }, `previous error${a.previousError.at ? ` (${age(a.previousError.at)})` : ""}: ${a.previousError.message}`) : null,
+    h("div", {}, "rights: ", rights));
+  if (a.wasm) {
+    const l = a.wasm.limits || {};
+    card.append(h("div", {}, `limits: memory ${l.memory_mb} MiB · cpu ${l.cpu_ms} ms · timeout ${l.timeout_ms} ms · result ${l.max_result_bytes} B · instances ${l.max_instances}`),
+      h("div", {}, "allow_hosts: ", a.wasm.allow_hosts && a.wasm.allow_hosts.length ? a.wasm.allow_hosts.join(", ") : "none (no network)"),
+      h("div", { class: "muted" }, `component ${String(a.wasm.sha256).slice(0, 12)}… (${(a.wasm.size / 1e6).toFixed(1)} MB)`));
+  }
+  if ((a.tools || []).length) card.append(h("details", {}, h("summary", {}, "tools"), h("p", {}, a.tools.join(", "))));
+  if ((a.skippedTools || []).length) {
+    card.append(h("details", { open: true }, h("summary", {}, "skipped tools"),
+      h("ul", {}, a.skippedTools.map((s) => h("li", { class: "skipped" }, h("code", {}, s.name), s.takenBy ? ` — name held by ${s.takenBy}` : "", s.reason ? ` — ${s.reason}` : "")))));
+  }
+  const msg = h("p", { class: "result", role: "status" });
+  const actions = h("div", { class: "row actions" },
+    h("button", { type: "button", class: "refresh", onclick: () => refreshApp(a.name, msg) }, "Refresh"));
+  if (state.owner) {
+    actions.append(
+      h("button", { type: "button", class: "rotate owner-only", onclick: () => rotate(a.name) }, "Rotate token"),
+      h("button", { type: "button", class: "delete danger owner-only", onclick: () => removeApp(a.name) }, "Delete"));
+  }
+  card.append(actions, msg);
+  return card;
+}
+
+async function refreshApp(name, msg) {
+  msg.textContent = "refreshing…";
+  try {
+    const d = await api("apps/refresh", { name });
+    const part = (k) => (d[k] && d[k].length ? `${k}: ${d[k].map((x) => x.name || x).join(", ")}` : null);
+    msg.textContent = [part("added"), part("removed"), part("skipped")].filter(Boolean).join(" · ") || "no change";
+    if (state.view === "apps") setTimeout(appsView, 800);
+  } catch (e) { msg.replaceChildren(errorBox(e)); }
+}
+
+async function rotate(name) {
+  if (!(await ask(h("p", {}, `Give ${name} a new token? The old one stops working at once.`)))) return;
+  try {
+    const t = (await api("apps/rotate-token", { name })).token;
+    const link = `${location.origin}/datanotes/ui/#token=${encodeURIComponent(t)}&app=${encodeURIComponent(name)}`;
+    await tell(h("p", {}, `New token for ${name} (shown once: copy it now):`), h("p", { class: "tok new-token" }, t),
+      h("p", {}, "The console as this app sees it (open in a private window): "), h("p", { class: "tok app-link" }, link));
+  } catch (e) { await tell(errorBox(e)); }
+}
+
+async function removeApp(name) {
+  if (!(await ask(h("p", {}, `Delete the app ${name}? Its token stops working and its tools leave the namespace.`)))) return;
+  try { await api("apps/delete", { name }); } catch (e) { await tell(errorBox(e)); }
+  appsView();
+}
+
+function patterns(s) { return s.split(/[\s,]+/).filter(Boolean); }
+
+function b64(buf) {
+  const bytes = new Uint8Array(buf);
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function installForm() {
+  const out = h("div", { role: "status" });
+  const prog = h("progress", { max: 1, value: 0, hidden: true });
+  const f = h("form", { class: "grid", id: "install-form" },
+    h("div", {}, h("label", { for: "wasm-file" }, "Component (.wasm)"), h("input", { id: "wasm-file", name: "file", type: "file", accept: ".wasm", required: true })),
+    h("div", {}, h("label", { for: "wasm-name" }, "Name"), h("input", { id: "wasm-name", name: "name", required: true, pattern: "[a-z][a-z0-9_\\-]{0,63}" })),
+    h("div", {}, h("label", { for: "wasm-write" }, "Write patterns (comma separated)"), h("input", { id: "wasm-write", name: "write", placeholder: "personal.tasks.*" })),
+    h("div", {}, h("label", {}, h("input", { type: "checkbox", name: "ddl" }), " schema changes (ddl)"), h("label", {}, h("input", { type: "checkbox", name: "maintain" }), " maintain")),
+    h("div", {}, h("button", { type: "submit", class: "primary" }, "Install")));
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const file = f.file.files[0];
+    if (!file) return;
+    const body = { name: f.name.value, wasm_base64: b64(await file.arrayBuffer()) };
+    if (f.write.value.trim()) body.write = patterns(f.write.value);
+    if (f.ddl.checked) body.ddl = true;
+    if (f.maintain.checked) body.maintain = true;
+    prog.hidden = false;
+    prog.value = 0;
+    out.textContent = `uploading ${file.name} (${(file.size / 1e6).toFixed(1)} MB)…`;
+    try {
+      const v = await apiUpload("apps/create", body, (p) => {
+        prog.value = p;
+        if (p >= 1) out.textContent = "compiling and checking the component…";
+      });
+      out.replaceChildren(h("p", { class: "ok" }, `installed ${v.app.name}: ${v.app.tools.length} tools (${v.app.tools.join(", ")})`),
+        h("p", {}, "The app's token (shown once: copy it now):"), h("p", { class: "tok new-token" }, v.token));
+      f.reset();
+      await appsView(out);
+    } catch (e) { out.replaceChildren(errorBox(e)); }
+    prog.hidden = true;
+  });
+  return h("section", { class: "card owner-only" }, h("h2", {}, "Install a WASM app"), f, prog, out);
+}
+
+function remoteForm() {
+  const out = h("div", { role: "status" });
+  const f = h("form", { class: "grid", id: "remote-form" },
+    h("div", {}, h("label", { for: "remote-name" }, "Name"), h("input", { id: "remote-name", name: "name", required: true, pattern: "[a-z][a-z0-9_\\-]{0,63}" })),
+    h("div", {}, h("label", { for: "remote-url" }, "MCP endpoint"), h("input", { id: "remote-url", name: "url", type: "url", required: true, placeholder: "http://127.0.0.1:9000/mcp" })),
+    h("div", {}, h("label", { for: "remote-token" }, "Token sent to the app (optional)"), h("input", { id: "remote-token", name: "mcptoken", type: "password", autocomplete: "off" })),
+    h("div", {}, h("label", { for: "remote-write" }, "Write patterns (comma separated)"), h("input", { id: "remote-write", name: "write" })),
+    h("div", {}, h("button", { type: "submit", class: "primary" }, "Register")));
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const body = { name: f.name.value, mcp_url: f.url.value };
+    if (f.mcptoken.value) body.mcp_token = f.mcptoken.value;
+    if (f.write.value.trim()) body.write = patterns(f.write.value);
+    out.textContent = "registering and listing its tools…";
+    try {
+      const v = await api("apps/create", body);
+      const a = v.app;
+      out.replaceChildren(h("p", { class: a.reachable ? "ok" : "error" }, a.reachable ? `registered ${a.name}: reached, ${a.tools.length} tools` : `registered ${a.name}: not reached${a.lastError ? `: ${a.lastError}` : ""}`),
+        h("p", {}, "The app's token (shown once: copy it now):"), h("p", { class: "tok new-token" }, v.token));
+      f.reset();
+      await appsView(out);
+    } catch (e) { out.replaceChildren(errorBox(e)); }
+  });
+  return h("section", { class: "card owner-only" }, h("h2", {}, "Register a remote app"), f, out);
+}
+
+let forms = null;
+async function appsView() {
+  let apps;
+  if (state.owner) apps = (await api("apps")).apps;
+  else apps = state.self ? [(await api("apps/get", { name: state.self })).app] : [];
+  if (state.view !== "apps") return;
+  const list = h("div", { id: "apps" }, apps.length ? apps.map(appCard) : h("p", { class: "muted" }, state.owner ? "No apps yet." : "Signed in with an app token: the list of apps is the owner's. The app's own sign-in link (…#token=…&app=NAME) shows its entry here."));
+  // The forms keep what they show (a new token) across a reload of the list.
+  if (state.owner && !forms) forms = [installForm(), remoteForm()];
+  show(h("h1", {}, "Apps"), list, state.owner ? forms : null);
+}
+
+// Reachability changes on its own: the list is read again every 5 s while it is shown, unless
+// the keyboard is in it or a dialog is open.
+setInterval(async () => {
+  const list = $("#apps");
+  if (!state.token || state.view !== "apps" || !list || list.contains(document.activeElement) || $("#dialog").open) return;
+  try {
+    const apps = state.owner ? (await api("apps")).apps : state.self ? [(await api("apps/get", { name: state.self })).app] : null;
+    if (apps && state.view === "apps" && !list.contains(document.activeElement)) list.replaceChildren(...apps.map(appCard));
+  } catch (_) { /* shown at the next action */ }
+}, 5000);
+
+// Tools ---------------------------------------------------------------------------------------
+
+function fieldFor(tool, name, s, required) {
+  const id = `arg-${tool}-${name}`;
+  const label = h("label", { for: id }, name, required ? " *" : "", s.description ? h("span", { class: "muted" }, ` — ${s.description}`) : "");
+  let input;
+  const t = Array.isArray(s.type) ? s.type.find((x) => x !== "null") : s.type;
+  if (s.enum) input = h("select", { id, name }, required ? null : h("option", { value: "" }, ""), s.enum.map((v) => h("option", { value: JSON.stringify(v) }, String(v))));
+  else if (t === "boolean") input = h("select", { id, name }, h("option", { value: "" }, ""), h("option", { value: "true" }, "true"), h("option", { value: "false" }, "false"));
+  else if (t === "integer" || t === "number") input = h("input", { id, name, type: "number", step: t === "integer" ? "1" : "any" });
+  else if (t === "string") input = h("input", { id, name });
+  else input = h("textarea", { id, name, placeholder: "JSON" });
+  input.classList.add("arg");
+  input.dataset.kind = s.enum ? "enum" : t || "json";
+  if (required) input.required = true;
+  return h("div", {}, label, input);
+}
+
+function readArgs(form) {
+  const args = {};
+  for (const el of form.querySelectorAll("[data-kind]")) {
+    const v = el.value;
+    if (v === "") continue;
+    const k = el.dataset.kind;
+    if (k === "string") args[el.name] = v;
+    else if (k === "integer" || k === "number") args[el.name] = Number(v);
+    else args[el.name] = JSON.parse(v);
+  }
+  return args;
+}
+
+function tryForm(t) {
+  const schema = t.inputSchema || {};
+  const req = new Set(schema.required || []);
+  const props = schema.properties || {};
+  const out = h("pre", { class: "result", hidden: true });
+  const f = h("form", { class: "try" }, Object.entries(props).map(([n, s]) => fieldFor(t.name, n, s, req.has(n))),
+    h("div", { class: "row" }, h("button", { type: "submit", class: "primary" }, `Call ${t.name}`)));
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    out.hidden = false;
+    let args;
+    try { args = readArgs(f); } catch (e) { out.textContent = `A JSON field is not valid JSON: ${e.message}`; return; }
+    out.textContent = "calling…";
+    try {
+      const r = await api("apps/call", { tool: t.name, arguments: args });
+      out.className = r.ok ? "result ok" : "result error";
+      out.textContent = `${r.ok ? "ok" : "error"} (served by ${r.servedBy})\n${typeof r.value === "string" ? r.value : json(r.value)}`;
+    } catch (e) { out.className = "result error"; out.textContent = errorText(e); }
+  });
+  return h("div", {}, f, out);
+}
+
+async function toolsView() {
+  const v = await api("apps/tools");
+  if (state.view !== "tools") return;
+  const groups = [];
+  let cur = null;
+  for (const t of v.tools) {
+    if (!cur || cur.app !== t.app) groups.push((cur = { app: t.app, tools: [] }));
+    cur.tools.push(t);
+  }
+  show(h("h1", {}, "Tools"), h("p", { class: "muted" }, `${v.tools.length} tools, in the order agents see them: the engine's operations, then each app's.`),
+    groups.map((g) => h("section", {}, h("h2", {}, g.app === "engine" ? "Operations" : `App ${g.app}`),
+      g.tools.map((t) => h("details", { class: "card tool", "data-tool": t.name },
+        h("summary", {}, h("code", {}, t.name), h("span", { class: "muted" }, ` — ${(t.description || "").split("\n")[0]}`)),
+        t.description ? h("p", {}, t.description) : null,
+        h("details", {}, h("summary", {}, "input schema"), h("pre", {}, json(t.inputSchema))),
+        tryForm(t))))),
+    v.instructions ? h("details", {}, h("summary", {}, "instructions for agents"), h("pre", {}, v.instructions)) : null);
+}
+
+// Live ----------------------------------------------------------------------------------------
+
+function actorText(a) {
+  if (!a) return "";
+  const who = [a.harness, a.model].filter(Boolean).join(" / ") || a.label || a.token || "";
+  return a.app ? `${who} via ${a.app}` : who;
+}
+
+function stopLive() {
+  if (state.live) { state.live.abort.abort(); state.live = null; }
+}
+
+/** Reads the SSE feed with fetch (EventSource sends no Authorization header). */
+async function readFeed(live, onChange) {
+  let last = null;
+  while (!live.abort.signal.aborted) {
+    try {
+      const headers = { Authorization: `Bearer ${state.token}`, Accept: "text/event-stream" };
+      if (last !== null) headers["Last-Event-ID"] = String(last);
+      const ops = "insert,update,delete,create_table,alter_table,drop_table,undo,restore,settings,hand_edit,tool_call";
+      const r = await fetch(`/datanotes/changes/stream?ops=${ops}`, { headers, signal: live.abort.signal });
+      if (r.status === 401) { signOut("Token refused"); return; }
+      if (!r.ok) throw new ApiError(r.status, await r.json().catch(() => ({})));
+      live.status("connected");
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          let data = "";
+          for (const line of block.split("\n")) {
+            if (line.startsWith("data:")) data += line.slice(5).replace(/^ /, "");
+            else if (line.startsWith("id:")) last = line.slice(3).trim();
+          }
+          if (data && data !== "heartbeat") {
+            try { onChange(JSON.parse(data)); } catch (_) { /* a heartbeat or a partial line */ }
+          }
+        }
+      }
+    } catch (e) {
+      if (live.abort.signal.aborted) return;
+      live.status(`disconnected (${e.message}); reconnecting…`);
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+async function liveView() {
+  stopLive();
+  const live = { abort: new AbortController(), pending: [], shown: 0, total: 0 };
+  state.live = live;
+  const status = h("span", { class: "muted", id: "live-status" }, "connecting…");
+  live.status = (s) => { status.textContent = s; };
+  const appSel = h("select", { id: "filter-app" }, h("option", { value: "" }, "every app"));
+  const tableSel = h("select", { id: "filter-table" }, h("option", { value: "" }, "every table"));
+  const count = h("span", { class: "muted", id: "live-count" }, "0 events");
+  const body = h("tbody", { id: "live-rows" });
+  const seen = { apps: new Set(), tables: new Set() };
+  try {
+    for (const t of (await api("list_tables")).tables) { seen.tables.add(t.table); tableSel.append(h("option", { value: t.table }, t.table)); }
+    for (const t of (await api("apps/tools")).tools) if (t.app !== "engine" && !seen.apps.has(t.app)) { seen.apps.add(t.app); appSel.append(h("option", { value: t.app }, t.app)); }
+  } catch (_) { /* filters fill as events come */ }
+  const appOf = (c) => (c.call && c.call.servedBy && c.call.servedBy !== "engine" ? c.call.servedBy : (c.actor && c.actor.app) || "");
+  const visible = (tr) => (!appSel.value || tr.dataset.app === appSel.value) && (!tableSel.value || tr.dataset.table === tableSel.value);
+  const refilter = () => { for (const tr of body.rows) tr.hidden = !visible(tr); };
+  appSel.addEventListener("change", refilter);
+  tableSel.addEventListener("change", refilter);
+  const MAX = 500;
+  const flush = () => {
+    live.scheduled = false;
+    if (!live.pending.length) return;
+    const batch = live.pending.splice(0);
+    const frag = document.createDocumentFragment();
+    for (let i = batch.length - 1; i >= Math.max(0, batch.length - MAX); i--) {
+      const c = batch[i];
+      const app = appOf(c);
+      const table = c.table || "";
+      if (app && !seen.apps.has(app)) { seen.apps.add(app); appSel.append(h("option", { value: app }, app)); }
+      if (table && !seen.tables.has(table)) { seen.tables.add(table); tableSel.append(h("option", { value: table }, table)); }
+      const call = c.call;
+      const what = call ? call.tool : `${c.op}${table ? ` ${table}` : ""}${c.row ? `/${c.row}` : ""}`;
+      const ok = call ? call.ok : true;
+      const tr = h("tr", { "data-op": c.op, "data-seq": c.seq },
+        h("td", {}, new Date(c.ts).toLocaleTimeString()),
+        h("td", {}, actorText(c.actor)),
+        h("td", {}, h("code", {}, what), call && call.summary ? h("div", { class: "muted" }, call.summary) : null),
+        h("td", { class: ok ? "ok" : "error" }, ok ? "ok" : "error"),
+        h("td", {}, call ? `${Number(call.durationMs).toFixed(1)} ms` : ""));
+      tr.dataset.app = app;
+      tr.dataset.table = table;
+      tr.hidden = !visible(tr);
+      frag.append(tr);
+    }
+    body.prepend(frag);
+    while (body.rows.length > MAX) body.deleteRow(body.rows.length - 1);
+    count.textContent = `${live.total} events since opened (newest ${MAX} shown)`;
+  };
+  show(h("h1", {}, "Live"),
+    h("div", { class: "row" }, h("label", { for: "filter-app" }, "App"), appSel, h("label", { for: "filter-table" }, "Table"), tableSel, status, count),
+    h("div", { class: "scroll live" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "time"), h("th", {}, "actor"), h("th", {}, "tool or operation"), h("th", {}, "result"), h("th", {}, "duration"))), body)));
+  readFeed(live, (c) => {
+    live.total++;
+    live.pending.push(c);
+    if (live.pending.length > MAX) live.pending.splice(0, live.pending.length - MAX);
+    if (!live.scheduled) { live.scheduled = true; requestAnimationFrame(flush); setTimeout(flush, 100); }
+  });
+}
+
+// Tables --------------------------------------------------------------------------------------
+
+const PAGE = 25;
+
+async function tablesView() {
+  const parts = location.hash.slice(1).split("/");
+  const table = parts[1] ? decodeURIComponent(parts[1]) : null;
+  const tables = (await api("list_tables")).tables;
+  if (state.view !== "tables") return;
+  const list = h("ul", { id: "table-list" }, tables.map((t) => h("li", {}, h("a", { href: `#tables/${encodeURIComponent(t.table)}` }, t.table), h("span", { class: "muted" }, ` — ${t.rows} rows${t.description ? ` · ${t.description}` : ""}`))));
+  if (!table) { show(h("h1", {}, "Tables"), list); return; }
+  const d = await api("describe_table", { table });
+  const cols = Object.entries(d.columns || {});
+  const rowsBox = h("div", { id: "rows" });
+  const hist = h("div", { id: "history" });
+  show(h("h1", {}, "Tables"), h("details", {}, h("summary", {}, "all tables"), list),
+    h("section", { class: "card" }, h("h2", {}, table), d.description ? h("p", { class: "muted" }, d.description) : null,
+      h("div", { class: "scroll" }, h("table", { id: "columns" }, h("thead", {}, h("tr", {}, h("th", {}, "column"), h("th", {}, "type"), h("th", {}, "constraints"))),
+        h("tbody", {}, cols.map(([n, c]) => { const { type, ...rest } = c; return h("tr", {}, h("td", {}, n), h("td", {}, type), h("td", {}, Object.keys(rest).length ? JSON.stringify(rest) : "")); })))),
+      d.constraints ? h("p", {}, "table constraints: ", JSON.stringify(d.constraints)) : null,
+      h("p", {}, `${d.rows} rows · ${(d.invalid || []).length} invalid`),
+      (d.invalid || []).length ? h("ul", { class: "error", id: "invalid" }, d.invalid.map((x) => h("li", {}, `${x.id}: ${x.error}`))) : null,
+      h("p", { id: "table-tools" }, "tools that declare it: ", (d.tools || []).length ? d.tools.map((t) => `${t.name} (${t.app})`).join(", ") : "none")),
+    h("section", { class: "card" }, h("h2", {}, "Rows"), rowsBox), hist);
+  const colNames = cols.map(([n]) => n);
+  const page = async (offset) => {
+    const r = await api("select_rows", { table, limit: PAGE, offset });
+    const total = r.total ?? r.rows.length;
+    rowsBox.replaceChildren(
+      h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "id"), colNames.map((n) => h("th", {}, n)), h("th", {}, ""))),
+        h("tbody", {}, r.rows.map((row) => h("tr", {}, h("td", {}, row.id), colNames.map((n) => h("td", {}, fmt(row.values[n]))),
+          h("td", {}, h("button", { type: "button", class: "history", onclick: () => history_(table, row.id, hist) }, "History"))))))),
+      h("div", { class: "row" },
+        h("button", { type: "button", disabled: offset === 0, onclick: () => page(Math.max(0, offset - PAGE)) }, "Previous"),
+        h("span", { class: "muted" }, `${total ? offset + 1 : 0}–${offset + r.rows.length} of ${total}`),
+        h("button", { type: "button", disabled: offset + r.rows.length >= total, onclick: () => page(offset + PAGE) }, "Next")));
+  };
+  await page(0);
+}
+
+function fmt(v) {
+  if (v === undefined || v === null) return "";
+  return typeof v === "object" ? JSON.stringify(v) : String(v);
+}
+
+/** A row's history: the table's migrations (newest first) that concern the row. */
+async function history_(table, id, box) {
+  box.replaceChildren(h("p", { class: "muted" }, "reading the journal…"));
+  const found = [];
+  let before;
+  for (let i = 0; i < 10 && found.length < 100; i++) {
+    const args = { table, limit: 500 };
+    if (before !== undefined) args.before = before;
+    const m = (await api("list_migrations", args)).migrations;
+    found.push(...m.filter((x) => x.row === id));
+    if (m.length < 500) break;
+    before = m[m.length - 1].seq;
+  }
+  box.replaceChildren(h("section", { class: "card" }, h("h2", {}, `History of ${id}`),
+    found.length ? h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "seq"), h("th", {}, "time"), h("th", {}, "op"), h("th", {}, "actor"), h("th", {}, "after"))),
+      h("tbody", {}, found.map((x) => h("tr", {}, h("td", {}, x.seq), h("td", {}, new Date(x.ts).toLocaleString()), h("td", {}, x.op), h("td", {}, actorText(x.actor)), h("td", {}, h("code", {}, x.after ? JSON.stringify(x.after.values || x.after) : "deleted")))))))
+      : h("p", { class: "muted" }, "no migrations for this row")));
+  box.scrollIntoView({ block: "nearest" });
+}
+
+// ---- start ---------------------------------------------------------------------------------
+
+$("#signin-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const t = $("#token-input").value.trim();
+  $("#token-input").value = "";
+  if (await signIn(t)) sessionStorage.setItem(KEY, t);
+  else if (!$("#signin-error").textContent) signOut("Token refused: check that you pasted the whole token.");
+});
+$("#signout").addEventListener("click", () => signOut());
+// A sign-in link opened in a tab that shows the console already: only the fragment changes.
+window.addEventListener("hashchange", () => {
+  if (/(?:^#|&)token=/.test(location.hash)) signIn(takeToken()).then((ok) => ok || signOut($("#signin-error").textContent || "Token refused."));
+  else route();
+});
+
+const saved = takeToken();
+if (saved) signIn(saved).then((ok) => ok || signOut($("#signin-error").textContent || "Token refused."));
+else signOut();
