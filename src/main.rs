@@ -31,8 +31,14 @@ enum Command {
         /// Serve a demo database (in ./demo unless --database is given), created with example tables on first use.
         #[arg(long)]
         demo: bool,
+        /// The address to listen on. `/mcp` answers the Host `localhost`, the loopback
+        /// addresses and this address (any address of the machine for 0.0.0.0 or ::).
         #[arg(long, default_value = "127.0.0.1:5234")]
         listen: SocketAddr,
+        /// A name clients use to reach this server (e.g. notes.example.com): `/mcp` answers
+        /// it as Host and Origin too (DNS rebinding protection refuses other names). Repeatable.
+        #[arg(long = "public-host", value_name = "NAME")]
+        public_host: Vec<String>,
     },
     /// Manage apps on a running server (the owner's commands).
     Apps {
@@ -118,6 +124,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             database,
             demo,
             listen,
+            public_host,
         } => {
             let db = database.unwrap_or_else(|| PathBuf::from("demo"));
             let (engine, hash) = open(&db)?;
@@ -153,7 +160,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     engine.root.display()
                 );
                 let server = datanotes::server::Server::new(engine.clone(), hash)?;
-                datanotes::start::serve(server, listener, limits).await?;
+                let hosts = datanotes::mcp::hosts::Hosts::new(addr, &public_host);
+                datanotes::start::serve(server, listener, limits, hosts).await?;
                 Ok::<_, anyhow::Error>(())
             })?;
             engine.shutdown();

@@ -136,6 +136,9 @@ fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
         caller.app().map(Into::into),
         h("x-datanotes-session").map(Into::into),
         Some(caller.token_name()),
-    );
+    )
+    // A remote app's write on behalf of a caller of its tool: the caller as the engine sent
+    // it (`X-Datanotes-Caller`), kept as the app says it.
+    .with_caller(caller.app().and(h("x-datanotes-caller")).map(Into::into));
     Ctx { caller, actor }
 }

@@ -8,6 +8,7 @@ use super::backend::{AppBackend, BackendError, CallContext, Listing, RemoteApp, 
 use super::limits::{ListingCaps, backoff};
 use super::wasm::{WasmApp, WasmRuntime};
 use super::{AppRecord, Registry};
+use crate::auth::{self, Access, Caller, Target};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::ops::{self, Ctx};
@@ -569,31 +570,38 @@ impl Aggregator {
         e
     }
 
-    /// Every tool: the engine's operations first, then the apps'.
-    pub fn tools(&self) -> Vec<Tool> {
+    /// Every tool a caller may list and call (its `call_tools`, through `auth::authorize`):
+    /// the engine's operations first, then the apps', each with the app that serves it
+    /// (`engine` for operations).
+    fn visible(&self, caller: &Caller) -> Vec<(String, Tool)> {
         let ns = self.ns.read().unwrap().clone();
-        let mut v = self.op_tools.clone();
-        v.extend(ns.tools.iter().map(|(_, t)| t.clone()));
-        v
+        let may =
+            |t: &Tool| auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok();
+        let ops = self.op_tools.iter().map(|t| ("engine".to_string(), t));
+        let apps = ns.tools.iter().map(|(a, t)| (a.clone(), t));
+        ops.chain(apps)
+            .filter(|(_, t)| may(t))
+            .map(|(a, t)| (a, t.clone()))
+            .collect()
     }
 
-    /// Every tool with the app that serves it (`engine` for operations).
-    pub fn tools_json(&self) -> Value {
-        let ns = self.ns.read().unwrap().clone();
-        let mut out: Vec<Value> = self
-            .op_tools
-            .iter()
-            .map(|t| {
+    /// Every tool a caller may list and call: the engine's operations first, then the apps'.
+    pub fn tools(&self, caller: &Caller) -> Vec<Tool> {
+        self.visible(caller).into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Every tool a caller may list and call, with the app that serves it (`engine` for
+    /// operations).
+    pub fn tools_json(&self, caller: &Caller) -> Value {
+        let out: Vec<Value> = self
+            .visible(caller)
+            .into_iter()
+            .map(|(app, t)| {
                 let mut v = serde_json::to_value(t).unwrap_or_default();
-                v["app"] = json!("engine");
+                v["app"] = json!(app);
                 v
             })
             .collect();
-        for (app, t) in &ns.tools {
-            let mut v = serde_json::to_value(t).unwrap_or_default();
-            v["app"] = json!(app);
-            out.push(v);
-        }
         json!({"tools": out, "instructions": self.instructions()})
     }
 
@@ -613,8 +621,17 @@ impl Aggregator {
         s
     }
 
-    /// Calls a tool of the namespace for a caller.
+    /// Calls a tool of the namespace for a caller (if its `call_tools` let it: the check is
+    /// `auth::authorize`'s, before anything else, so a refused name says nothing of the tool).
     pub async fn call(&self, tool: &str, args: Value, ctx: Ctx) -> CallOutcome {
+        if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
+            return CallOutcome {
+                ok: false,
+                value: e.to_json(),
+                served_by: "engine".into(),
+                is_mcp_result: false,
+            };
+        }
         if ops::find(tool).is_some() {
             let engine = self.engine.clone();
             let name = tool.to_string();
@@ -665,6 +682,7 @@ impl Aggregator {
                 _ => None,
             },
             session: ctx.actor.session.clone(),
+            caller: Some(ctx.caller.token_name()),
         };
         let t0 = std::time::Instant::now();
         let r = backend.call(tool, args, &cc).await;
@@ -679,7 +697,8 @@ impl Aggregator {
             }
         }
         match r {
-            Ok(v) => {
+            Ok(mut v) => {
+                structured_as_object(&mut v);
                 let ok = !v.get("isError").and_then(Value::as_bool).unwrap_or(false);
                 CallOutcome {
                     ok,
@@ -690,6 +709,40 @@ impl Aggregator {
             }
             Err(e) => unreachable(&app, &e.0),
         }
+    }
+}
+
+/// The one rule for an app's result, whichever door serves it (`/mcp`, `apps/call/`):
+/// `structuredContent` is a JSON object (as MCP requires up to 2025-11-25), so a non-object
+/// one is moved into the content: it becomes the first text block, unless that block already
+/// holds the same JSON. rmcp's `strip_non_object_output_for_legacy_peer`, applied to every
+/// result and on the JSON as the app sent it (nothing else in it changes).
+pub(crate) fn structured_as_object(result: &mut Value) {
+    let Some(obj) = result.as_object_mut() else {
+        return;
+    };
+    if obj.get("structuredContent").is_none_or(Value::is_object) {
+        return;
+    }
+    let Some(value) = obj.remove("structuredContent") else {
+        return;
+    };
+    if value.is_null() {
+        return;
+    }
+    let content = obj.entry("content").or_insert_with(|| json!([]));
+    let Some(blocks) = content.as_array_mut() else {
+        return;
+    };
+    let in_first = blocks.first().is_some_and(|b| {
+        b.get("type").and_then(Value::as_str) == Some("text")
+            && b.get("text")
+                .and_then(Value::as_str)
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                .is_some_and(|v| v == value)
+    });
+    if !in_first {
+        blocks.insert(0, json!({"type": "text", "text": value.to_string()}));
     }
 }
 

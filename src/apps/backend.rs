@@ -39,6 +39,9 @@ pub struct CallContext {
     /// `harness / model`, as the caller sent it.
     pub actor: Option<String>,
     pub session: Option<String>,
+    /// The calling token's name (`owner`, `app:<name>`): a WASM app's writes record it as
+    /// `actor.caller`; a remote app receives it as `X-Datanotes-Caller`.
+    pub caller: Option<String>,
 }
 
 /// Why an app could not answer. The message names what failed (and which limit ran out).
@@ -105,9 +108,10 @@ fn secs(d: Duration) -> String {
 
 type Session = Arc<RunningService<RoleClient, ()>>;
 
-/// The actor of one tool call, carried in the request's extensions to [`ActorClient`].
+/// The actor (`X-Datanotes-Actor`) and the calling token's name (`X-Datanotes-Caller`) of one
+/// tool call, carried in the request's extensions to [`ActorClient`].
 #[derive(Debug, Clone)]
-struct ActorHeader(http::HeaderValue);
+struct ActorHeader(Option<http::HeaderValue>, Option<http::HeaderValue>);
 
 /// The HTTP client of a remote app's sessions: reqwest's, which adds the caller's actor
 /// (`X-Datanotes-Actor`) to the request of each tool call. The actor travels per request, so
@@ -166,7 +170,12 @@ fn with_actor(
         && let ClientRequest::CallToolRequest(c) = &r.request
         && let Some(a) = c.extensions.get::<ActorHeader>()
     {
-        headers.insert(HeaderName::from_static("x-datanotes-actor"), a.0.clone());
+        if let Some(v) = &a.0 {
+            headers.insert(HeaderName::from_static("x-datanotes-actor"), v.clone());
+        }
+        if let Some(v) = &a.1 {
+            headers.insert(HeaderName::from_static("x-datanotes-caller"), v.clone());
+        }
     }
     headers
 }
@@ -454,11 +463,13 @@ impl AppBackend for RemoteApp {
                 params = params.with_arguments(m);
             }
             let mut req = CallToolRequest::new(params);
-            if let Some(a) = ctx.actor.as_deref().filter(|a| !a.is_empty())
-                && let Ok(v) = a.parse()
-            {
-                req.extensions.insert(ActorHeader(v));
-            }
+            let header = |v: &Option<String>| {
+                v.as_deref()
+                    .filter(|a| !a.is_empty())
+                    .and_then(|a| a.parse().ok())
+            };
+            req.extensions
+                .insert(ActorHeader(header(&ctx.actor), header(&ctx.caller)));
             let sent = s.send_request(ClientRequest::CallToolRequest(req));
             let r = match tokio::time::timeout(self.timeouts.call, sent).await {
                 Err(_) => Err(BackendError(format!(

@@ -14,6 +14,7 @@
 //! tools whose app may stream, calls that ask for progress) goes to rmcp. Every open session
 //! gets `notifications/tools/list_changed` when the namespace changes (at most one per 200 ms).
 
+pub mod hosts;
 mod sessions;
 pub mod stdio;
 
@@ -262,8 +263,10 @@ impl ServerHandler for Mcp {
         _req: Option<PaginatedRequestParams>,
         rc: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.ctx(&rc)?;
-        Ok(ListToolsResult::with_all_items(self.server.agg.tools()))
+        let ctx = self.ctx(&rc)?;
+        Ok(ListToolsResult::with_all_items(
+            self.server.agg.tools(&ctx.caller),
+        ))
     }
 
     async fn call_tool(
@@ -297,6 +300,8 @@ struct Door {
     service: StreamableHttpService<Mcp, LocalSessionManager>,
     /// The open sessions' tokens and last uses (their caps and idle expiry).
     ledger: sessions::Ledger,
+    /// The `Host` and `Origin` it answers.
+    hosts: hosts::Hosts,
 }
 
 /// rmcp closes a session after this long without traffic it sees: the lean path tells it
@@ -308,6 +313,9 @@ const LIST_CHANGED_EVERY: Duration = Duration::from_millis(200);
 
 impl Door {
     async fn handle(self: Arc<Self>, req: Request) -> Response {
+        if let Some(r) = self.hosts.refuse(req.headers()) {
+            return r;
+        }
         if let Some(r) = self.gate(&req) {
             return r;
         }
@@ -397,7 +405,7 @@ impl Door {
     /// None: rmcp serves the request.
     async fn lean(&self, parts: &http::request::Parts, body: &Bytes) -> Option<Response> {
         let h = &parts.headers;
-        if !loopback_host(h) || !accepts_json(h) || !known_version(h) {
+        if !accepts_json(h) || !known_version(h) {
             return None;
         }
         let id = session_id(h)?;
@@ -414,7 +422,9 @@ impl Door {
                 if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
                     return None;
                 }
-                serde_json::to_value(ListToolsResult::with_all_items(server.agg.tools())).ok()?
+                let ctx = self.mcp.server_ctx(parts, session.client.clone()).ok()?;
+                let tools = server.agg.tools(&ctx.caller);
+                serde_json::to_value(ListToolsResult::with_all_items(tools)).ok()?
             }
             "tools/call" => {
                 let params = msg.get("params")?;
@@ -471,19 +481,6 @@ fn session_id(h: &HeaderMap) -> Option<&str> {
     h.get("mcp-session-id").and_then(|v| v.to_str().ok())
 }
 
-/// As rmcp's default `allowed_hosts` (DNS rebinding protection): a loopback Host.
-fn loopback_host(h: &HeaderMap) -> bool {
-    let Some(host) = h.get(header::HOST).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map_or(host, |(n, _)| n)
-    };
-    matches!(name, "localhost" | "127.0.0.1" | "::1")
-}
-
 fn accepts_json(h: &HeaderMap) -> bool {
     h.get_all(header::ACCEPT).iter().any(|v| {
         v.to_str().is_ok_and(|s| {
@@ -504,14 +501,16 @@ fn known_version(h: &HeaderMap) -> bool {
     }
 }
 
-/// The `/mcp` service, mounted on the engine's router.
-pub fn router(server: Shared) -> axum::Router {
+/// The `/mcp` service, mounted on the engine's router, answering the `Host` and `Origin`
+/// that `hosts` accepts.
+pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
     let sessions = Arc::new(Sessions::default());
     let mcp = Mcp {
         server: server.clone(),
         sessions: sessions.clone(),
     };
-    let config = StreamableHttpServerConfig::default();
+    // Host and Origin are checked by `hosts`, first, for the lean path and rmcp's alike.
+    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     let caps = sessions::SessionCaps::from_env();
     // At shutdown, end every session: an open SSE stream must not hold the server up.
     let ct = config.cancellation_token.clone();
@@ -544,6 +543,7 @@ pub fn router(server: Shared) -> axum::Router {
         manager,
         service,
         ledger: sessions::Ledger::new(caps),
+        hosts,
     });
     axum::Router::new()
         .route(

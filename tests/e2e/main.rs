@@ -15,6 +15,7 @@
 mod kit;
 
 mod apps_scopes;
+mod apps_tools;
 mod connections;
 mod crash;
 mod engine_files;
