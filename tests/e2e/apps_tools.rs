@@ -200,6 +200,26 @@ fn call_tools_limit_what_a_token_lists_and_calls_through_every_door() {
         json!({"name": "reader", "call_tools": ["*"]}),
     );
     assert_eq!(tools_of(&s, &reader), all);
+    // The command line sets it too.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_datanotes"))
+        .args([
+            "apps",
+            "update",
+            "--name",
+            "reader",
+            "--call-tool",
+            "get_row",
+        ])
+        .args(["--call-tool", "list_*", "--url", &s.url, "--database"])
+        .arg(&s.dir)
+        .env_remove("DATANOTES_TOKEN")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        tools_of(&s, &reader),
+        ["list_tables", "get_row", "list_migrations"]
+    );
 }
 
 #[test]
