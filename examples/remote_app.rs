@@ -6,17 +6,21 @@
 //! prints `listening on http://ADDR/mcp`.
 //!
 //! ```sh
-//! # as the owner: create the app with a write scope, keep its token
+//! # as the owner: create the app with a write scope, keep its token; it registers an address
+//! # on 127.0.0.1 for itself, which the owner must allow (self_url_private)
 //! curl -s -H "Authorization: Bearer $OWNER" http://127.0.0.1:5234/datanotes/apps/create/ \
-//!      -d '{"name": "planning", "write": ["personal.tasks.items"]}'
+//!      -d '{"name": "planning", "write": ["personal.tasks.items"], "self_url_private": true}'
 //! cargo run --example remote_app -- --engine http://127.0.0.1:5234 --token dn_app_... --name planning
 //! ```
 //!
 //! Tools (prefixed with `--prefix`, by default the app's name with `-` as `_`):
 //! `<p>_add_task`, `<p>_list_tasks`, `<p>_complete_task` (on `personal.tasks.items`, declared in
 //! `_meta["datanotes/tables"]`), `<p>_changes_seen` (what the feed follower saw), `<p>_echo`
-//! (what the request carried: bearer, actor, session, arguments), `<p>_mixed` (a result mixing
-//! text, image, audio, an embedded resource and structured content). `--tool NAME` adds trivial
+//! (what the request carried: bearer, actor, caller, session, arguments), `<p>_mixed` (a result
+//! mixing text, image, audio, an embedded resource and structured content); with
+//! `--array-result`, `<p>_names` (an array as `structuredContent`). Its writes carry the
+//! caller's actor and calling token as the engine forwarded them (`X-Datanotes-Actor`,
+//! `X-Datanotes-Caller`). `--tool NAME` adds trivial
 //! tools (to force name collisions); `--bare` serves only those.
 //!
 //! Test knobs: `--json` answers `application/json` (stateless) instead of SSE;

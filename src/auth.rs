@@ -235,6 +235,8 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
             if app.call_tools.iter().any(|p| tool_pattern_matches(p, t)) {
                 return Ok(());
             }
+            // The name as the caller sent it: no longer than a tool name may be, and a bit.
+            let t: String = t.chars().take(80).collect();
             let allowed = if app.call_tools.is_empty() {
                 "none".to_string()
             } else {
