@@ -62,7 +62,8 @@ struct Namespace {
     tools: Vec<(String, Tool)>,
     by_name: HashMap<String, usize>,
     skipped: HashMap<String, Vec<Value>>,
-    instructions: String,
+    /// Each app's section of the instructions, in registration order.
+    instructions: Vec<(String, String)>,
 }
 
 /// The one aggregator above `AppBackend`: every app's tools in one namespace after the engine's operations, their reachability and calls.
@@ -350,7 +351,7 @@ impl Aggregator {
             let Some(l) = &s.listing else { continue };
             if let Some(i) = l.instructions.as_ref().filter(|i| !i.trim().is_empty()) {
                 let i = self.caps.instructions(&s.name, i.trim());
-                instructions.push(format!("## App {}\n{i}", s.name));
+                instructions.push((s.name.clone(), format!("## App {}\n{i}", s.name)));
             }
             let mut seen = HashSet::new();
             for (t, unfit) in l.tools.iter().zip(unfit) {
@@ -378,7 +379,7 @@ impl Aggregator {
                 }
             }
         }
-        ns.instructions = instructions.join("\n\n");
+        ns.instructions = instructions;
         // describe_table shows the tools that declare each table.
         let mut per_table: HashMap<String, Vec<Value>> = HashMap::new();
         for (app, t) in &ns.tools {
@@ -602,21 +603,35 @@ impl Aggregator {
                 v
             })
             .collect();
-        json!({"tools": out, "instructions": self.instructions()})
+        json!({"tools": out, "instructions": self.instructions(caller)})
     }
 
-    /// The instructions for agents: the engine's, then each app's.
-    pub fn instructions(&self) -> String {
+    /// The instructions for agents: the engine's, then those of each app the caller may call a
+    /// tool of (or that lists no tool now).
+    pub fn instructions(&self, caller: &Caller) -> String {
         let ns = self.ns.read().unwrap().clone();
+        let shown = |app: &str| {
+            let mut tools = ns.tools.iter().filter(|(a, _)| a == app).peekable();
+            tools.peek().is_none()
+                || tools.any(|(_, t)| {
+                    auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok()
+                })
+        };
+        let sections: Vec<&str> = ns
+            .instructions
+            .iter()
+            .filter(|(app, _)| shown(app))
+            .map(|(_, i)| i.as_str())
+            .collect();
         let mut s = String::from(
             "datanotes: Markdown notes as typed tables named catalog.schema.table. Start with list_tables and \
              describe_table; read with select_rows, get_row and search_notes; write with insert_row, update_row \
              and delete_row. Every write is validated (errors say which value broke which rule and how to fix \
              it), journaled and can be undone (list_migrations, undo_migration).",
         );
-        if !ns.instructions.is_empty() {
+        if !sections.is_empty() {
             s.push_str("\n\n");
-            s.push_str(&ns.instructions);
+            s.push_str(&sections.join("\n\n"));
         }
         s
     }

@@ -28,8 +28,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
-    ContentBlock as Content, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig,
+    ContentBlock as Content, Implementation, InitializeRequestParams, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -232,7 +232,24 @@ impl ServerHandler for Mcp {
                 .build(),
         )
         .with_server_info(imp)
-        .with_instructions(self.server.agg.instructions())
+        .with_instructions(self.server.agg.instructions(&crate::auth::Caller::Owner))
+    }
+
+    /// `initialize`: the instructions are those of the apps whose tools the caller may call.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let mut r = self.negotiate_initialize(&request)?;
+        // Without the request's caller (never over /mcp): the engine's instructions only.
+        let caller = match self.ctx(&context) {
+            Ok(ctx) => ctx.caller,
+            Err(_) => crate::auth::Caller::App(Arc::new(crate::auth::AppScope::default())),
+        };
+        r.instructions = Some(self.server.agg.instructions(&caller));
+        Ok(r)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

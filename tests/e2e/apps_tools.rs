@@ -238,6 +238,21 @@ fn a_remote_app_receives_the_caller_and_records_it_with_its_writes() {
     });
     let agent = create_app(&s, json!({"name": "agent", "call_tools": ["rp_*"]}));
 
+    // An app's instructions reach the callers of its tools only.
+    let outsider = create_app(
+        &s,
+        json!({"name": "outsider", "call_tools": ["list_tables"]}),
+    );
+    for (token, shown) in [(&agent, true), (&outsider, false), (&s.token, true)] {
+        let (st, v) = s.call_as(Some(token), "apps/tools", &json!({}), &[]);
+        assert_eq!(st, 200, "{v}");
+        let i = v["instructions"].as_str().unwrap();
+        assert_eq!(i.contains("## App rp"), shown, "{i}");
+        assert!(i.starts_with("datanotes:"), "{i}");
+        let i = Agent::engine(&s, token, None).instructions();
+        assert_eq!(i.contains("## App rp"), shown, "{i}");
+    }
+
     let v = call(&s, &agent, "rp_echo", json!({}));
     assert_eq!(
         v["value"]["structuredContent"]["caller"], "app:agent",
