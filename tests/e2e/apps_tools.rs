@@ -253,6 +253,18 @@ fn a_remote_app_receives_the_caller_and_records_it_with_its_writes() {
         assert_eq!(i.contains("## App rp"), shown, "{i}");
     }
 
+    // describe_table shows the app tools on the table that the caller may call.
+    for (token, want) in [(&agent, 3), (&outsider, 0)] {
+        let (st, d) = s.call_as(
+            Some(token),
+            "describe_table",
+            &json!({"table": "personal.tasks.items"}),
+            &[],
+        );
+        assert_eq!(st, 200, "{d}");
+        assert_eq!(d["tools"].as_array().unwrap().len(), want, "{d}");
+    }
+
     let v = call(&s, &agent, "rp_echo", json!({}));
     assert_eq!(
         v["value"]["structuredContent"]["caller"], "app:agent",
