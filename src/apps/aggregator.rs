@@ -4,7 +4,9 @@
 //! in the app's `skippedTools`. Listing never waits on an app: it serves the last known tools.
 //! Written once, above [`AppBackend`], for every kind of app.
 
-use super::backend::{AppBackend, BackendError, CallContext, Listing, RemoteApp, Timeouts};
+use super::backend::{
+    AppBackend, BackendError, CallContext, Listing, RemoteApp, Timeouts, structured_as_object,
+};
 use super::limits::{ListingCaps, backoff};
 use super::wasm::{WasmApp, WasmRuntime};
 use super::{AppRecord, Registry};
@@ -724,40 +726,6 @@ impl Aggregator {
             }
             Err(e) => unreachable(&app, &e.0),
         }
-    }
-}
-
-/// The one rule for an app's result, whichever door serves it (`/mcp`, `apps/call/`):
-/// `structuredContent` is a JSON object (as MCP requires up to 2025-11-25), so a non-object
-/// one is moved into the content: it becomes the first text block, unless that block already
-/// holds the same JSON. rmcp's `strip_non_object_output_for_legacy_peer`, applied to every
-/// result and on the JSON as the app sent it (nothing else in it changes).
-pub(crate) fn structured_as_object(result: &mut Value) {
-    let Some(obj) = result.as_object_mut() else {
-        return;
-    };
-    if obj.get("structuredContent").is_none_or(Value::is_object) {
-        return;
-    }
-    let Some(value) = obj.remove("structuredContent") else {
-        return;
-    };
-    if value.is_null() {
-        return;
-    }
-    let content = obj.entry("content").or_insert_with(|| json!([]));
-    let Some(blocks) = content.as_array_mut() else {
-        return;
-    };
-    let in_first = blocks.first().is_some_and(|b| {
-        b.get("type").and_then(Value::as_str) == Some("text")
-            && b.get("text")
-                .and_then(Value::as_str)
-                .and_then(|t| serde_json::from_str::<Value>(t).ok())
-                .is_some_and(|v| v == value)
-    });
-    if !in_first {
-        blocks.insert(0, json!({"type": "text", "text": value.to_string()}));
     }
 }
 
