@@ -6,17 +6,21 @@
 //! prints `listening on http://ADDR/mcp`.
 //!
 //! ```sh
-//! # as the owner: create the app with a write scope, keep its token
+//! # as the owner: create the app with a write scope, keep its token; it registers an address
+//! # on 127.0.0.1 for itself, which the owner must allow (self_url_private)
 //! curl -s -H "Authorization: Bearer $OWNER" http://127.0.0.1:5234/datanotes/apps/create/ \
-//!      -d '{"name": "planning", "write": ["personal.tasks.items"]}'
+//!      -d '{"name": "planning", "write": ["personal.tasks.items"], "self_url_private": true}'
 //! cargo run --example remote_app -- --engine http://127.0.0.1:5234 --token dn_app_... --name planning
 //! ```
 //!
 //! Tools (prefixed with `--prefix`, by default the app's name with `-` as `_`):
 //! `<p>_add_task`, `<p>_list_tasks`, `<p>_complete_task` (on `personal.tasks.items`, declared in
 //! `_meta["datanotes/tables"]`), `<p>_changes_seen` (what the feed follower saw), `<p>_echo`
-//! (what the request carried: bearer, actor, session, arguments), `<p>_mixed` (a result mixing
-//! text, image, audio, an embedded resource and structured content). `--tool NAME` adds trivial
+//! (what the request carried: bearer, actor, caller, session, arguments), `<p>_mixed` (a result
+//! mixing text, image, audio, an embedded resource and structured content); with
+//! `--array-result`, `<p>_names` (an array as `structuredContent`). Its writes carry the
+//! caller's actor and calling token as the engine forwarded them (`X-Datanotes-Actor`,
+//! `X-Datanotes-Caller`). `--tool NAME` adds trivial
 //! tools (to force name collisions); `--bare` serves only those.
 //!
 //! Test knobs: `--json` answers `application/json` (stateless) instead of SSE;
@@ -121,6 +125,10 @@ struct Args {
     /// Refuse every `tools/list` with an error.
     #[arg(long)]
     fail_list: bool,
+    /// Add a tool `<prefix>_names` whose result's `structuredContent` is an array (not an
+    /// object, as MCP 2026-07-28 allows).
+    #[arg(long)]
+    array_result: bool,
 }
 
 /// What every session shares.
@@ -138,8 +146,14 @@ struct Shared {
 }
 
 impl Shared {
-    /// Runs an engine operation (or route) with the app token, on behalf of `actor`.
-    async fn engine(&self, path: &str, body: Value, actor: Option<&str>) -> Result<Value, Value> {
+    /// Runs an engine operation (or route) with the app token, on behalf of the caller of the
+    /// tool call `call` (its actor and calling token, as the engine forwarded them).
+    async fn engine(
+        &self,
+        path: &str,
+        body: Value,
+        call: Option<&http::request::Parts>,
+    ) -> Result<Value, Value> {
         let url = format!(
             "{}/datanotes/{path}/",
             self.args.engine.trim_end_matches('/')
@@ -149,8 +163,10 @@ impl Shared {
             .post(url)
             .bearer_auth(&self.args.token)
             .json(&body);
-        if let Some(a) = actor {
-            req = req.header("x-datanotes-actor", a);
+        for name in ["x-datanotes-actor", "x-datanotes-caller"] {
+            if let Some(v) = call.and_then(|p| p.headers.get(name)) {
+                req = req.header(name, v.clone());
+            }
         }
         let resp = req.send().await.map_err(
             |e| json!({"error": {"message": format!("the engine did not answer: {e}")}}),
@@ -187,15 +203,6 @@ fn answer(r: Result<Value, Value>) -> CallToolResult {
     };
     out.structured_content = Some(v);
     out
-}
-
-/// The actor the engine forwarded, to be journaled with our writes.
-fn actor_of(parts: &http::request::Parts) -> Option<String> {
-    parts
-        .headers
-        .get("x-datanotes-actor")
-        .and_then(|v| v.to_str().ok())
-        .map(String::from)
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -262,7 +269,7 @@ impl App {
             .engine(
                 "insert_row",
                 json!({"table": TABLE, "values": values}),
-                actor_of(&parts).as_deref(),
+                Some(&parts),
             )
             .await;
         answer(r)
@@ -278,11 +285,7 @@ impl App {
         if let Some(s) = a.status {
             q["where"] = json!([{"column": "status", "op": "=", "value": s}]);
         }
-        answer(
-            self.s
-                .engine("select_rows", q, actor_of(&parts).as_deref())
-                .await,
-        )
+        answer(self.s.engine("select_rows", q, Some(&parts)).await)
     }
 
     #[tool(description = "Mark a task done.", meta = tables_meta())]
@@ -296,7 +299,7 @@ impl App {
             .engine(
                 "update_row",
                 json!({"table": TABLE, "id": a.id, "values": {"status": "done"}}),
-                actor_of(&parts).as_deref(),
+                Some(&parts),
             )
             .await;
         answer(r)
@@ -338,6 +341,7 @@ impl App {
             "bearerPresent": bearer.is_some(),
             "bearerMatched": matched,
             "actor": h("x-datanotes-actor"),
+            "caller": h("x-datanotes-caller"),
             "session": h("mcp-session-id"),
             "text": a.text,
         })))
@@ -371,6 +375,17 @@ fn extra_tool(ctx: ToolCallContext<'_, App>) -> BoxFuture<'_, Result<CallToolRes
     })
 }
 
+/// The `<prefix>_names` tool: an array as `structuredContent`, a sentence as text.
+fn names_tool(
+    _ctx: ToolCallContext<'_, App>,
+) -> BoxFuture<'_, Result<CallToolResponse, ErrorData>> {
+    Box::pin(async move {
+        let mut r = CallToolResult::success(vec![ContentBlock::text("two names: a, b")]);
+        r.structured_content = Some(json!(["a", "b"]));
+        Ok(r.into())
+    })
+}
+
 impl App {
     fn new(s: Arc<Shared>) -> App {
         let a = &s.args;
@@ -384,6 +399,10 @@ impl App {
         }
         for t in &a.tools {
             router.add_route(ToolRoute::new_dyn(trivial(t, &a.name, 0), extra_tool));
+        }
+        if a.array_result {
+            let t = trivial(&format!("{prefix}_names"), &a.name, 0);
+            router.add_route(ToolRoute::new_dyn(t, names_tool));
         }
         if a.big_description > 0 {
             let mut t = trivial(&format!("{prefix}_big_description"), &a.name, 0);

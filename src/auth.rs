@@ -46,6 +46,9 @@ pub struct AppScope {
     pub ddl: bool,
     /// Whether it may run maintenance (vacuum, rebuild_index, settings).
     pub maintain: bool,
+    /// The tools it may list and call (engine operations and apps' tools): tool names or glob
+    /// patterns (`*` matches any run of characters: `*`, `planning_*`, `select_rows`).
+    pub call_tools: Vec<String>,
 }
 
 /// Who is calling.
@@ -100,6 +103,35 @@ pub fn valid_pattern(p: &str) -> bool {
     }
 }
 
+/// Does a tool pattern (a tool name, `*` matching any run of characters) cover a tool name?
+pub fn tool_pattern_matches(pattern: &str, tool: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = tool.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        // No `*`: the name itself.
+        return rest.is_empty();
+    };
+    for p in middle {
+        match rest.find(p) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// Checks a tool pattern's form: 1 to 64 of `[A-Za-z0-9_-]` and `*`.
+pub fn valid_tool_pattern(p: &str) -> bool {
+    !p.is_empty()
+        && p.len() <= 64
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'*')
+}
+
 /// What an operation acts on, for the permission check.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
@@ -109,6 +141,8 @@ pub enum Target<'a> {
     Table(&'a str),
     /// An app's registry entry (self-service routes).
     App(&'a str),
+    /// A tool of the namespace (an engine operation or an app's tool), by name.
+    Tool(&'a str),
 }
 
 /// What running an operation requires.
@@ -125,6 +159,9 @@ pub enum Access {
     Maintain,
     /// Apps: only on their own registry entry.
     SelfService,
+    /// Listing or calling a tool as a tool (MCP, `apps/tools/`, `apps/call/`): apps, a
+    /// `call_tools` pattern matching its name.
+    CallTool,
     /// The owner alone.
     Owner,
 }
@@ -190,6 +227,28 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
                     .hint(format!("use \"name\": \"{name}\", or the owner token")),
             ),
         },
+        Access::CallTool => {
+            let t = match target {
+                Target::Tool(t) => t,
+                _ => "",
+            };
+            if app.call_tools.iter().any(|p| tool_pattern_matches(p, t)) {
+                return Ok(());
+            }
+            // The name as the caller sent it: no longer than a tool name may be, and a bit.
+            let t: String = t.chars().take(80).collect();
+            let allowed = if app.call_tools.is_empty() {
+                "none".to_string()
+            } else {
+                app.call_tools.join(", ")
+            };
+            Err(Error::forbidden(format!(
+                "app {name} may not call the tool {t}: the tools it may call are {allowed}"
+            ))
+            .column("tool")
+            .rule("call_tools")
+            .hint("the owner can widen the app's call_tools patterns with apps/update"))
+        }
         Access::Owner => Err(Error::forbidden("only the owner may do this")
             .rule("owner")
             .hint("use the owner token")),
@@ -271,6 +330,26 @@ mod tests {
                 && !valid_pattern("a")
                 && !valid_pattern("A.b.c")
                 && !valid_pattern("a.b.c.d")
+        );
+        for (p, t, want) in [
+            ("*", "select_rows", true),
+            ("planning_*", "planning_add_task", true),
+            ("planning_*", "planning_", true),
+            ("planning_*", "plan_add", false),
+            ("select_rows", "select_rows", true),
+            ("select_rows", "select_rows2", false),
+            ("*_task", "planning_add_task", true),
+            ("*_task", "planning_add_tasks", false),
+            ("a*b*c", "a_x_b_y_c", true),
+            ("a*b*c", "acb", false),
+            ("ab*ba", "aba", false),
+        ] {
+            assert_eq!(tool_pattern_matches(p, t), want, "{p} {t}");
+        }
+        assert!(
+            valid_tool_pattern("planning_*")
+                && !valid_tool_pattern("a.b")
+                && !valid_tool_pattern("")
         );
         let t = new_token(APP_PREFIX);
         assert!(matches(&t, &token_hash(&t)));

@@ -67,6 +67,16 @@ pub struct AppArgs {
     #[arg(long)]
     /// Instructions for agents using the app's tools.
     pub instructions: Option<String>,
+    /// A tool the app's token may list and call (a name or a pattern with *, e.g.
+    /// `planning_*`); repeat for more. Default: every tool.
+    #[arg(long = "call-tool")]
+    pub call_tools: Vec<String>,
+    /// Whether the app may change its own mcp_url (false pins it).
+    #[arg(long)]
+    pub self_url: Option<bool>,
+    /// Whether an mcp_url the app sets for itself may be a loopback or private address.
+    #[arg(long)]
+    pub self_url_private: Option<bool>,
 }
 
 impl AppArgs {
@@ -75,7 +85,17 @@ impl AppArgs {
         if !self.write.is_empty() {
             v["write"] = json!(self.write);
         }
-        for (k, x) in [("ddl", self.ddl), ("maintain", self.maintain)] {
+        // `--call-tool ''` alone: no tool.
+        if !self.call_tools.is_empty() {
+            let tools: Vec<&String> = self.call_tools.iter().filter(|t| !t.is_empty()).collect();
+            v["call_tools"] = json!(tools);
+        }
+        for (k, x) in [
+            ("ddl", self.ddl),
+            ("maintain", self.maintain),
+            ("self_url", self.self_url),
+            ("self_url_private", self.self_url_private),
+        ] {
             if let Some(x) = x {
                 v[k] = x.into();
             }

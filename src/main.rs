@@ -33,9 +33,15 @@ enum Command {
         #[arg(long)]
         demo: bool,
         /// The address to listen on (port 0: any free port; the address is recorded in
-        /// DIR/.datanotes/server.json for the other commands).
+        /// DIR/.datanotes/server.json for the other commands). `/mcp` answers the Host
+        /// `localhost`, the loopback addresses and this address (any address of the machine for
+        /// 0.0.0.0 or ::).
         #[arg(long, default_value = "127.0.0.1:5234")]
         listen: SocketAddr,
+        /// A name clients use to reach this server (e.g. notes.example.com): `/mcp` answers
+        /// it as Host and Origin too (DNS rebinding protection refuses other names). Repeatable.
+        #[arg(long = "public-host", value_name = "NAME")]
+        public_host: Vec<String>,
     },
     /// Manage apps on a running server (the owner's commands).
     Apps {
@@ -131,6 +137,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             database,
             demo,
             listen,
+            public_host,
         } => {
             let db = database.unwrap_or_else(|| PathBuf::from("demo"));
             let (engine, hash, new_token) = open(&db)?;
@@ -176,7 +183,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let _recorded =
                     datanotes::discover::Recorded::write(&engine.meta_dir, &format!("http://{addr}"))?;
                 let server = datanotes::server::Server::new(engine.clone(), hash)?;
-                datanotes::start::serve(server, listener, limits).await?;
+                let hosts = datanotes::mcp::hosts::Hosts::new(addr, &public_host);
+                datanotes::start::serve(server, listener, limits, hosts).await?;
                 Ok::<_, anyhow::Error>(())
             })?;
             engine.shutdown();

@@ -93,7 +93,16 @@ impl Server {
             Error::unauthorized("invalid token")
                 .hint("the token is unknown, was rotated or its app was deleted")
         })?;
-        Ok(ctx_for(caller, headers))
+        let mut ctx = ctx_for(caller, headers);
+        // Only a remote app passes on the caller of its tool (the engine sent it): another
+        // token's `X-Datanotes-Caller` is not recorded.
+        if let Some(app) = ctx.caller.app()
+            && ctx.actor.caller.is_some()
+            && self.apps.get(app).is_none_or(|r| r.mcp_url.is_none())
+        {
+            ctx.actor.caller = None;
+        }
+        Ok(ctx)
     }
 }
 
@@ -136,6 +145,10 @@ fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
         caller.app().map(Into::into),
         h("x-datanotes-session").map(Into::into),
         Some(caller.token_name()),
-    );
+    )
+    // A remote app's write on behalf of a caller of its tool: the caller as the engine sent
+    // it (`X-Datanotes-Caller`), kept as the app says it (`Server::caller` drops it for a token
+    // that is not a remote app's).
+    .with_caller(caller.app().and(h("x-datanotes-caller")).map(Into::into));
     Ctx { caller, actor }
 }

@@ -9,14 +9,15 @@ use std::sync::Arc;
 
 /// Every address the server answers: the HTTP door's routes (and its 404/405 answers), then
 /// `/mcp`.
-pub(crate) fn router(s: Shared) -> Router {
-    crate::http::router(s.clone()).merge(crate::mcp::router(s))
+pub(crate) fn router(s: Shared, hosts: crate::mcp::hosts::Hosts) -> Router {
+    crate::http::router(s.clone()).merge(crate::mcp::router(s, hosts))
 }
 
 /// How long requests still running at ctrl-c / SIGTERM may take to finish.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Serves until ctrl-c / SIGTERM, connections bounded by `limits` (see [`crate::listen`]).
+/// Serves until ctrl-c / SIGTERM, connections bounded by `limits` (see [`crate::listen`]),
+/// `/mcp` answering the hosts of `hosts` (see [`crate::mcp::hosts`]).
 /// Open MCP sessions are ended at once; other requests (feed streams, long polls) get
 /// [`STOP_GRACE`] to finish, then the server stops anyway: a client holding a stream open must
 /// not keep the server from stopping.
@@ -24,8 +25,9 @@ pub async fn serve(
     s: Shared,
     listener: tokio::net::TcpListener,
     limits: crate::listen::Limits,
+    hosts: crate::mcp::hosts::Hosts,
 ) -> std::io::Result<()> {
-    let app = router(s.clone());
+    let app = router(s.clone(), hosts);
     let mut closing = s.closing.subscribe();
     {
         let s = s.clone();

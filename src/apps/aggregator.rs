@@ -4,10 +4,13 @@
 //! in the app's `skippedTools`. Listing never waits on an app: it serves the last known tools.
 //! Written once, above [`AppBackend`], for every kind of app.
 
-use super::backend::{AppBackend, BackendError, CallContext, Listing, RemoteApp, Timeouts};
+use super::backend::{
+    AppBackend, BackendError, CallContext, Listing, RemoteApp, Timeouts, structured_as_object,
+};
 use super::limits::{ListingCaps, backoff};
 use super::wasm::{WasmApp, WasmRuntime};
 use super::{AppRecord, Registry};
+use crate::auth::{self, Access, Caller, Target};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::ops::{self, Ctx};
@@ -61,7 +64,8 @@ struct Namespace {
     tools: Vec<(String, Tool)>,
     by_name: HashMap<String, usize>,
     skipped: HashMap<String, Vec<Value>>,
-    instructions: String,
+    /// Each app's section of the instructions, in registration order.
+    instructions: Vec<(String, String)>,
 }
 
 /// The one aggregator above `AppBackend`: every app's tools in one namespace after the engine's operations, their reachability and calls.
@@ -350,7 +354,7 @@ impl Aggregator {
             let Some(l) = &s.listing else { continue };
             if let Some(i) = l.instructions.as_ref().filter(|i| !i.trim().is_empty()) {
                 let i = self.caps.instructions(&s.name, i.trim());
-                instructions.push(format!("## App {}\n{i}", s.name));
+                instructions.push((s.name.clone(), format!("## App {}\n{i}", s.name)));
             }
             let mut seen = HashSet::new();
             for (t, unfit) in l.tools.iter().zip(unfit) {
@@ -378,7 +382,7 @@ impl Aggregator {
                 }
             }
         }
-        ns.instructions = instructions.join("\n\n");
+        ns.instructions = instructions;
         // describe_table shows the tools that declare each table.
         let mut per_table: HashMap<String, Vec<Value>> = HashMap::new();
         for (app, t) in &ns.tools {
@@ -572,52 +576,82 @@ impl Aggregator {
         e
     }
 
-    /// Every tool: the engine's operations first, then the apps'.
-    pub fn tools(&self) -> Vec<Tool> {
+    /// Every tool a caller may list and call (its `call_tools`, through `auth::authorize`):
+    /// the engine's operations first, then the apps', each with the app that serves it
+    /// (`engine` for operations).
+    fn visible(&self, caller: &Caller) -> Vec<(String, Tool)> {
         let ns = self.ns.read().unwrap().clone();
-        let mut v = self.op_tools.clone();
-        v.extend(ns.tools.iter().map(|(_, t)| t.clone()));
-        v
+        let may =
+            |t: &Tool| auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok();
+        let ops = self.op_tools.iter().map(|t| ("engine".to_string(), t));
+        let apps = ns.tools.iter().map(|(a, t)| (a.clone(), t));
+        ops.chain(apps)
+            .filter(|(_, t)| may(t))
+            .map(|(a, t)| (a, t.clone()))
+            .collect()
     }
 
-    /// Every tool with the app that serves it (`engine` for operations).
-    pub fn tools_json(&self) -> Value {
-        let ns = self.ns.read().unwrap().clone();
-        let mut out: Vec<Value> = self
-            .op_tools
-            .iter()
-            .map(|t| {
+    /// Every tool a caller may list and call: the engine's operations first, then the apps'.
+    pub fn tools(&self, caller: &Caller) -> Vec<Tool> {
+        self.visible(caller).into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Every tool a caller may list and call, with the app that serves it (`engine` for
+    /// operations).
+    pub fn tools_json(&self, caller: &Caller) -> Value {
+        let out: Vec<Value> = self
+            .visible(caller)
+            .into_iter()
+            .map(|(app, t)| {
                 let mut v = serde_json::to_value(t).unwrap_or_default();
-                v["app"] = json!("engine");
+                v["app"] = json!(app);
                 v
             })
             .collect();
-        for (app, t) in &ns.tools {
-            let mut v = serde_json::to_value(t).unwrap_or_default();
-            v["app"] = json!(app);
-            out.push(v);
-        }
-        json!({"tools": out, "instructions": self.instructions()})
+        json!({"tools": out, "instructions": self.instructions(caller)})
     }
 
-    /// The instructions for agents: the engine's, then each app's.
-    pub fn instructions(&self) -> String {
+    /// The instructions for agents: the engine's, then those of each app the caller may call a
+    /// tool of (or that lists no tool now).
+    pub fn instructions(&self, caller: &Caller) -> String {
         let ns = self.ns.read().unwrap().clone();
+        let shown = |app: &str| {
+            let mut tools = ns.tools.iter().filter(|(a, _)| a == app).peekable();
+            tools.peek().is_none()
+                || tools.any(|(_, t)| {
+                    auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok()
+                })
+        };
+        let sections: Vec<&str> = ns
+            .instructions
+            .iter()
+            .filter(|(app, _)| shown(app))
+            .map(|(_, i)| i.as_str())
+            .collect();
         let mut s = String::from(
             "datanotes: Markdown notes as typed tables named catalog.schema.table. Start with list_tables and \
              describe_table; read with select_rows, get_row and search_notes; write with insert_row, update_row \
              and delete_row. Every write is validated (errors say which value broke which rule and how to fix \
              it), journaled and can be undone (list_migrations, undo_migration).",
         );
-        if !ns.instructions.is_empty() {
+        if !sections.is_empty() {
             s.push_str("\n\n");
-            s.push_str(&ns.instructions);
+            s.push_str(&sections.join("\n\n"));
         }
         s
     }
 
-    /// Calls a tool of the namespace for a caller.
+    /// Calls a tool of the namespace for a caller (if its `call_tools` let it: the check is
+    /// `auth::authorize`'s, before anything else, so a refused name says nothing of the tool).
     pub async fn call(&self, tool: &str, args: Value, ctx: Ctx) -> CallOutcome {
+        if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
+            return CallOutcome {
+                ok: false,
+                value: e.to_json(),
+                served_by: "engine".into(),
+                is_mcp_result: false,
+            };
+        }
         if ops::find(tool).is_some() {
             let engine = self.engine.clone();
             let name = tool.to_string();
@@ -668,6 +702,7 @@ impl Aggregator {
                 _ => None,
             },
             session: ctx.actor.session.clone(),
+            caller: Some(ctx.caller.token_name()),
         };
         let t0 = std::time::Instant::now();
         let r = backend.call(tool, args, &cc).await;
@@ -682,7 +717,8 @@ impl Aggregator {
             }
         }
         match r {
-            Ok(v) => {
+            Ok(mut v) => {
+                structured_as_object(&mut v);
                 let ok = !v.get("isError").and_then(Value::as_bool).unwrap_or(false);
                 CallOutcome {
                     ok,

@@ -39,6 +39,9 @@ pub struct CallContext {
     /// `harness / model`, as the caller sent it.
     pub actor: Option<String>,
     pub session: Option<String>,
+    /// The calling token's name (`owner`, `app:<name>`): a WASM app's writes record it as
+    /// `actor.caller`; a remote app receives it as `X-Datanotes-Caller`.
+    pub caller: Option<String>,
 }
 
 /// Why an app could not answer. The message names what failed (and which limit ran out).
@@ -99,15 +102,55 @@ impl Timeouts {
     }
 }
 
+/// The one rule for an app's result, whichever door serves it (`/mcp`, `apps/call/`):
+/// `structuredContent` is a JSON object (as MCP requires up to 2025-11-25), so a non-object
+/// one is moved into the content: it becomes the first text block, unless that block already
+/// holds the same JSON. rmcp's `strip_non_object_output_for_legacy_peer`, applied to every
+/// result and on the JSON as the app sent it (nothing else in it changes).
+pub(crate) fn structured_as_object(result: &mut Value) {
+    let Some(obj) = result.as_object_mut() else {
+        return;
+    };
+    if obj.get("structuredContent").is_none_or(Value::is_object) {
+        return;
+    }
+    let Some(value) = obj.remove("structuredContent") else {
+        return;
+    };
+    if value.is_null() {
+        return;
+    }
+    let content = obj
+        .entry("content")
+        .or_insert_with(|| serde_json::json!([]));
+    let Some(blocks) = content.as_array_mut() else {
+        return;
+    };
+    let in_first = blocks.first().is_some_and(|b| {
+        b.get("type").and_then(Value::as_str) == Some("text")
+            && b.get("text")
+                .and_then(Value::as_str)
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                .is_some_and(|v| v == value)
+    });
+    if !in_first {
+        blocks.insert(
+            0,
+            serde_json::json!({"type": "text", "text": value.to_string()}),
+        );
+    }
+}
+
 fn secs(d: Duration) -> String {
     format!("{} s", d.as_secs_f64())
 }
 
 type Session = Arc<RunningService<RoleClient, ()>>;
 
-/// The actor of one tool call, carried in the request's extensions to [`ActorClient`].
+/// The actor (`X-Datanotes-Actor`) and the calling token's name (`X-Datanotes-Caller`) of one
+/// tool call, carried in the request's extensions to [`ActorClient`].
 #[derive(Debug, Clone)]
-struct ActorHeader(http::HeaderValue);
+struct ActorHeader(Option<http::HeaderValue>, Option<http::HeaderValue>);
 
 /// The HTTP client of a remote app's sessions: reqwest's, which adds the caller's actor
 /// (`X-Datanotes-Actor`) to the request of each tool call. The actor travels per request, so
@@ -166,7 +209,12 @@ fn with_actor(
         && let ClientRequest::CallToolRequest(c) = &r.request
         && let Some(a) = c.extensions.get::<ActorHeader>()
     {
-        headers.insert(HeaderName::from_static("x-datanotes-actor"), a.0.clone());
+        if let Some(v) = &a.0 {
+            headers.insert(HeaderName::from_static("x-datanotes-actor"), v.clone());
+        }
+        if let Some(v) = &a.1 {
+            headers.insert(HeaderName::from_static("x-datanotes-caller"), v.clone());
+        }
     }
     headers
 }
@@ -454,11 +502,13 @@ impl AppBackend for RemoteApp {
                 params = params.with_arguments(m);
             }
             let mut req = CallToolRequest::new(params);
-            if let Some(a) = ctx.actor.as_deref().filter(|a| !a.is_empty())
-                && let Ok(v) = a.parse()
-            {
-                req.extensions.insert(ActorHeader(v));
-            }
+            let header = |v: &Option<String>| {
+                v.as_deref()
+                    .filter(|a| !a.is_empty())
+                    .and_then(|a| a.parse().ok())
+            };
+            req.extensions
+                .insert(ActorHeader(header(&ctx.actor), header(&ctx.caller)));
             let sent = s.send_request(ClientRequest::CallToolRequest(req));
             let r = match tokio::time::timeout(self.timeouts.call, sent).await {
                 Err(_) => Err(BackendError(format!(
@@ -487,5 +537,41 @@ impl AppBackend for RemoteApp {
             }
             r
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::structured_as_object;
+    use serde_json::json;
+
+    #[test]
+    fn a_non_object_structured_content_moves_into_the_text() {
+        let mut r =
+            json!({"content": [{"type": "text", "text": "two"}], "structuredContent": [1, 2]});
+        structured_as_object(&mut r);
+        assert_eq!(
+            r,
+            json!({"content": [{"type": "text", "text": "[1,2]"}, {"type": "text", "text": "two"}]})
+        );
+        // Already the first block: kept once; an object, or none, is left alone.
+        let mut r =
+            json!({"content": [{"type": "text", "text": "[1, 2]"}], "structuredContent": [1, 2]});
+        structured_as_object(&mut r);
+        assert_eq!(r, json!({"content": [{"type": "text", "text": "[1, 2]"}]}));
+        let mut r = json!({"structuredContent": "s"});
+        structured_as_object(&mut r);
+        assert_eq!(r, json!({"content": [{"type": "text", "text": "\"s\""}]}));
+        for v in [
+            json!({"content": [], "structuredContent": {"a": 1}}),
+            json!({"content": []}),
+        ] {
+            let mut r = v.clone();
+            structured_as_object(&mut r);
+            assert_eq!(r, v);
+        }
+        let mut r = json!({"content": [], "structuredContent": null});
+        structured_as_object(&mut r);
+        assert_eq!(r, json!({"content": []}));
     }
 }

@@ -8,6 +8,7 @@ pub mod aggregator;
 pub(crate) mod backend;
 pub(crate) mod limits;
 pub(crate) mod plain;
+pub(crate) mod self_url;
 pub mod wasm;
 
 use crate::auth::{self, AppScope, Caller};
@@ -51,6 +52,39 @@ pub struct AppRecord {
     /// Set for a WASM app: its installed component, limits and allow_hosts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wasm: Option<wasm::WasmInfo>,
+    /// The tools its token may list and call as tools (engine operations and apps' tools):
+    /// names or glob patterns, `["*"]` (every tool) unless the owner says otherwise.
+    #[serde(default = "every_tool")]
+    pub call_tools: Vec<String>,
+    /// Whether the app may change its own `mcp_url` (true unless the owner pinned it).
+    #[serde(default = "yes")]
+    pub self_url: bool,
+    /// Whether an `mcp_url` the app sets for itself may be a loopback, private or link-local
+    /// address (the owner's grant; false by default).
+    #[serde(default)]
+    pub self_url_private: bool,
+    /// The last change of `mcp_url`: when, what it was, who changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_change: Option<UrlChange>,
+}
+
+/// A change of an app's `mcp_url`, kept on its entry (and logged).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UrlChange {
+    /// When (RFC 3339).
+    pub at: String,
+    /// The address before the change (`None`: it had none).
+    pub previous: Option<String>,
+    /// Who changed it: `owner`, or `app:<name>` (the app itself).
+    pub by: String,
+}
+
+fn every_tool() -> Vec<String> {
+    vec!["*".into()]
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl AppRecord {
@@ -71,6 +105,7 @@ impl AppRecord {
             write: self.write.clone(),
             ddl: self.ddl,
             maintain: self.maintain,
+            call_tools: self.call_tools.clone(),
         }
     }
     /// The entry as answered: never a token.
@@ -81,7 +116,13 @@ impl AppRecord {
             "write": self.write,
             "ddl": self.ddl,
             "maintain": self.maintain,
+            "call_tools": self.call_tools,
             "mcp_url": self.mcp_url,
+            "self_url": self.self_url,
+            "self_url_private": self.self_url_private,
+            "urlChangedAt": self.url_change.as_ref().map(|c| &c.at),
+            "previousUrl": self.url_change.as_ref().and_then(|c| c.previous.as_ref()),
+            "urlChangedBy": self.url_change.as_ref().map(|c| &c.by),
             "hasMcpToken": self.mcp_token.is_some(),
             "description": self.description,
             "instructions": self.instructions,
@@ -128,6 +169,12 @@ pub struct AppFields {
     pub limits: Option<Value>,
     /// The hosts a WASM app may send HTTP requests to (`[]`: none).
     pub allow_hosts: Option<Value>,
+    /// See [`AppRecord::call_tools`].
+    pub call_tools: Option<Vec<String>>,
+    /// See [`AppRecord::self_url`].
+    pub self_url: Option<bool>,
+    /// See [`AppRecord::self_url_private`].
+    pub self_url_private: Option<bool>,
 }
 
 /// Tells a field set to null (`Some(None)`) from an absent one (`None`).
@@ -152,6 +199,12 @@ impl AppFields {
             Some("limits")
         } else if self.allow_hosts.is_some() {
             Some("allow_hosts")
+        } else if self.call_tools.is_some() {
+            Some("call_tools")
+        } else if self.self_url.is_some() {
+            Some("self_url")
+        } else if self.self_url_private.is_some() {
+            Some("self_url_private")
         } else {
             None
         }
@@ -200,6 +253,14 @@ pub fn check(f: &AppFields) -> Result<()> {
                 .hint(
                     "each write pattern is catalog.schema.table, catalog.schema.*, catalog.* or *",
                 ));
+        }
+    }
+    for p in f.call_tools.iter().flatten() {
+        if !auth::valid_tool_pattern(p) {
+            return Err(Error::invalid(format!("invalid tool pattern {p:?}"))
+                .column("call_tools")
+                .rule("pattern")
+                .hint("each call_tools entry is a tool name or a pattern with *, e.g. \"select_rows\", \"planning_*\" or \"*\""));
         }
     }
     if let Some(Some(u)) = &f.mcp_url
@@ -325,6 +386,10 @@ impl Registry {
             created: crate::engine::journal::now(),
             token_sha256: auth::token_hash(&token),
             wasm,
+            call_tools: f.call_tools.unwrap_or_else(every_tool),
+            self_url: f.self_url.unwrap_or(true),
+            self_url_private: f.self_url_private.unwrap_or(false),
+            url_change: None,
         };
         self.modify(|apps| {
             if apps.iter().any(|a| a.name == name) {
@@ -340,7 +405,9 @@ impl Registry {
     }
 
     /// Updates an entry. `by_owner` false: the app itself, which may change only its own
-    /// `mcp_url`, `mcp_token`, `description` and `instructions`.
+    /// `mcp_url` (unless the owner pinned it, `self_url: false`; its address was checked by
+    /// [`self_url::check`]), `mcp_token`, `description` and `instructions`. A change of
+    /// `mcp_url` is logged and kept on the entry (`urlChangedAt`, `previousUrl`).
     pub fn update(
         &self,
         name: &str,
@@ -378,8 +445,43 @@ impl Registry {
             if let Some(v) = f.maintain {
                 a.maintain = v;
             }
-            if let Some(v) = f.mcp_url {
+            if let Some(v) = f.mcp_url
+                && v != a.mcp_url
+            {
+                if !by_owner && !a.self_url {
+                    return Err(Error::forbidden(format!(
+                        "app {name} may not change its own mcp_url: the owner pinned it"
+                    ))
+                    .column("mcp_url")
+                    .rule("self_url")
+                    .hint("ask the owner to change it, or to allow it (apps/update {\"self_url\": true})"));
+                }
+                let by = if by_owner {
+                    "owner".to_string()
+                } else {
+                    format!("app:{name}")
+                };
+                tracing::info!(
+                    app = %name,
+                    "app {name}'s mcp_url changed from {} to {} by {by}",
+                    a.mcp_url.as_deref().unwrap_or("none"),
+                    v.as_deref().unwrap_or("none")
+                );
+                a.url_change = Some(UrlChange {
+                    at: crate::engine::journal::now(),
+                    previous: a.mcp_url.take(),
+                    by,
+                });
                 a.mcp_url = v;
+            }
+            if let Some(v) = f.call_tools {
+                a.call_tools = v;
+            }
+            if let Some(v) = f.self_url {
+                a.self_url = v;
+            }
+            if let Some(v) = f.self_url_private {
+                a.self_url_private = v;
             }
             if let Some(v) = f.mcp_token {
                 a.mcp_token = v;

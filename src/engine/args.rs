@@ -82,7 +82,8 @@ pub struct SearchNotes {
 pub struct ListMigrations {
     #[serde(default)]
     pub table: Option<String>,
-    /// Matches the actor's harness, model, app, token name or label.
+    /// Matches the actor's harness, model, app, token name, label or caller (the token that
+    /// called the app's tool).
     #[serde(default)]
     pub actor: Option<String>,
     #[serde(default)]

@@ -29,6 +29,11 @@ pub struct Actor {
     /// `harness / model via app`, for people reading the log.
     #[serde(default)]
     pub label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The token that called the app's tool which made the change (`owner`, `app:<name>`):
+    /// set by the engine for a WASM app's tool; as a remote app says it
+    /// (`X-Datanotes-Caller`) for a remote app's writes.
+    pub caller: Option<String>,
 }
 
 /// The most characters of an actor's harness, model or session (they come from headers and
@@ -52,9 +57,16 @@ impl Actor {
             session: clip(session),
             token,
             label: String::new(),
+            caller: None,
         };
         a.label = a.compute_label();
         a
+    }
+    /// The same actor, with the token that called the app's tool (cut at
+    /// [`ACTOR_FIELD_CHARS`] characters).
+    pub fn with_caller(mut self, caller: Option<String>) -> Actor {
+        self.caller = caller.map(|c| cut(&c, ACTOR_FIELD_CHARS));
+        self
     }
     /// The actor of a change found in the files (edited by hand).
     pub fn hand_edit() -> Actor {
@@ -450,7 +462,7 @@ pub fn list(c: &Connection, f: &Filter) -> Result<Vec<Migration>> {
         let n = args.len() + 1;
         args.push(a.clone().into());
         sql.push_str(&format!(
-            " AND ?{n} IN (json_extract(actor,'$.harness'), json_extract(actor,'$.model'), json_extract(actor,'$.app'), json_extract(actor,'$.token'), json_extract(actor,'$.label'))"
+            " AND ?{n} IN (json_extract(actor,'$.harness'), json_extract(actor,'$.model'), json_extract(actor,'$.app'), json_extract(actor,'$.token'), json_extract(actor,'$.label'), json_extract(actor,'$.caller'))"
         ));
     }
     sql.push_str(if f.newest_first {

@@ -178,6 +178,16 @@ static ROUTES: &[Route] = &[
                     None
                 };
                 let old = s.apps.get(&name);
+                // An address an app gives for itself (well formed first): never a private
+                // one unless allowed.
+                apps::check(&f)?;
+                if !by_owner
+                    && let (Some(Some(url)), Some(o)) = (&f.mcp_url, &old)
+                    && o.self_url
+                    && o.mcp_url.as_ref() != Some(url)
+                {
+                    apps::self_url::check(&name, url, o.self_url_private).await?;
+                }
                 let rec = s.apps.update(&name, f, by_owner, wasm)?;
                 forget_component(&s, old.as_ref());
                 // The new backend takes over; calls in flight finish on the old one.
@@ -223,10 +233,10 @@ static ROUTES: &[Route] = &[
     Route {
         path: "apps/tools",
         access: Access::Read,
-        run: |s, _, v| {
+        run: |s, c, v| {
             blocking(move || {
                 parse::<crate::engine::args::Empty>("apps/tools", v)?;
-                Ok(s.agg.tools_json())
+                Ok(s.agg.tools_json(&c.caller))
             })
         },
     },

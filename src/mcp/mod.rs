@@ -14,6 +14,7 @@
 //! tools whose app may stream, calls that ask for progress) goes to rmcp. Every open session
 //! gets `notifications/tools/list_changed` when the namespace changes (at most one per 200 ms).
 
+pub mod hosts;
 mod sessions;
 pub mod stdio;
 
@@ -27,8 +28,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
-    ContentBlock as Content, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig,
+    ContentBlock as Content, Implementation, InitializeRequestParams, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -231,7 +232,24 @@ impl ServerHandler for Mcp {
                 .build(),
         )
         .with_server_info(imp)
-        .with_instructions(self.server.agg.instructions())
+        .with_instructions(self.server.agg.instructions(&crate::auth::Caller::Owner))
+    }
+
+    /// `initialize`: the instructions are those of the apps whose tools the caller may call.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let mut r = self.negotiate_initialize(&request)?;
+        // Without the request's caller (never over /mcp): the engine's instructions only.
+        let caller = match self.ctx(&context) {
+            Ok(ctx) => ctx.caller,
+            Err(_) => crate::auth::Caller::App(Arc::new(crate::auth::AppScope::default())),
+        };
+        r.instructions = Some(self.server.agg.instructions(&caller));
+        Ok(r)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -262,8 +280,10 @@ impl ServerHandler for Mcp {
         _req: Option<PaginatedRequestParams>,
         rc: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.ctx(&rc)?;
-        Ok(ListToolsResult::with_all_items(self.server.agg.tools()))
+        let ctx = self.ctx(&rc)?;
+        Ok(ListToolsResult::with_all_items(
+            self.server.agg.tools(&ctx.caller),
+        ))
     }
 
     async fn call_tool(
@@ -297,6 +317,8 @@ struct Door {
     service: StreamableHttpService<Mcp, LocalSessionManager>,
     /// The open sessions' tokens and last uses (their caps and idle expiry).
     ledger: sessions::Ledger,
+    /// The `Host` and `Origin` it answers.
+    hosts: hosts::Hosts,
 }
 
 /// rmcp closes a session after this long without traffic it sees: the lean path tells it
@@ -308,6 +330,9 @@ const LIST_CHANGED_EVERY: Duration = Duration::from_millis(200);
 
 impl Door {
     async fn handle(self: Arc<Self>, req: Request) -> Response {
+        if let Some(r) = self.hosts.refuse(req.headers()) {
+            return r;
+        }
         if let Some(r) = self.gate(&req) {
             return r;
         }
@@ -397,7 +422,7 @@ impl Door {
     /// None: rmcp serves the request.
     async fn lean(&self, parts: &http::request::Parts, body: &Bytes) -> Option<Response> {
         let h = &parts.headers;
-        if !loopback_host(h) || !accepts_json(h) || !known_version(h) {
+        if !accepts_json(h) || !known_version(h) {
             return None;
         }
         let id = session_id(h)?;
@@ -414,7 +439,9 @@ impl Door {
                 if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
                     return None;
                 }
-                serde_json::to_value(ListToolsResult::with_all_items(server.agg.tools())).ok()?
+                let ctx = self.mcp.server_ctx(parts, session.client.clone()).ok()?;
+                let tools = server.agg.tools(&ctx.caller);
+                serde_json::to_value(ListToolsResult::with_all_items(tools)).ok()?
             }
             "tools/call" => {
                 let params = msg.get("params")?;
@@ -471,19 +498,6 @@ fn session_id(h: &HeaderMap) -> Option<&str> {
     h.get("mcp-session-id").and_then(|v| v.to_str().ok())
 }
 
-/// As rmcp's default `allowed_hosts` (DNS rebinding protection): a loopback Host.
-fn loopback_host(h: &HeaderMap) -> bool {
-    let Some(host) = h.get(header::HOST).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map_or(host, |(n, _)| n)
-    };
-    matches!(name, "localhost" | "127.0.0.1" | "::1")
-}
-
 fn accepts_json(h: &HeaderMap) -> bool {
     h.get_all(header::ACCEPT).iter().any(|v| {
         v.to_str().is_ok_and(|s| {
@@ -504,14 +518,16 @@ fn known_version(h: &HeaderMap) -> bool {
     }
 }
 
-/// The `/mcp` service, mounted on the engine's router.
-pub fn router(server: Shared) -> axum::Router {
+/// The `/mcp` service, mounted on the engine's router, answering the `Host` and `Origin`
+/// that `hosts` accepts.
+pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
     let sessions = Arc::new(Sessions::default());
     let mcp = Mcp {
         server: server.clone(),
         sessions: sessions.clone(),
     };
-    let config = StreamableHttpServerConfig::default();
+    // Host and Origin are checked by `hosts`, first, for the lean path and rmcp's alike.
+    let config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     let caps = sessions::SessionCaps::from_env();
     // At shutdown, end every session: an open SSE stream must not hold the server up.
     let ct = config.cancellation_token.clone();
@@ -544,6 +560,7 @@ pub fn router(server: Shared) -> axum::Router {
         manager,
         service,
         ledger: sessions::Ledger::new(caps),
+        hosts,
     });
     axum::Router::new()
         .route(

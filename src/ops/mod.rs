@@ -77,7 +77,17 @@ pub static CATALOG: &[Operation] = &[
         description: "Describe a table: its columns with types and constraints, row count, rows that fail validation (edited by hand), and the app tools that work on it.",
         access: Access::Read,
         schema: schema::<args::TableArg>,
-        run: |e, _, a| e.describe_table(parse("describe_table", a)?),
+        run: |e, c, a| {
+            let mut v = e.describe_table(parse("describe_table", a)?)?;
+            // The app tools the caller may call (its `call_tools`).
+            if let Some(tools) = v.get_mut("tools").and_then(Value::as_array_mut) {
+                tools.retain(|t| {
+                    let name = t.get("name").and_then(Value::as_str).unwrap_or("");
+                    auth::authorize(&c.caller, Access::CallTool, auth::Target::Tool(name)).is_ok()
+                });
+            }
+            Ok(v)
+        },
     },
     Operation {
         name: "get_row",

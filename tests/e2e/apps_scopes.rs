@@ -606,7 +606,12 @@ fn an_app_changes_only_its_own_descriptive_fields() {
     let tok = create_app(&s, json!({"name": "planner", "write": ["alpha.*"]}));
     let as_app = |route: &str, body: Value| s.call_as(Some(&tok), route, &body, &[]);
 
-    // Its own mcp_url, mcp_token, description and instructions: allowed.
+    // Its own mcp_url (a loopback address: the owner allows it), mcp_token, description and
+    // instructions: allowed.
+    s.ok_route(
+        "apps/update",
+        json!({"name": "planner", "self_url_private": true}),
+    );
     let (st, v) = as_app(
         "apps/update",
         json!({"name": "planner", "mcp_url": "http://127.0.0.1:5235/mcp", "mcp_token": "mcp-secret-42",
@@ -631,6 +636,9 @@ fn an_app_changes_only_its_own_descriptive_fields() {
         ("write", json!([])),
         ("ddl", json!(true)),
         ("maintain", json!(true)),
+        ("call_tools", json!(["*"])),
+        ("self_url", json!(false)),
+        ("self_url_private", json!(false)),
     ] {
         let before = std::fs::read(s.dir.join(".datanotes/apps.json")).unwrap();
         let mut body = json!({"name": "planner", "description": "sneaky"});

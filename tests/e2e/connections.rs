@@ -174,3 +174,42 @@ fn at_the_cap_with_every_connection_busy_health_and_the_owner_still_get_through(
     assert_eq!(st, 503);
     drop(polls);
 }
+
+/// The soft and hard limits of open files of a process (`/proc/PID/limits`).
+fn nofile_of(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files");
+    let mut f = line["Max open files".len()..].split_whitespace();
+    (f.next().unwrap().into(), f.next().unwrap().into())
+}
+
+#[test]
+fn serve_raises_its_open_files_limit_to_the_hard_one() {
+    // Started under a low soft limit (the hard one as this process has it).
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("low-nofile.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nulimit -Sn 256 || exit 1\nexec '{}' \"$@\"\n",
+            bin().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = dir.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    let mut started = Launch::new(&db).bin(&script).spawn();
+    let (soft, hard) = nofile_of(started.child.id());
+    let _ = started.child.kill();
+    let _ = started.child.wait();
+    assert_eq!(
+        soft, hard,
+        "the server's open files limit: soft {soft}, hard {hard}"
+    );
+    assert_ne!(soft, "256");
+}

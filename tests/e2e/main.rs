@@ -15,6 +15,7 @@
 mod kit;
 
 mod apps_scopes;
+mod apps_tools;
 mod cli;
 mod connections;
 mod crash;

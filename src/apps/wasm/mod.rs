@@ -196,7 +196,8 @@ impl Inner {
             Some(self.scope.name.clone()),
             cc.session.clone(),
             Some(format!("app:{}", self.scope.name)),
-        );
+        )
+        .with_caller(cc.caller.clone());
         let wctx = WitContext {
             harness,
             model,

@@ -376,8 +376,14 @@ pub fn create_app(s: &Server, body: Value) -> String {
 }
 
 impl App {
-    /// Starts the `remote_app` example as the app `name` of this server, with its token.
+    /// Starts the `remote_app` example as the app `name` of this server, with its token. The
+    /// app registers its own address, on 127.0.0.1: the owner allows it first
+    /// (`self_url_private`).
     pub fn start(s: &Server, name: &str, token: &str, extra: &[&str]) -> App {
+        s.ok_route(
+            "apps/update",
+            serde_json::json!({"name": name, "self_url_private": true}),
+        );
         App::spawn(&s.url, name, token, extra, false)
     }
 }
