@@ -33,6 +33,8 @@
 //!   (`engine.call`, `log`), the guest's stdout and stderr;
 //! - `net.rs`: `allow_hosts`, the wasi:http hook that lets a request out;
 //! - `world.rs`: the check of a component's exports against the world;
+//! - `typed/`: typed components (any other component): its exported functions as tools, their
+//!   JSON Schemas from the WIT types, arguments and results converted;
 //! - `error.rs`: [`WasmError`], mapped to the aggregator's error in one place.
 
 mod error;
@@ -41,6 +43,7 @@ mod limits;
 pub(crate) mod net;
 mod pool;
 mod runtime;
+mod typed;
 mod world;
 
 pub use limits::Limits;
@@ -52,7 +55,7 @@ use crate::auth::AppScope;
 use crate::engine::Actor;
 use error::WasmError;
 use futures_util::future::BoxFuture;
-use host::Host;
+
 use net::Allowed;
 use pool::Instance;
 use serde::{Deserialize, Serialize};
@@ -103,7 +106,7 @@ struct Inner {
     sha: String,
     /// The component, ready to instantiate: loaded (or compiled) on first use, in a blocking
     /// thread, so that starting the server never waits for a compilation.
-    pre: std::sync::OnceLock<Result<bindings::AppPre<Host>, WasmError>>,
+    pre: std::sync::OnceLock<Result<typed::Pre, WasmError>>,
     warm: Mutex<Vec<Instance>>,
     slots: Arc<tokio::sync::Semaphore>,
 }
@@ -139,7 +142,17 @@ impl Inner {
         deadline: tokio::time::Instant,
     ) -> Result<Listing, WasmError> {
         let mut inst = self.checkout(Actor::default(), deadline).await?;
-        let t = inst.app.datanotes_app_tools();
+        let app = match (&inst.app, self.loaded().await?) {
+            (typed::Guest::World(app), _) => app,
+            // A typed component's tools come from its types; the instance is made (and kept
+            // warm) to check that it instantiates.
+            (typed::Guest::Typed(_), typed::Pre::Typed(_, t)) => {
+                self.checkin(inst, Ok(()))?;
+                return Ok(t.listing.clone());
+            }
+            _ => return Err(WasmError::Wasmtime("the component changed kind".into())),
+        };
+        let t = app.datanotes_app_tools();
         let r = match t.call_list_tools(&mut inst.store).await {
             Ok(tools) => t
                 .call_instructions(&mut inst.store)
@@ -170,6 +183,7 @@ impl Inner {
         Ok(Listing {
             tools: out,
             instructions: Some(instructions).filter(|s| !s.is_empty()),
+            skipped: vec![],
         })
     }
 
@@ -178,7 +192,7 @@ impl Inner {
     async fn call_tool(
         self: &Arc<Self>,
         tool: &str,
-        args: &str,
+        args: &Value,
         cc: &CallContext,
         deadline: tokio::time::Instant,
     ) -> Result<Value, WasmError> {
@@ -194,14 +208,20 @@ impl Inner {
             cc.session.clone(),
             Some(format!("app:{}", self.scope.name)),
         );
+        if let typed::Pre::Typed(_, t) = self.loaded().await? {
+            return self.call_typed(t, tool, args, actor, deadline).await;
+        }
+        let args = &args.to_string();
         let wctx = WitContext {
             harness,
             model,
             session: cc.session.clone(),
         };
         let mut inst = self.checkout(actor, deadline).await?;
-        let r = inst
-            .app
+        let typed::Guest::World(app) = &inst.app else {
+            return Err(WasmError::Wasmtime("the component changed kind".into()));
+        };
+        let r = app
             .datanotes_app_tools()
             .call_call_tool(&mut inst.store, tool, args, &wctx)
             .await;
@@ -292,12 +312,7 @@ impl AppBackend for WasmApp {
             }
             let timeout = Duration::from_millis(self.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
-            let (me, name, text, cc) = (
-                self.clone(),
-                tool.to_string(),
-                args.to_string(),
-                ctx.clone(),
-            );
+            let (me, name, text, cc) = (self.clone(), tool.to_string(), args, ctx.clone());
             // The call runs in a task of its own: a caller that goes away (a closed connection)
             // does not cancel it half-way; its timeout does.
             let guests = self.0.rt.guests.handle().clone();
