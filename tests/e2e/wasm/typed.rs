@@ -104,9 +104,18 @@ fn a_typed_component_installs_lists_and_round_trips_every_type_kind() {
         json!({"type": "integer", "minimum": 0, "maximum": u64::MAX}),
         "{norm2}"
     );
+    // The WIT doc comment (plugins/wit-docs embedded them), else the signature.
+    assert_eq!(norm2["description"], "The squared length of p: x² + y².");
+    assert_eq!(tool("shapes_hello")["description"], "Says hello.");
     assert_eq!(
-        norm2["description"], "norm2(p: record { x: s32, y: s32 }) -> u64",
-        "without embedded docs, the signature"
+        tool("shapes_text_describe")["description"],
+        "describe() -> string"
+    );
+    // The package's doc comment: the app's instructions.
+    let ins = mcp.instructions();
+    assert!(
+        ins.contains("## App shapes\nshapes: a typed component."),
+        "{ins}"
     );
     let area = tool("shapes_area");
     assert_eq!(area["inputSchema"]["required"], json!(["s"]), "{area}");
