@@ -545,3 +545,53 @@ fn a_component_with_an_import_the_engine_lacks_is_refused_naming_it() {
     let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
     assert_eq!(apps["apps"], json!([]), "{apps}");
 }
+
+#[test]
+fn a_typed_python_component_works_the_same() {
+    let s = server();
+    let v = s.install("units", "units", json!({}));
+    assert_eq!(
+        sorted(&v["app"]["tools"]),
+        ["units_convert", "units_parse_number", "units_word_counts"]
+    );
+    // componentize-py's pre-initialisation hook is no tool.
+    let a = s.app("units");
+    assert_eq!(a["skippedTools"][0]["name"], "units_init", "{a}");
+    let mcp = Agent::owner(&s);
+    let tools = mcp.tools();
+    let convert = tools.iter().find(|t| t.name == "units_convert").unwrap();
+    assert_eq!(
+        convert.description.as_deref(),
+        Some("Converts a length from one unit to another.")
+    );
+    let r = mcp.call(
+        "units_convert",
+        json!({"value": 1, "from": "mile", "to": "km"}),
+    );
+    assert_eq!(structured(&r), json!({"result": 1.609344}));
+    assert_eq!(
+        s.tool_ok(
+            "units_word_counts",
+            json!({"text": "the cat and the hat, the end", "top": 2})
+        ),
+        json!({"result": [["the", 3], ["and", 1]]})
+    );
+    assert_eq!(
+        s.tool_ok("units_parse_number", json!({"text": "forty-two"})),
+        json!({"result": {"ok": 42.0}})
+    );
+    let r = mcp.call("units_parse_number", json!({"text": "lots"}));
+    assert!(is_error(&r), "{r:?}");
+    assert_eq!(
+        text(&r),
+        "'lots' is not a number: 'lots' is not a number word"
+    );
+    let e = s.tool_err(
+        "units_convert",
+        json!({"value": 1, "from": "parsec", "to": "m"}),
+    );
+    assert!(
+        e.starts_with("from: expected one of \"mm\", \"cm\", \"m\", \"km\", \"inch\", \"foot\", \"mile\", got \"parsec\""),
+        "{e}"
+    );
+}

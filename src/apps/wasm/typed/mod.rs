@@ -209,6 +209,9 @@ struct Found {
     index: ComponentExportIndex,
 }
 
+/// Why a resource, a future or a stream is no tool's parameter or result.
+const NO_JSON: &str = ": resources, futures and streams cannot be passed as JSON";
+
 /// The tools of a typed component of app `app`.
 fn discover(
     engine: &wasmtime::Engine,
@@ -272,22 +275,28 @@ fn discover(
         // A resource's constructor or method, or a resource, future or stream in the signature.
         let why = if f.name.starts_with('[') {
             Some("it belongs to a resource".to_string())
+        } else if f.iface.as_deref() == Some("exports")
+            && f.name == "init"
+            && f.params.first().is_some_and(|p| p.0 == "app-name")
+        {
+            // componentize-py's pre-initialisation hook: not for agents.
+            Some("it is componentize-py's initialisation hook".into())
         } else {
             f.params
                 .iter()
                 .find_map(|(p, t)| {
-                    schema::unsupported(t).map(|w| format!("its parameter {p} is {w}"))
+                    schema::unsupported(t).map(|w| format!("its parameter {p} is {w}{NO_JSON}"))
                 })
                 .or_else(|| {
-                    f.results
-                        .iter()
-                        .find_map(|t| schema::unsupported(t).map(|w| format!("its result is {w}")))
+                    f.results.iter().find_map(|t| {
+                        schema::unsupported(t).map(|w| format!("its result is {w}{NO_JSON}"))
+                    })
                 })
                 .or_else(|| (f.results.len() > 1).then(|| "it has several results".into()))
         };
         if let Some(why) = why {
             skipped.push(json!({"name": name, "takenBy": null, "function": wit_name,
-                "reason": format!("{why}: resources, futures and streams cannot be passed as JSON ({sig})")}));
+                "reason": format!("{why} ({sig})")}));
             continue;
         }
         let result = f.results.into_iter().next();
