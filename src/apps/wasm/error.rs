@@ -159,7 +159,10 @@ impl fmt::Display for WasmError {
                 "its {name} does not match the world {WORLD}: {}",
                 problems.join("; ")
             ),
-            WasmError::Link(e) => write!(f, "the component does not match the world {WORLD}: {e}"),
+            WasmError::Link(e) => write!(
+                f,
+                "the component's imports or exports do not match what the engine provides ({WORLD}, or typed functions importing WASI, datanotes:app/engine and log): {e}"
+            ),
             WasmError::Instantiate(e) => write!(f, "cannot instantiate: {e}"),
             WasmError::Memory(m) | WasmError::Wasmtime(m) => f.write_str(m),
             WasmError::Count { n, what, most } => write!(
