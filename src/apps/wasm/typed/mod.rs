@@ -25,6 +25,7 @@ use super::world::{TOOLS_INTERFACE, check_world, wit_type};
 use crate::apps::backend::Listing;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::types::ComponentItem;
@@ -71,17 +72,22 @@ impl Pre {
     ) -> Result<Pre, WasmError> {
         let link = |e: wasmtime::Error| WasmError::Link(format!("{e:#}"));
         let ty = c.component_type();
-        let prefix = TOOLS_INTERFACE.trim_end_matches('0');
-        if ty.exports(&rt.engine).any(|(n, _)| n.starts_with(prefix)) {
+        // Any version of our tools interface: of our world (a wrong version is refused there,
+        // named, rather than its functions offered as typed tools).
+        let ours = TOOLS_INTERFACE.split('@').next().unwrap_or(TOOLS_INTERFACE);
+        if ty
+            .exports(&rt.engine)
+            .any(|(n, _)| n.split('@').next() == Some(ours))
+        {
             check_world(&rt.engine, c)?;
             let ipre = rt.linker.instantiate_pre(c).map_err(link)?;
             return Ok(Pre::World(bindings::AppPre::new(ipre).map_err(link)?));
         }
         check_imports(rt, c)?;
         // The WIT docs, if the component carries them (read from its installed file).
-        let docs = std::fs::read(rt.apps_dir.join(format!("{sha}.wasm")))
+        let docs = std::fs::File::open(rt.apps_dir.join(format!("{sha}.wasm")))
             .ok()
-            .and_then(|b| package_docs(&b));
+            .and_then(|f| package_docs(std::io::BufReader::new(f)));
         let typed = discover(&rt.engine, c, app, docs.as_ref())?;
         let ipre = rt.linker.instantiate_pre(c).map_err(link)?;
         Ok(Pre::Typed(ipre, Arc::new(typed)))
@@ -117,32 +123,43 @@ fn check_imports(rt: &WasmRuntime, c: &Component) -> Result<(), WasmError> {
 }
 
 /// The `package-docs` custom section of a component (wit-component's JSON of the WIT package's
-/// doc comments), if it has one at its top level.
-fn package_docs(bytes: &[u8]) -> Option<Value> {
-    fn leb(b: &[u8]) -> Option<(usize, usize)> {
-        let mut n: usize = 0;
-        for (i, byte) in b.iter().enumerate().take(5) {
-            n |= ((byte & 0x7f) as usize) << (7 * i);
-            if byte & 0x80 == 0 {
-                return Some((n, i + 1));
+/// doc comments), if it has one at its top level. Reads the section headers and skips over the
+/// rest: a Python component's 18 MB are not read for it.
+fn package_docs(mut r: impl Read + Seek) -> Option<Value> {
+    fn byte(r: &mut impl Read) -> Option<u8> {
+        let mut b = [0u8];
+        r.read_exact(&mut b).ok()?;
+        Some(b[0])
+    }
+    fn leb(r: &mut impl Read) -> Option<u64> {
+        let mut n = 0u64;
+        for i in 0..10 {
+            let b = byte(r)?;
+            n |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Some(n);
             }
         }
         None
     }
-    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+    const NAME: &[u8] = b"package-docs";
+    let mut head = [0u8; 8];
+    r.read_exact(&mut head).ok()?;
+    if &head[..4] != b"\0asm" {
         return None;
     }
-    let mut i = 8;
-    while i < bytes.len() {
-        let id = bytes[i];
-        let (size, n) = leb(&bytes[i + 1..])?;
-        let start = i + 1 + n;
-        let end = start.checked_add(size).filter(|e| *e <= bytes.len())?;
-        if id == 0 {
-            let body = &bytes[start..end];
-            let (len, k) = leb(body)?;
-            if body.get(k..k + len) == Some(b"package-docs".as_slice()) {
-                let data = &body[k + len..];
+    loop {
+        // The end of the file ends the loop.
+        let id = byte(&mut r)?;
+        let size = leb(&mut r)?;
+        let start = r.stream_position().ok()?;
+        if id == 0 && leb(&mut r)? == NAME.len() as u64 {
+            let mut name = [0u8; NAME.len()];
+            r.read_exact(&mut name).ok()?;
+            if name == NAME {
+                let rest = (start + size).checked_sub(r.stream_position().ok()?)?;
+                let mut data = vec![];
+                r.take(rest.min(16 << 20)).read_to_end(&mut data).ok()?;
                 // A version byte (0 or 1), then JSON.
                 return match data.split_first() {
                     Some((0 | 1, json)) => serde_json::from_slice(json).ok(),
@@ -150,9 +167,8 @@ fn package_docs(bytes: &[u8]) -> Option<Value> {
                 };
             }
         }
-        i = end;
+        r.seek(SeekFrom::Start(start + size)).ok()?;
     }
-    None
 }
 
 /// A doc comment in package-docs: a string, or `{"docs": …}`.
@@ -400,6 +416,12 @@ mod tests {
             section.push(b | 0x80);
         }
         section.extend(body);
-        assert_eq!(package_docs(&section), Some(d));
+        section.extend(b"\x01\x02\x00\x00"); // a section after it
+        assert_eq!(package_docs(std::io::Cursor::new(&section)), Some(d));
+        assert_eq!(package_docs(std::io::Cursor::new(&section[..20])), None);
+        assert_eq!(
+            package_docs(std::io::Cursor::new(b"\0asm\x0d\x00\x01\x00")),
+            None
+        );
     }
 }
