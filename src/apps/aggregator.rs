@@ -352,6 +352,13 @@ impl Aggregator {
         let mut instructions = vec![];
         for (s, unfit) in slots.iter().zip(&unfit) {
             let Some(l) = &s.listing else { continue };
+            // What the app itself could not offer (a typed function with a resource, say).
+            for v in &l.skipped {
+                ns.skipped
+                    .entry(s.name.clone())
+                    .or_default()
+                    .push(v.clone());
+            }
             if let Some(i) = l.instructions.as_ref().filter(|i| !i.trim().is_empty()) {
                 let i = self.caps.instructions(&s.name, i.trim());
                 instructions.push((s.name.clone(), format!("## App {}\n{i}", s.name)));

@@ -31,6 +31,10 @@ pub struct Listing {
     pub tools: Vec<Tool>,
     #[serde(default)]
     pub instructions: Option<String>,
+    /// Tools the app has but cannot offer, with why (`{"name", "takenBy": null, "reason"}`):
+    /// shown in its `skippedTools` (a typed component's function with a resource parameter).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Value>,
 }
 
 /// Who a call is made for: forwarded to the app.
@@ -479,6 +483,7 @@ impl AppBackend for RemoteApp {
                     Ok(Listing {
                         tools,
                         instructions,
+                        skipped: vec![],
                     })
                 }
             };

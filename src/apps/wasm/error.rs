@@ -22,7 +22,12 @@ pub(crate) enum WasmError {
     Compile(String),
     /// The compiled component cannot be loaded.
     Deserialize(String),
-    /// The component does not export the tools interface.
+    /// A typed component imports what the engine does not provide.
+    Import {
+        /// The import.
+        name: String,
+    },
+    /// The component exports neither the tools interface nor any function.
     NoTools {
         /// What it exports instead.
         exports: Vec<String>,
@@ -139,9 +144,13 @@ impl fmt::Display for WasmError {
                 };
                 write!(
                     f,
-                    "the component does not export the interface {TOOLS_INTERFACE} (it exports {listed})"
+                    "the component exports neither the interface {TOOLS_INTERFACE} nor any function (it exports {listed})"
                 )
             }
+            WasmError::Import { name } => write!(
+                f,
+                "the component imports {name}, which datanotes does not provide: a component may import only datanotes:app/engine, datanotes:app/log and WASI (wasi:cli, wasi:io, wasi:clocks, wasi:random, wasi:http)"
+            ),
             WasmError::NotInterface { name } => {
                 write!(f, "the component's export {name} is not an interface")
             }
@@ -150,7 +159,10 @@ impl fmt::Display for WasmError {
                 "its {name} does not match the world {WORLD}: {}",
                 problems.join("; ")
             ),
-            WasmError::Link(e) => write!(f, "the component does not match the world {WORLD}: {e}"),
+            WasmError::Link(e) => write!(
+                f,
+                "the component's imports or exports do not match what the engine provides ({WORLD}, or typed functions importing WASI, datanotes:app/engine and log): {e}"
+            ),
             WasmError::Instantiate(e) => write!(f, "cannot instantiate: {e}"),
             WasmError::Memory(m) | WasmError::Wasmtime(m) => f.write_str(m),
             WasmError::Count { n, what, most } => write!(

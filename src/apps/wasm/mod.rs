@@ -34,6 +34,8 @@
 //! - `net.rs`: `allow_hosts`, the wasi:http hook that lets a request out;
 //! - `world.rs`: the check of a component's exports against the world; `precheck.rs`: the
 //!   part of it that needs no compile (names and parameters), which `apps install` does first;
+//! - `typed/`: typed components (any other component): its exported functions as tools, their
+//!   JSON Schemas from the WIT types, arguments and results converted;
 //! - `error.rs`: [`WasmError`], mapped to the aggregator's error in one place.
 
 mod error;
@@ -43,6 +45,7 @@ pub(crate) mod net;
 mod pool;
 mod precheck;
 mod runtime;
+mod typed;
 mod world;
 
 pub use limits::Limits;
@@ -55,7 +58,7 @@ use crate::auth::AppScope;
 use crate::engine::Actor;
 use error::WasmError;
 use futures_util::future::BoxFuture;
-use host::Host;
+
 use net::Allowed;
 use pool::Instance;
 use serde::{Deserialize, Serialize};
@@ -106,7 +109,7 @@ struct Inner {
     sha: String,
     /// The component, ready to instantiate: loaded (or compiled) on first use, in a blocking
     /// thread, so that starting the server never waits for a compilation.
-    pre: std::sync::OnceLock<Result<bindings::AppPre<Host>, WasmError>>,
+    pre: std::sync::OnceLock<Result<typed::Pre, WasmError>>,
     warm: Mutex<Vec<Instance>>,
     slots: Arc<tokio::sync::Semaphore>,
 }
@@ -142,7 +145,17 @@ impl Inner {
         deadline: tokio::time::Instant,
     ) -> Result<Listing, WasmError> {
         let mut inst = self.checkout(Actor::default(), deadline).await?;
-        let t = inst.app.datanotes_app_tools();
+        let app = match (&inst.app, self.loaded().await?) {
+            (typed::Guest::World(app), _) => app,
+            // A typed component's tools come from its types; the instance is made (and kept
+            // warm) to check that it instantiates.
+            (typed::Guest::Typed(_), typed::Pre::Typed(_, t)) => {
+                self.checkin(inst, Ok(()))?;
+                return Ok(t.listing.clone());
+            }
+            _ => return Err(WasmError::Wasmtime("the component changed kind".into())),
+        };
+        let t = app.datanotes_app_tools();
         let r = match t.call_list_tools(&mut inst.store).await {
             Ok(tools) => t
                 .call_instructions(&mut inst.store)
@@ -173,6 +186,7 @@ impl Inner {
         Ok(Listing {
             tools: out,
             instructions: Some(instructions).filter(|s| !s.is_empty()),
+            skipped: vec![],
         })
     }
 
@@ -181,7 +195,7 @@ impl Inner {
     async fn call_tool(
         self: &Arc<Self>,
         tool: &str,
-        args: &str,
+        args: &Value,
         cc: &CallContext,
         deadline: tokio::time::Instant,
     ) -> Result<Value, WasmError> {
@@ -198,14 +212,20 @@ impl Inner {
             Some(format!("app:{}", self.scope.name)),
         )
         .with_caller(cc.caller.clone());
+        if let typed::Pre::Typed(_, t) = self.loaded().await? {
+            return self.call_typed(t, tool, args, actor, deadline).await;
+        }
+        let args = &args.to_string();
         let wctx = WitContext {
             harness,
             model,
             session: cc.session.clone(),
         };
         let mut inst = self.checkout(actor, deadline).await?;
-        let r = inst
-            .app
+        let typed::Guest::World(app) = &inst.app else {
+            return Err(WasmError::Wasmtime("the component changed kind".into()));
+        };
+        let r = app
             .datanotes_app_tools()
             .call_call_tool(&mut inst.store, tool, args, &wctx)
             .await;
@@ -296,12 +316,7 @@ impl AppBackend for WasmApp {
             }
             let timeout = Duration::from_millis(self.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
-            let (me, name, text, cc) = (
-                self.clone(),
-                tool.to_string(),
-                args.to_string(),
-                ctx.clone(),
-            );
+            let (me, name, text, cc) = (self.clone(), tool.to_string(), args, ctx.clone());
             // The call runs in a task of its own: a caller that goes away (a closed connection)
             // does not cancel it half-way; its timeout does.
             let guests = self.0.rt.guests.handle().clone();

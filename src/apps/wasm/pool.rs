@@ -3,12 +3,11 @@
 //! cancelled.
 
 use super::Inner;
-use super::bindings;
 use super::error::WasmError;
 use super::host::{Host, LogPipe, stderr_tail};
 use super::limits::{self, GuestLimits, describe_count, describe_trap};
 use super::net::Outgoing;
-use super::world::check_world;
+use super::typed::{Guest, Pre};
 use crate::engine::Actor;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,20 +19,17 @@ use wasmtime_wasi_http::WasiHttpCtx;
 /// One instance of an app, in a store of its own.
 pub(super) struct Instance {
     pub(super) store: Store<Host>,
-    pub(super) app: bindings::App,
+    pub(super) app: Guest,
 }
 
 impl Inner {
     /// The component ready to instantiate (blocking: may compile it).
-    pub(super) fn pre(&self) -> &Result<bindings::AppPre<Host>, WasmError> {
+    pub(super) fn pre(&self) -> &Result<Pre, WasmError> {
         self.pre.get_or_init(|| {
             let rt = &self.rt;
-            let pre = rt.load(&self.sha).and_then(|c| {
-                check_world(&rt.engine, &c)?;
-                let link = |e: wasmtime::Error| WasmError::Link(format!("{e:#}"));
-                let ipre = rt.linker.instantiate_pre(&c).map_err(link)?;
-                bindings::AppPre::new(ipre).map_err(link)
-            });
+            let pre = rt
+                .load(&self.sha)
+                .and_then(|c| Pre::new(rt, &c, &self.sha, &self.scope.name));
             if let Err(e) = &pre {
                 tracing::error!(app = %self.scope.name, "{e}");
             }
@@ -42,7 +38,7 @@ impl Inner {
     }
 
     /// The component ready to instantiate, loaded (or compiled) in a blocking thread if needed.
-    pub(super) async fn loaded(self: &Arc<Self>) -> Result<&bindings::AppPre<Host>, WasmError> {
+    pub(super) async fn loaded(self: &Arc<Self>) -> Result<&Pre, WasmError> {
         if self.pre.get().is_none() {
             let me = self.clone();
             tokio::task::spawn_blocking(move || {

@@ -190,7 +190,7 @@ impl WasmRuntime {
                     .column("wasm")
                     .rule("world")
                     .hint(format!(
-                        "build a component for the world {WORLD} (see wit/datanotes-app.wit)"
+                        "build a component for the world {WORLD} (see wit/datanotes-app.wit), or one exporting typed functions importing only datanotes:app/engine, log and WASI (docs/apps.md, \"Any component\")"
                     )),
             );
         }

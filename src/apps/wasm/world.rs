@@ -108,7 +108,7 @@ pub(super) fn check_world(engine: &wasmtime::Engine, c: &Component) -> Result<()
 }
 
 /// A component type written as WIT.
-fn wit_type(t: &wasmtime::component::Type) -> String {
+pub(super) fn wit_type(t: &wasmtime::component::Type) -> String {
     use wasmtime::component::Type as T;
     let opt = |t: Option<T>| t.map(|t| wit_type(&t)).unwrap_or_else(|| "_".into());
     match t {
