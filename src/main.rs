@@ -167,6 +167,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let addr = listener.local_addr()?;
                 // A second server on this folder names this one and its address.
                 engine.record_address(&addr.to_string())?;
+                // The clients (`apps`, `mcp`, `ui`) find the server from the folder; removed at stop.
+                // Written before the address is printed: whoever reads the line finds the file.
+                let _recorded =
+                    datanotes::discover::Recorded::write(&engine.meta_dir, &format!("http://{addr}"))?;
                 tracing::info!(database = %engine.root.display(), "serving on http://{addr}");
                 println!(
                     "datanotes serving {} on http://{addr}",
@@ -179,9 +183,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         engine.root.display()
                     ),
                 }
-                // The clients (`apps`, `mcp`, `ui`) find the server from the folder; removed at stop.
-                let _recorded =
-                    datanotes::discover::Recorded::write(&engine.meta_dir, &format!("http://{addr}"))?;
                 let server = datanotes::server::Server::new(engine.clone(), hash)?;
                 let hosts = datanotes::mcp::hosts::Hosts::new(addr, &public_host);
                 datanotes::start::serve(server, listener, limits, hosts).await?;
