@@ -182,12 +182,16 @@ impl Mcp {
                 .caller(&parts.headers)
                 .map_err(|e| ErrorData::invalid_request(e.message.clone(), None))?,
         };
-        Ok(complete_ctx(ctx, &parts.headers, client))
+        Ok(client_actor(ctx, &parts.headers, client))
     }
 }
 
-/// Fills in the session and, when the caller named no harness, the client's name.
-fn complete_ctx(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ctx {
+/// The actor of an MCP call, the one rule for every MCP door (`/mcp`, and `datanotes mcp`, which
+/// introduces itself with its desktop client's `clientInfo`): `X-Datanotes-Actor`
+/// (`harness / model`) when the caller sent one, else the MCP client's name (`clientInfo.name`)
+/// as the harness and no model (a client's version is never taken as a model); the session is
+/// the `Mcp-Session-Id`.
+fn client_actor(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ctx {
     if ctx.actor.session.is_none() {
         ctx.actor.session = headers
             .get("mcp-session-id")
@@ -195,10 +199,13 @@ fn complete_ctx(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ct
             .map(|s| crate::feed::cut(s, crate::engine::journal::ACTOR_FIELD_CHARS));
     }
     if ctx.actor.harness.is_none()
-        && let Some(name) = client.filter(|n| !n.trim().is_empty())
+        && let Some(name) = client
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
     {
+        // Actor::new cuts the name at 200 characters; a `/` in it is part of the name.
         ctx.actor = crate::engine::Actor::new(
-            Some(name.chars().take(200).collect()),
+            Some(name),
             None,
             ctx.actor.app.clone(),
             ctx.actor.session.clone(),
@@ -551,4 +558,50 @@ pub fn router(server: Shared) -> axum::Router {
             axum::routing::any(move |req: Request| door.clone().handle(req)),
         )
         .layer(axum::middleware::from_fn_with_state(server, require_token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Caller;
+    use crate::engine::Actor;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    fn owner(actor: Actor) -> Ctx {
+        Ctx {
+            caller: Caller::Owner,
+            actor,
+        }
+    }
+
+    /// The client's name is the harness, whole (a `/` in it too), and there is no model.
+    #[test]
+    fn the_client_name_is_the_harness_and_no_model() {
+        let none = Actor::new(None, None, None, None, Some("owner".into()));
+        let h = headers(&[("mcp-session-id", "s1")]);
+        let c = client_actor(owner(none.clone()), &h, Some(" claude/desktop ".into()));
+        assert_eq!(c.actor.harness.as_deref(), Some("claude/desktop"));
+        assert_eq!(c.actor.model, None);
+        assert_eq!(c.actor.session.as_deref(), Some("s1"));
+        assert_eq!(c.actor.label, "claude/desktop");
+        // No name: no harness; the token names the actor.
+        let c = client_actor(owner(none), &h, Some("  ".into()));
+        assert_eq!(c.actor.harness, None);
+        assert_eq!(c.actor.label, "owner");
+    }
+
+    /// `X-Datanotes-Actor` (already in the caller's actor) wins over the client's name.
+    #[test]
+    fn the_actor_header_wins() {
+        let sent = Actor::new(Some("cli".into()), Some("m1".into()), None, None, None);
+        let c = client_actor(owner(sent), &HeaderMap::new(), Some("rmcp".into()));
+        assert_eq!(c.actor.label, "cli / m1");
+    }
 }

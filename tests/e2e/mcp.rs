@@ -1058,7 +1058,10 @@ fn the_stdio_door_lists_and_calls_tools() {
             .expect("start datanotes mcp");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
-        let client = ().serve((stdout, stdin)).await.expect("stdio handshake");
+        // A desktop client whose name has a slash and whose version looks like a model's.
+        let mut hello = rmcp::model::ClientConfig::default();
+        hello.client_info = rmcp::model::Implementation::new("desk/top", "opus-9");
+        let client = hello.serve((stdout, stdin)).await.expect("stdio handshake");
         let info = client.peer_info().unwrap();
         assert_eq!(info.server_info.as_ref().unwrap().name, "datanotes-mcp");
         let names: Vec<String> = client
@@ -1083,11 +1086,8 @@ fn the_stdio_door_lists_and_calls_tools() {
         assert!(!is_error(&r), "{r:?}");
         let sc = r.structured_content.unwrap();
         assert_eq!(sc["text"], "via stdio");
-        // The stdio client's name and version become the actor.
-        assert!(
-            sc["actor"].as_str().is_some_and(|a| a.starts_with("rmcp")),
-            "{sc}"
-        );
+        // The stdio client's name is the harness, whole; its version is not a model.
+        assert_eq!(sc["actor"], "desk/top", "{sc}");
         client.cancel().await.unwrap();
         let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
             .await
@@ -1107,6 +1107,12 @@ fn the_stdio_door_lists_and_calls_tools() {
         .collect();
     assert_eq!(tools, ["list_tables", "planning_echo"]);
     assert_eq!(ev[1]["call"]["servedBy"], "planning");
+    // The same actor as a client of /mcp with that name (delete_ends_a_session_with_204).
+    for e in &ev {
+        assert_eq!(e["actor"]["harness"], "desk/top", "{e}");
+        assert_eq!(e["actor"]["model"], Value::Null, "{e}");
+        assert_eq!(e["actor"]["label"], "desk/top", "{e}");
+    }
 }
 
 #[test]
