@@ -314,11 +314,14 @@ impl App {
         })))
     }
 
-    #[tool(description = "Echo what this request carried: bearer, actor, session and arguments.")]
+    #[tool(
+        description = "Echo what this request carried: bearer, actor, session, JSON-RPC id and arguments."
+    )]
     async fn echo(
         &self,
         Parameters(a): Parameters<Echo>,
         Extension(parts): Extension<http::request::Parts>,
+        rc: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let h = |n: &str| {
             parts
@@ -339,6 +342,7 @@ impl App {
             "bearerMatched": matched,
             "actor": h("x-datanotes-actor"),
             "session": h("mcp-session-id"),
+            "requestId": rc.id,
             "text": a.text,
         })))
     }

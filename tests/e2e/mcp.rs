@@ -232,6 +232,13 @@ fn an_app_answering_json_and_one_answering_sse_both_serve() {
     let sc = r.structured_content.unwrap();
     assert_eq!(sc["actor"], "json-test / m");
     assert_eq!(sc["text"], "hello");
+    // A stateless app answering JSON: its calls too are posted by the engine itself.
+    assert!(
+        sc["requestId"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("datanotes-")),
+        "{sc}"
+    );
     assert_eq!(
         s.ok(
             "get_row",
@@ -362,6 +369,42 @@ fn each_app_timeout_names_the_limit_that_ran_out() {
     assert_eq!(e["lastError"], "timed out calling slow_tool (1 s)", "{e}");
 }
 
+/// A restarted app no longer knows the engine's session: the next call is made on a new one,
+/// not answered with the app's 404.
+#[test]
+fn a_call_after_the_app_forgot_the_session_opens_a_new_one() {
+    let s = Server::start();
+    let t = create_app(&s, json!({"name": "planning"}));
+    let mut app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+    let agent = Agent::engine(&s, &s.token, None);
+    let echo = |text: &str| {
+        let r = agent.call("planning_echo", json!({ "text": text }));
+        assert!(!is_error(&r), "{r:?}");
+        r.structured_content.unwrap()
+    };
+    echo("one");
+    let before = echo("two");
+    assert!(
+        before["requestId"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("datanotes-")),
+        "{before}"
+    );
+    app.restart();
+    let after = echo("three");
+    assert_eq!(after["text"], "three");
+    assert_ne!(after["session"], before["session"], "{after}");
+    // And the new session's calls are posted directly again.
+    let next = echo("four");
+    assert!(
+        next["requestId"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("datanotes-")),
+        "{next}"
+    );
+}
+
 #[test]
 fn the_bearer_token_and_the_actor_reach_the_app() {
     let s = Server::start();
@@ -392,6 +435,18 @@ fn the_bearer_token_and_the_actor_reach_the_app() {
     assert_eq!(sc["bearerMatched"], true, "{sc}");
     assert_eq!(sc["actor"], "test-harness / test-model", "{sc}");
     assert_eq!(sc["text"], "hi");
+    // Once the call session is open, calls are posted by the engine itself (its own request
+    // ids), not through rmcp's session tasks; the actor still travels with each.
+    let r = agent.call("planning_echo", json!({"text": "again"}));
+    let sc = r.structured_content.unwrap();
+    assert!(
+        sc["requestId"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("datanotes-")),
+        "{sc}"
+    );
+    assert_eq!(sc["actor"], "test-harness / test-model", "{sc}");
+    assert_eq!(sc["text"], "again");
 
     let v = http_call(
         &s,
