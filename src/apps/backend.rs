@@ -64,8 +64,10 @@ pub trait AppBackend: Send + Sync {
         args: Value,
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>>;
-    /// Whether a call may send notifications or requests (progress, logs, sampling) before its
-    /// result: the MCP door then answers it as a stream rather than as one JSON answer.
+    /// Whether a call may send notifications or requests (progress, logs, sampling) to the
+    /// caller before its result: the MCP door then answers it as a stream rather than as one
+    /// JSON answer. None does yet: a remote app's notifications during a call are passed over
+    /// and its requests refused (see `backend/direct.rs`).
     fn streams(&self) -> bool {
         false
     }
@@ -478,10 +480,6 @@ impl RemoteApp {
 }
 
 impl AppBackend for RemoteApp {
-    fn streams(&self) -> bool {
-        true
-    }
-
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
         Box::pin(async move {
             let s = self.session(Purpose::List).await?.service;

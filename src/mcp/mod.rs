@@ -9,8 +9,9 @@
 //!
 //! The transport is rmcp's (sessions, SSE streams, resumption), with one lean path beside it:
 //! `ping`, `tools/list` and `tools/call` on an open session from a client that accepts JSON are
-//! answered here as one `application/json` answer, without the session worker's hops or an SSE
-//! stream per call. Everything else (initialize, notifications, GET streams, DELETE, calls of
+//! answered here as one `application/json` answer, written once from the result, without the
+//! session worker's hops or an SSE stream per call. (rmcp's own `json_response` applies only to
+//! stateless requests; this door keeps sessions, for `list_changed` and the session caps.) Everything else (initialize, notifications, GET streams, DELETE, calls of
 //! tools whose app may stream, calls that ask for progress) goes to rmcp. Every open session
 //! gets `notifications/tools/list_changed` when the namespace changes (at most one per 200 ms).
 
@@ -215,14 +216,31 @@ fn client_actor(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ct
     ctx
 }
 
+/// The length of a value's JSON, counted without writing it out.
+fn json_len(v: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    match serde_json::to_writer(&mut c, v) {
+        Ok(()) => c.0,
+        Err(_) => 0,
+    }
+}
+
 /// Serves one `tools/call` for a caller and records it.
 async fn serve_call(server: &Shared, ctx: Ctx, tool: String, args: Value) -> CallToolResult {
     let started = Instant::now();
     let outcome = server.agg.call(&tool, args.clone(), ctx.clone()).await;
     let result = to_mcp_result(&outcome);
-    let chars = serde_json::to_string(&result.content)
-        .map(|s| s.len())
-        .unwrap_or(0);
+    let chars = json_len(&result.content);
     record_call(server, &ctx, &tool, args, &outcome, started, chars);
     result
 }
@@ -409,47 +427,43 @@ impl Door {
         }
         let id = session_id(h)?;
         let session = self.mcp.sessions.get(id)?;
-        let msg: Value = serde_json::from_slice(body).ok()?;
-        let rpc_id = msg.get("id").filter(|i| i.is_string() || i.is_number())?;
+        let mut msg: Value = serde_json::from_slice(body).ok()?;
+        let rpc_id = msg
+            .get("id")
+            .filter(|i| i.is_string() || i.is_number())?
+            .clone();
+        let rpc_id = &rpc_id;
         if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return None;
         }
         let server = &self.mcp.server;
-        let result = match msg.get("method").and_then(Value::as_str)? {
-            "ping" => json!({}),
+        let body = match msg.get("method").and_then(Value::as_str)? {
+            "ping" => to_answer(rpc_id, &json!({}))?,
             "tools/list" => {
                 if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
                     return None;
                 }
-                serde_json::to_value(ListToolsResult::with_all_items(server.agg.tools())).ok()?
+                to_answer(rpc_id, &ListToolsResult::with_all_items(server.agg.tools()))?
             }
             "tools/call" => {
-                let params = msg.get("params")?;
-                let tool = params.get("name")?.as_str()?;
-                let args = match params.get("arguments") {
-                    None | Some(Value::Null) => Value::Object(Default::default()),
-                    Some(a @ Value::Object(_)) => a.clone(),
-                    Some(_) => return None,
-                };
+                let tool = msg.pointer("/params/name")?.as_str()?.to_string();
                 // A call that asks for progress, or whose app may stream, is rmcp's.
-                if params.pointer("/_meta/progressToken").is_some() || server.agg.streams(tool) {
+                if msg.pointer("/params/_meta/progressToken").is_some() || server.agg.streams(&tool)
+                {
                     return None;
                 }
+                let args = match msg.pointer_mut("/params/arguments").map(Value::take) {
+                    None | Some(Value::Null) => Value::Object(Default::default()),
+                    Some(a @ Value::Object(_)) => a,
+                    Some(_) => return None,
+                };
                 let ctx = self.mcp.server_ctx(parts, session.client.clone()).ok()?;
-                let r = serve_call(server, ctx, tool.to_string(), args).await;
-                serde_json::to_value(r).ok()?
+                to_answer(rpc_id, &serve_call(server, ctx, tool, args).await)?
             }
             _ => return None,
         };
         self.touch(id, &session).await;
-        let answer = json!({"jsonrpc": "2.0", "id": rpc_id, "result": result});
-        Some(
-            (
-                [(header::CONTENT_TYPE, "application/json")],
-                serde_json::to_vec(&answer).unwrap_or_default(),
-            )
-                .into_response(),
-        )
+        Some(([(header::CONTENT_TYPE, "application/json")], body).into_response())
     }
 
     /// Tells rmcp's session about the lean path's traffic now and then, so that an active
@@ -472,6 +486,24 @@ impl Door {
             .accept_message(&id.to_string().into(), msg)
             .await;
     }
+}
+
+/// A JSON-RPC answer of the lean path.
+#[derive(serde::Serialize)]
+struct Answer<'a, T> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a T,
+}
+
+/// The bytes of a JSON-RPC answer, written once, straight from its result.
+fn to_answer<T: serde::Serialize>(id: &Value, result: &T) -> Option<Vec<u8>> {
+    serde_json::to_vec(&Answer {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .ok()
 }
 
 fn session_id(h: &HeaderMap) -> Option<&str> {
