@@ -116,10 +116,10 @@ pub fn estimate_tokens(chars: usize) -> u64 {
 /// latest at shutdown).
 pub fn record_call(
     server: &Shared,
-    ctx: &Ctx,
-    tool: &str,
+    ctx: Ctx,
+    tool: String,
     args: Value,
-    o: &CallOutcome,
+    o: CallOutcome,
     started: Instant,
     result_chars: usize,
 ) {
@@ -140,18 +140,18 @@ pub fn record_call(
         _ => format!("{tool} ok"),
     };
     let report = crate::feed::ToolCallRecord {
-        tool: tool.to_string(),
+        tool,
         args,
         ok: o.ok,
-        value: o.value.clone(),
-        served_by: o.served_by.clone(),
+        value: o.value,
+        served_by: o.served_by,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
         summary,
         session: ctx.actor.session.clone(),
         result_chars: result_chars as u64,
         result_tokens: estimate_tokens(result_chars),
     };
-    if let Err(e) = report.record(&server.engine, ctx.actor.clone()) {
+    if let Err(e) = report.record(&server.engine, ctx.actor) {
         tracing::warn!("recording a tool call failed: {}", e.message);
     }
 }
@@ -241,7 +241,7 @@ async fn serve_call(server: &Shared, ctx: Ctx, tool: String, args: Value) -> Cal
     let outcome = server.agg.call(&tool, args.clone(), ctx.clone()).await;
     let result = to_mcp_result(&outcome);
     let chars = json_len(&result.content);
-    record_call(server, &ctx, &tool, args, &outcome, started, chars);
+    record_call(server, ctx, tool, args, outcome, started, chars);
     result
 }
 
