@@ -317,11 +317,14 @@ impl App {
         })))
     }
 
-    #[tool(description = "Echo what this request carried: bearer, actor, session and arguments.")]
+    #[tool(
+        description = "Echo what this request carried: bearer, actor, session, JSON-RPC id and arguments."
+    )]
     async fn echo(
         &self,
         Parameters(a): Parameters<Echo>,
         Extension(parts): Extension<http::request::Parts>,
+        rc: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let h = |n: &str| {
             parts
@@ -343,6 +346,7 @@ impl App {
             "actor": h("x-datanotes-actor"),
             "caller": h("x-datanotes-caller"),
             "session": h("mcp-session-id"),
+            "requestId": rc.id,
             "text": a.text,
         })))
     }

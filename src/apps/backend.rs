@@ -2,6 +2,8 @@
 //! tools and serves calls through [`AppBackend`]. Scopes, namespacing, skippedTools and
 //! reachability live above it, in the aggregator, written once.
 
+mod direct;
+
 use super::limits::ListingCaps;
 use super::plain::{self, Peer};
 use futures_util::StreamExt;
@@ -9,8 +11,9 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use http::HeaderName;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest,
-    PaginatedRequestParams, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ClientResult,
+    ErrorCode, ErrorData, NumberOrString, PaginatedRequestParams, ServerJsonRpcMessage,
+    ServerRequest, ServerResult, Tool,
 };
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -22,7 +25,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// What an app offers: its tools and its instructions for agents.
@@ -68,8 +71,10 @@ pub trait AppBackend: Send + Sync {
         args: Value,
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>>;
-    /// Whether a call may send notifications or requests (progress, logs, sampling) before its
-    /// result: the MCP door then answers it as a stream rather than as one JSON answer.
+    /// Whether a call may send notifications or requests (progress, logs, sampling) to the
+    /// caller before its result: the MCP door then answers it as a stream rather than as one
+    /// JSON answer. None does yet: a remote app's notifications during a call are passed over
+    /// and its requests refused (see `backend/direct.rs`).
     fn streams(&self) -> bool {
         false
     }
@@ -151,6 +156,13 @@ fn secs(d: Duration) -> String {
 
 type Session = Arc<RunningService<RoleClient, ()>>;
 
+/// An open session with an app: rmcp's, and the HTTP client it posts with.
+#[derive(Clone)]
+struct Open {
+    service: Session,
+    client: ActorClient,
+}
+
 /// The actor (`X-Datanotes-Actor`) and the calling token's name (`X-Datanotes-Caller`) of one
 /// tool call, carried in the request's extensions to [`ActorClient`].
 #[derive(Debug, Clone)]
@@ -161,13 +173,54 @@ struct ActorHeader(Option<http::HeaderValue>, Option<http::HeaderValue>);
 /// one session serves every caller.
 /// It also notes an answer cut at the response limits (`too_big`): rmcp's session then only
 /// says that the connection closed.
+/// It also notes the session id and headers its session posts with ([`Route`]), so that calls
+/// can be posted on the caller's own task (see [`RemoteApp::call_direct`]).
 #[derive(Clone)]
 struct ActorClient {
     http: reqwest::Client,
     too_big: Arc<AtomicBool>,
+    route: Arc<std::sync::Mutex<Option<Route>>>,
 }
 
+/// Where and how rmcp's session posts once it is open: its `Mcp-Session-Id` (none when the app
+/// is stateless) and its headers (`MCP-Protocol-Version`, the custom ones).
+#[derive(Clone)]
+struct Route {
+    session: Option<Arc<str>>,
+    headers: HashMap<HeaderName, http::HeaderValue>,
+}
+
+/// The protocol versions whose requests carry no per-message headers: a call posted directly
+/// needs only the session's headers. (A later version's calls go through rmcp's session.)
+const DIRECT_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
 impl ActorClient {
+    /// Notes the route of a message rmcp's session posts (any but `initialize`).
+    fn note(
+        &self,
+        message: &ClientJsonRpcMessage,
+        session: &Option<Arc<str>>,
+        headers: &HashMap<HeaderName, http::HeaderValue>,
+    ) {
+        if let rmcp::model::JsonRpcMessage::Request(r) = message
+            && matches!(r.request, ClientRequest::InitializeRequest(_))
+        {
+            return;
+        }
+        let known = headers
+            .get("mcp-protocol-version")
+            .is_none_or(|v| DIRECT_VERSIONS.iter().any(|k| v.as_bytes() == k.as_bytes()));
+        let route = known.then(|| Route {
+            session: session.clone(),
+            headers: headers.clone(),
+        });
+        *self.route.lock().unwrap() = route;
+    }
+
+    fn route(&self) -> Option<Route> {
+        self.route.lock().unwrap().clone()
+    }
+
     fn new(too_big: Arc<AtomicBool>) -> ActorClient {
         // As rmcp's own client: no idle connection reuse (delayed-ACK stalls), no redirects.
         let http = reqwest::Client::builder()
@@ -175,7 +228,11 @@ impl ActorClient {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
-        ActorClient { http, too_big }
+        ActorClient {
+            http,
+            too_big,
+            route: Arc::new(std::sync::Mutex::new(None)),
+        }
     }
 
     /// Notes an answer (or an SSE event) over the response limits.
@@ -237,6 +294,7 @@ impl StreamableHttpClient for ActorClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
+        self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
         let r = self
             .http
@@ -254,6 +312,7 @@ impl StreamableHttpClient for ActorClient {
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
+        self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
         let r = self
             .http
@@ -278,6 +337,7 @@ impl StreamableHttpClient for ActorClient {
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
+        self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
         let r = self
             .http
@@ -351,8 +411,10 @@ pub struct RemoteApp {
     caps: ListingCaps,
     /// An answer of the listing session was over the byte cap.
     too_big: Arc<AtomicBool>,
-    list: tokio::sync::Mutex<Option<Session>>,
-    call: tokio::sync::Mutex<Option<Session>>,
+    list: tokio::sync::Mutex<Option<Open>>,
+    call: tokio::sync::Mutex<Option<Open>>,
+    /// The ids of calls posted directly (`datanotes-<n>`: never one of rmcp's numbers).
+    next_id: AtomicU64,
 }
 
 impl RemoteApp {
@@ -371,20 +433,21 @@ impl RemoteApp {
             too_big: Arc::new(AtomicBool::new(false)),
             list: tokio::sync::Mutex::new(None),
             call: tokio::sync::Mutex::new(None),
+            next_id: AtomicU64::new(1),
         }
     }
 
-    fn slot(&self, p: Purpose) -> &tokio::sync::Mutex<Option<Session>> {
+    fn slot(&self, p: Purpose) -> &tokio::sync::Mutex<Option<Open>> {
         match p {
             Purpose::List => &self.list,
             Purpose::Call => &self.call,
         }
     }
 
-    async fn session(&self, p: Purpose) -> Result<Session, BackendError> {
+    async fn session(&self, p: Purpose) -> Result<Open, BackendError> {
         let mut slot = self.slot(p).lock().await;
         if let Some(s) = slot.as_ref()
-            && !s.is_closed()
+            && !s.service.is_closed()
         {
             return Ok(s.clone());
         }
@@ -404,7 +467,8 @@ impl RemoteApp {
             Purpose::List => self.too_big.clone(),
             Purpose::Call => Arc::new(AtomicBool::new(false)),
         };
-        let transport = StreamableHttpClientTransport::with_client(ActorClient::new(too_big), cfg);
+        let http = ActorClient::new(too_big);
+        let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
         let client = match tokio::time::timeout(self.timeouts.open, ().serve(transport)).await {
             Err(_) => {
                 return Err(BackendError(format!(
@@ -413,7 +477,10 @@ impl RemoteApp {
                 )));
             }
             Ok(Err(e)) => return Err(BackendError(plain::init_error(&self.url, Peer::App, &e))),
-            Ok(Ok(c)) => Arc::new(c),
+            Ok(Ok(c)) => Open {
+                service: Arc::new(c),
+                client: http,
+            },
         };
         *slot = Some(client.clone());
         Ok(client)
@@ -465,13 +532,9 @@ impl RemoteApp {
 }
 
 impl AppBackend for RemoteApp {
-    fn streams(&self) -> bool {
-        true
-    }
-
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
         Box::pin(async move {
-            let s = self.session(Purpose::List).await?;
+            let s = self.session(Purpose::List).await?.service;
             let r = match tokio::time::timeout(self.timeouts.list, self.list_capped(&s)).await {
                 Err(_) => Err(BackendError(format!(
                     "timed out listing tools ({})",
@@ -501,47 +564,78 @@ impl AppBackend for RemoteApp {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>> {
         Box::pin(async move {
-            let s = self.session(Purpose::Call).await?;
+            let open = self.session(Purpose::Call).await?;
             let mut params = CallToolRequestParams::new(tool.to_string());
             if let Value::Object(m) = args {
                 params = params.with_arguments(m);
             }
-            let mut req = CallToolRequest::new(params);
             let header = |v: &Option<String>| {
                 v.as_deref()
                     .filter(|a| !a.is_empty())
-                    .and_then(|a| a.parse().ok())
+                    .and_then(|a| a.parse::<http::HeaderValue>().ok())
             };
-            req.extensions
-                .insert(ActorHeader(header(&ctx.actor), header(&ctx.caller)));
+            let who = ActorHeader(header(&ctx.actor), header(&ctx.caller));
+            // Once the session's route is known, the call is posted on this task: no hop
+            // through rmcp's service and transport tasks (each a wake-up of another thread).
+            let (s, params) = 'direct: {
+                let Some(route) = open.client.route() else {
+                    break 'direct (open.service, params);
+                };
+                let direct = self.call_direct(&open.client, route, params, who.clone());
+                let r = match tokio::time::timeout(self.timeouts.call, direct).await {
+                    Err(_) => Err(timed_out(tool, self.timeouts.call)),
+                    Ok(direct::Direct::Answered(r)) => r,
+                    Ok(direct::Direct::Expired(params)) => {
+                        // The app forgot the session (it restarted): a new one, through rmcp.
+                        self.forget(Purpose::Call).await;
+                        break 'direct (self.session(Purpose::Call).await?.service, params);
+                    }
+                };
+                if r.is_err() {
+                    self.forget(Purpose::Call).await;
+                }
+                return r;
+            };
+            let mut req = CallToolRequest::new(params);
+            req.extensions.insert(who);
             let sent = s.send_request(ClientRequest::CallToolRequest(req));
             let r = match tokio::time::timeout(self.timeouts.call, sent).await {
-                Err(_) => Err(BackendError(format!(
-                    "timed out calling {tool} ({})",
-                    secs(self.timeouts.call)
-                ))),
+                Err(_) => Err(timed_out(tool, self.timeouts.call)),
                 // The app answered, with a protocol error: it is reachable; the caller sees the error.
-                Ok(Err(rmcp::ServiceError::McpError(e))) => {
-                    return Ok(
-                        serde_json::json!({"content": [{"type": "text", "text": e.message}], "isError": true}),
-                    );
-                }
+                Ok(Err(rmcp::ServiceError::McpError(e))) => return Ok(error_result(&e.message)),
                 Ok(Err(e)) => Err(BackendError(format!(
                     "calling {tool} failed: {}",
                     plain::service_error(&self.url, Peer::App, &e)
                 ))),
-                Ok(Ok(ServerResult::CallToolResult(result))) => {
-                    serde_json::to_value(result).map_err(|e| BackendError(e.to_string()))
-                }
-                Ok(Ok(_)) => Err(BackendError(format!(
-                    "calling {tool} failed: the app answered something other than a tool result"
-                ))),
+                Ok(Ok(result)) => tool_result(tool, result),
             };
             if r.is_err() {
                 self.forget(Purpose::Call).await;
             }
             r
         })
+    }
+}
+
+/// The error of a call that ran out of time.
+fn timed_out(tool: &str, limit: Duration) -> BackendError {
+    BackendError(format!("timed out calling {tool} ({})", secs(limit)))
+}
+
+/// A protocol error the app answered, as the caller sees it: an error result.
+fn error_result(message: &str) -> Value {
+    serde_json::json!({"content": [{"type": "text", "text": message}], "isError": true})
+}
+
+/// The app's answer to a call, as JSON: a tool result, or the error that it is not one.
+fn tool_result(tool: &str, result: ServerResult) -> Result<Value, BackendError> {
+    match result {
+        ServerResult::CallToolResult(result) => {
+            serde_json::to_value(result).map_err(|e| BackendError(e.to_string()))
+        }
+        _ => Err(BackendError(format!(
+            "calling {tool} failed: the app answered something other than a tool result"
+        ))),
     }
 }
 

@@ -121,6 +121,11 @@ pub fn init_error(url: &str, peer: Peer, e: &ClientInitializeError) -> String {
     words(url, peer, &text)
 }
 
+/// Why an HTTP exchange with an MCP server failed (a call posted directly, its stream).
+pub fn error_words(url: &str, peer: Peer, e: &(dyn Error + 'static)) -> String {
+    words(url, peer, &chain(e))
+}
+
 /// Why a request on an open session failed (not an MCP error answer).
 pub fn service_error(url: &str, peer: Peer, e: &ServiceError) -> String {
     match e {

@@ -188,8 +188,9 @@ impl Engine {
     }
 
     /// Hands a write to the single writer without waiting for it (tool-call events): it is
-    /// committed with the writer's next batch, in the order of these calls, and at the latest at
-    /// [`Engine::shutdown`]. A crash loses at most the writes of the batch being committed.
+    /// group-committed by the writer (the events of a few milliseconds in one commit), in the
+    /// order of these calls, and at the latest at [`Engine::shutdown`]. A crash loses at most the
+    /// events of the interval being gathered or committed.
     pub fn write_nowait(&self, cmd: Cmd, actor: Actor) {
         self.writer.submit_nowait(cmd, actor)
     }

@@ -9,8 +9,9 @@
 //!
 //! The transport is rmcp's (sessions, SSE streams, resumption), with one lean path beside it:
 //! `ping`, `tools/list` and `tools/call` on an open session from a client that accepts JSON are
-//! answered here as one `application/json` answer, without the session worker's hops or an SSE
-//! stream per call. Everything else (initialize, notifications, GET streams, DELETE, calls of
+//! answered here as one `application/json` answer, written once from the result, without the
+//! session worker's hops or an SSE stream per call. (rmcp's own `json_response` applies only to
+//! stateless requests; this door keeps sessions, for `list_changed` and the session caps.) Everything else (initialize, notifications, GET streams, DELETE, calls of
 //! tools whose app may stream, calls that ask for progress) goes to rmcp. Every open session
 //! gets `notifications/tools/list_changed` when the namespace changes (at most one per 200 ms).
 
@@ -116,10 +117,10 @@ pub fn estimate_tokens(chars: usize) -> u64 {
 /// latest at shutdown).
 pub fn record_call(
     server: &Shared,
-    ctx: &Ctx,
-    tool: &str,
+    ctx: Ctx,
+    tool: String,
     args: Value,
-    o: &CallOutcome,
+    o: CallOutcome,
     started: Instant,
     result_chars: usize,
 ) {
@@ -140,18 +141,18 @@ pub fn record_call(
         _ => format!("{tool} ok"),
     };
     let report = crate::feed::ToolCallRecord {
-        tool: tool.to_string(),
+        tool,
         args,
         ok: o.ok,
-        value: o.value.clone(),
-        served_by: o.served_by.clone(),
+        value: o.value,
+        served_by: o.served_by,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
         summary,
         session: ctx.actor.session.clone(),
         result_chars: result_chars as u64,
         result_tokens: estimate_tokens(result_chars),
     };
-    if let Err(e) = report.record(&server.engine, ctx.actor.clone()) {
+    if let Err(e) = report.record(&server.engine, ctx.actor) {
         tracing::warn!("recording a tool call failed: {}", e.message);
     }
 }
@@ -183,12 +184,16 @@ impl Mcp {
                 .caller(&parts.headers)
                 .map_err(|e| ErrorData::invalid_request(e.message.clone(), None))?,
         };
-        Ok(complete_ctx(ctx, &parts.headers, client))
+        Ok(client_actor(ctx, &parts.headers, client))
     }
 }
 
-/// Fills in the session and, when the caller named no harness, the client's name.
-fn complete_ctx(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ctx {
+/// The actor of an MCP call, the one rule for every MCP door (`/mcp`, and `datanotes mcp`, which
+/// introduces itself with its desktop client's `clientInfo`): `X-Datanotes-Actor`
+/// (`harness / model`) when the caller sent one, else the MCP client's name (`clientInfo.name`)
+/// as the harness and no model (a client's version is never taken as a model); the session is
+/// the `Mcp-Session-Id`.
+fn client_actor(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ctx {
     if ctx.actor.session.is_none() {
         ctx.actor.session = headers
             .get("mcp-session-id")
@@ -196,10 +201,13 @@ fn complete_ctx(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ct
             .map(|s| crate::feed::cut(s, crate::engine::journal::ACTOR_FIELD_CHARS));
     }
     if ctx.actor.harness.is_none()
-        && let Some(name) = client.filter(|n| !n.trim().is_empty())
+        && let Some(name) = client
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
     {
+        // Actor::new cuts the name at 200 characters; a `/` in it is part of the name.
         ctx.actor = crate::engine::Actor::new(
-            Some(name.chars().take(200).collect()),
+            Some(name),
             None,
             ctx.actor.app.clone(),
             ctx.actor.session.clone(),
@@ -209,15 +217,32 @@ fn complete_ctx(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ct
     ctx
 }
 
+/// The length of a value's JSON, counted without writing it out.
+fn json_len(v: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    match serde_json::to_writer(&mut c, v) {
+        Ok(()) => c.0,
+        Err(_) => 0,
+    }
+}
+
 /// Serves one `tools/call` for a caller and records it.
 async fn serve_call(server: &Shared, ctx: Ctx, tool: String, args: Value) -> CallToolResult {
     let started = Instant::now();
     let outcome = server.agg.call(&tool, args.clone(), ctx.clone()).await;
     let result = to_mcp_result(&outcome);
-    let chars = serde_json::to_string(&result.content)
-        .map(|s| s.len())
-        .unwrap_or(0);
-    record_call(server, &ctx, &tool, args, &outcome, started, chars);
+    let chars = json_len(&result.content);
+    record_call(server, ctx, tool, args, outcome, started, chars);
     result
 }
 
@@ -427,49 +452,47 @@ impl Door {
         }
         let id = session_id(h)?;
         let session = self.mcp.sessions.get(id)?;
-        let msg: Value = serde_json::from_slice(body).ok()?;
-        let rpc_id = msg.get("id").filter(|i| i.is_string() || i.is_number())?;
+        let mut msg: Value = serde_json::from_slice(body).ok()?;
+        let rpc_id = msg
+            .get("id")
+            .filter(|i| i.is_string() || i.is_number())?
+            .clone();
+        let rpc_id = &rpc_id;
         if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return None;
         }
         let server = &self.mcp.server;
-        let result = match msg.get("method").and_then(Value::as_str)? {
-            "ping" => json!({}),
+        let body = match msg.get("method").and_then(Value::as_str)? {
+            "ping" => to_answer(rpc_id, &json!({}))?,
             "tools/list" => {
                 if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
                     return None;
                 }
                 let ctx = self.mcp.server_ctx(parts, session.client.clone()).ok()?;
-                let tools = server.agg.tools(&ctx.caller);
-                serde_json::to_value(ListToolsResult::with_all_items(tools)).ok()?
+                to_answer(
+                    rpc_id,
+                    &ListToolsResult::with_all_items(server.agg.tools(&ctx.caller)),
+                )?
             }
             "tools/call" => {
-                let params = msg.get("params")?;
-                let tool = params.get("name")?.as_str()?;
-                let args = match params.get("arguments") {
-                    None | Some(Value::Null) => Value::Object(Default::default()),
-                    Some(a @ Value::Object(_)) => a.clone(),
-                    Some(_) => return None,
-                };
+                let tool = msg.pointer("/params/name")?.as_str()?.to_string();
                 // A call that asks for progress, or whose app may stream, is rmcp's.
-                if params.pointer("/_meta/progressToken").is_some() || server.agg.streams(tool) {
+                if msg.pointer("/params/_meta/progressToken").is_some() || server.agg.streams(&tool)
+                {
                     return None;
                 }
+                let args = match msg.pointer_mut("/params/arguments").map(Value::take) {
+                    None | Some(Value::Null) => Value::Object(Default::default()),
+                    Some(a @ Value::Object(_)) => a,
+                    Some(_) => return None,
+                };
                 let ctx = self.mcp.server_ctx(parts, session.client.clone()).ok()?;
-                let r = serve_call(server, ctx, tool.to_string(), args).await;
-                serde_json::to_value(r).ok()?
+                to_answer(rpc_id, &serve_call(server, ctx, tool, args).await)?
             }
             _ => return None,
         };
         self.touch(id, &session).await;
-        let answer = json!({"jsonrpc": "2.0", "id": rpc_id, "result": result});
-        Some(
-            (
-                [(header::CONTENT_TYPE, "application/json")],
-                serde_json::to_vec(&answer).unwrap_or_default(),
-            )
-                .into_response(),
-        )
+        Some(([(header::CONTENT_TYPE, "application/json")], body).into_response())
     }
 
     /// Tells rmcp's session about the lean path's traffic now and then, so that an active
@@ -492,6 +515,24 @@ impl Door {
             .accept_message(&id.to_string().into(), msg)
             .await;
     }
+}
+
+/// A JSON-RPC answer of the lean path.
+#[derive(serde::Serialize)]
+struct Answer<'a, T> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a T,
+}
+
+/// The bytes of a JSON-RPC answer, written once, straight from its result.
+fn to_answer<T: serde::Serialize>(id: &Value, result: &T) -> Option<Vec<u8>> {
+    serde_json::to_vec(&Answer {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .ok()
 }
 
 fn session_id(h: &HeaderMap) -> Option<&str> {
@@ -568,4 +609,50 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
             axum::routing::any(move |req: Request| door.clone().handle(req)),
         )
         .layer(axum::middleware::from_fn_with_state(server, require_token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Caller;
+    use crate::engine::Actor;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    fn owner(actor: Actor) -> Ctx {
+        Ctx {
+            caller: Caller::Owner,
+            actor,
+        }
+    }
+
+    /// The client's name is the harness, whole (a `/` in it too), and there is no model.
+    #[test]
+    fn the_client_name_is_the_harness_and_no_model() {
+        let none = Actor::new(None, None, None, None, Some("owner".into()));
+        let h = headers(&[("mcp-session-id", "s1")]);
+        let c = client_actor(owner(none.clone()), &h, Some(" claude/desktop ".into()));
+        assert_eq!(c.actor.harness.as_deref(), Some("claude/desktop"));
+        assert_eq!(c.actor.model, None);
+        assert_eq!(c.actor.session.as_deref(), Some("s1"));
+        assert_eq!(c.actor.label, "claude/desktop");
+        // No name: no harness; the token names the actor.
+        let c = client_actor(owner(none), &h, Some("  ".into()));
+        assert_eq!(c.actor.harness, None);
+        assert_eq!(c.actor.label, "owner");
+    }
+
+    /// `X-Datanotes-Actor` (already in the caller's actor) wins over the client's name.
+    #[test]
+    fn the_actor_header_wins() {
+        let sent = Actor::new(Some("cli".into()), Some("m1".into()), None, None, None);
+        let c = client_actor(owner(sent), &HeaderMap::new(), Some("rmcp".into()));
+        assert_eq!(c.actor.label, "cli / m1");
+    }
 }

@@ -1,7 +1,10 @@
 //! `datanotes mcp`: the MCP door over stdio, for desktop clients (Claude Desktop, Claude Code,
 //! Cursor, VS Code). It is a thin proxy to a running server's `/mcp`: the same namespace, the same
 //! token rules, the same tool-call events, and the server's `notifications/tools/list_changed`
-//! passed on. The client's name becomes the actor's harness (`--actor` overrides it).
+//! passed on. The proxy introduces itself to the server with the desktop client's own
+//! `clientInfo`, so the server builds the actor as for any `/mcp` client (one function,
+//! `mcp::client_actor`: the client's name as the harness, never its version as the model);
+//! `--actor` overrides it.
 
 use crate::apps::plain::{self, Peer as Who};
 use rmcp::model::{
@@ -18,13 +21,23 @@ use std::sync::{Arc, Mutex};
 /// The desktop client, once it has initialized: where the server's notifications go.
 type Downstream = Arc<Mutex<Option<Peer<RoleServer>>>>;
 
-/// The proxy's side of its session with the server: passes `list_changed` on.
+/// The proxy's side of its session with the server: introduces itself with the desktop client's
+/// `clientInfo` and passes `list_changed` on.
 #[derive(Clone)]
 struct Forward {
     down: Downstream,
+    client: Option<rmcp::model::Implementation>,
 }
 
 impl ClientHandler for Forward {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut info = rmcp::model::ClientConfig::default();
+        if let Some(c) = self.client.clone() {
+            info.client_info = c;
+        }
+        info
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let peer = self.down.lock().unwrap().clone();
         if let Some(p) = peer {
@@ -41,11 +54,13 @@ pub struct Proxy {
     token: String,
     actor: Option<String>,
     down: Downstream,
+    /// The desktop client's `clientInfo`, once it has initialized: kept for every reconnection.
+    client: Mutex<Option<rmcp::model::Implementation>>,
     upstream: tokio::sync::Mutex<Option<Upstream>>,
 }
 
 impl Proxy {
-    async fn upstream(&self, actor: Option<String>) -> Result<Upstream, ErrorData> {
+    async fn upstream(&self) -> Result<Upstream, ErrorData> {
         let mut up = self.upstream.lock().await;
         if let Some(u) = up.as_ref()
             && !u.is_closed()
@@ -54,7 +69,7 @@ impl Proxy {
         }
         let mut cfg = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
             .auth_header(self.token.clone());
-        if let Some(v) = self.actor.clone().or(actor).and_then(|a| a.parse().ok()) {
+        if let Some(v) = self.actor.as_deref().and_then(|a| a.parse().ok()) {
             cfg = cfg.custom_headers(HashMap::from([(
                 http::HeaderName::from_static("x-datanotes-actor"),
                 v,
@@ -62,6 +77,7 @@ impl Proxy {
         }
         let forward = Forward {
             down: self.down.clone(),
+            client: self.client.lock().unwrap().clone(),
         };
         let client = forward
             .serve(StreamableHttpClientTransport::from_config(cfg))
@@ -90,9 +106,9 @@ impl ServerHandler for Proxy {
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         *self.down.lock().unwrap() = Some(context.peer.clone());
-        // The client's name is the harness; its version is not a model.
-        let name = request.client_info.name.trim().to_string();
-        let up = self.upstream(Some(name).filter(|n| !n.is_empty())).await?;
+        // The server builds the actor from this clientInfo, as for any /mcp client.
+        *self.client.lock().unwrap() = Some(request.client_info.clone());
+        let up = self.upstream().await?;
         let mut info = self.negotiate_initialize(&request)?;
         if let Some(u) = up.peer_info() {
             info.instructions = u.instructions.clone();
@@ -117,7 +133,7 @@ impl ServerHandler for Proxy {
         _req: Option<PaginatedRequestParams>,
         _rc: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let up = self.upstream(None).await?;
+        let up = self.upstream().await?;
         let tools = up
             .list_all_tools()
             .await
@@ -130,7 +146,7 @@ impl ServerHandler for Proxy {
         req: CallToolRequestParams,
         _rc: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let up = self.upstream(None).await?;
+        let up = self.upstream().await?;
         let r = up.call_tool(req).await.map_err(|e| self.upstream_err(e))?;
         Ok(r.into())
     }
@@ -143,6 +159,7 @@ pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::R
         token,
         actor,
         down: Arc::new(Mutex::new(None)),
+        client: Mutex::new(None),
         upstream: tokio::sync::Mutex::new(None),
     };
     let service = proxy.serve(rmcp::transport::stdio()).await?;

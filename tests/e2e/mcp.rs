@@ -232,6 +232,13 @@ fn an_app_answering_json_and_one_answering_sse_both_serve() {
     let sc = r.structured_content.unwrap();
     assert_eq!(sc["actor"], "json-test / m");
     assert_eq!(sc["text"], "hello");
+    // A stateless app answering JSON: its calls too are posted by the engine itself.
+    assert!(
+        sc["requestId"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("datanotes-")),
+        "{sc}"
+    );
     assert_eq!(
         s.ok(
             "get_row",
@@ -362,6 +369,42 @@ fn each_app_timeout_names_the_limit_that_ran_out() {
     assert_eq!(e["lastError"], "timed out calling slow_tool (1 s)", "{e}");
 }
 
+/// A restarted app no longer knows the engine's session: the next call is made on a new one,
+/// not answered with the app's 404.
+#[test]
+fn a_call_after_the_app_forgot_the_session_opens_a_new_one() {
+    let s = Server::start();
+    let t = create_app(&s, json!({"name": "planning"}));
+    let mut app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+    let agent = Agent::engine(&s, &s.token, None);
+    let echo = |text: &str| {
+        let r = agent.call("planning_echo", json!({ "text": text }));
+        assert!(!is_error(&r), "{r:?}");
+        r.structured_content.unwrap()
+    };
+    echo("one");
+    let before = echo("two");
+    assert!(
+        before["requestId"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("datanotes-")),
+        "{before}"
+    );
+    app.restart();
+    let after = echo("three");
+    assert_eq!(after["text"], "three");
+    assert_ne!(after["session"], before["session"], "{after}");
+    // And the new session's calls are posted directly again.
+    let next = echo("four");
+    assert!(
+        next["requestId"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("datanotes-")),
+        "{next}"
+    );
+}
+
 #[test]
 fn the_bearer_token_and_the_actor_reach_the_app() {
     let s = Server::start();
@@ -392,6 +435,18 @@ fn the_bearer_token_and_the_actor_reach_the_app() {
     assert_eq!(sc["bearerMatched"], true, "{sc}");
     assert_eq!(sc["actor"], "test-harness / test-model", "{sc}");
     assert_eq!(sc["text"], "hi");
+    // Once the call session is open, calls are posted by the engine itself (its own request
+    // ids), not through rmcp's session tasks; the actor still travels with each.
+    let r = agent.call("planning_echo", json!({"text": "again"}));
+    let sc = r.structured_content.unwrap();
+    assert!(
+        sc["requestId"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("datanotes-")),
+        "{sc}"
+    );
+    assert_eq!(sc["actor"], "test-harness / test-model", "{sc}");
+    assert_eq!(sc["text"], "again");
 
     let v = http_call(
         &s,
@@ -1065,7 +1120,10 @@ fn the_stdio_door_lists_and_calls_tools() {
             .expect("start datanotes mcp");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
-        let client = ().serve((stdout, stdin)).await.expect("stdio handshake");
+        // A desktop client whose name has a slash and whose version looks like a model's.
+        let mut hello = rmcp::model::ClientConfig::default();
+        hello.client_info = rmcp::model::Implementation::new("desk/top", "opus-9");
+        let client = hello.serve((stdout, stdin)).await.expect("stdio handshake");
         let info = client.peer_info().unwrap();
         assert_eq!(info.server_info.as_ref().unwrap().name, "datanotes-mcp");
         let names: Vec<String> = client
@@ -1090,11 +1148,8 @@ fn the_stdio_door_lists_and_calls_tools() {
         assert!(!is_error(&r), "{r:?}");
         let sc = r.structured_content.unwrap();
         assert_eq!(sc["text"], "via stdio");
-        // The stdio client's name and version become the actor.
-        assert!(
-            sc["actor"].as_str().is_some_and(|a| a.starts_with("rmcp")),
-            "{sc}"
-        );
+        // The stdio client's name is the harness, whole; its version is not a model.
+        assert_eq!(sc["actor"], "desk/top", "{sc}");
         client.cancel().await.unwrap();
         let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
             .await
@@ -1114,6 +1169,12 @@ fn the_stdio_door_lists_and_calls_tools() {
         .collect();
     assert_eq!(tools, ["list_tables", "planning_echo"]);
     assert_eq!(ev[1]["call"]["servedBy"], "planning");
+    // The same actor as a client of /mcp with that name (delete_ends_a_session_with_204).
+    for e in &ev {
+        assert_eq!(e["actor"]["harness"], "desk/top", "{e}");
+        assert_eq!(e["actor"]["model"], Value::Null, "{e}");
+        assert_eq!(e["actor"]["label"], "desk/top", "{e}");
+    }
 }
 
 #[test]

@@ -131,6 +131,12 @@ const MAX_BATCH: usize = 256;
 /// How long after answering a batch the writer may wait for its callers' next writes.
 const LINGER: Duration = Duration::from_millis(2);
 
+/// How long a batch of events alone (tool calls: nobody waits for them) gathers the next events
+/// before it commits (a write someone waits for ends the interval at once): one journal commit
+/// serves every call of the interval. A crash loses at most the events of the interval being
+/// gathered or committed.
+const EVENT_INTERVAL: Duration = Duration::from_millis(5);
+
 /// How long the writer stays idle before it fsyncs the folders of the batches it answered.
 const IDLE_SYNC: Duration = Duration::from_millis(20);
 
@@ -166,6 +172,31 @@ pub fn spawn(mut w: Writer) -> Handle {
                         Ok(Msg::Job(j)) => jobs.push(*j),
                         Ok(Msg::Stop) => stop = true,
                         Err(_) => break,
+                    }
+                }
+                // Events alone: gather the interval's events and commit them together; a write
+                // someone waits for ends the interval at once.
+                let events_only = |jobs: &[Job]| {
+                    jobs.iter()
+                        .all(|j| j.reply.is_none() && matches!(j.cmd, Cmd::Event { .. }))
+                };
+                if !stop && events_only(&jobs) {
+                    let deadline = Instant::now() + EVENT_INTERVAL;
+                    while jobs.len() < MAX_BATCH && !stop {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        match rx.recv_timeout(left) {
+                            Ok(Msg::Job(j)) => {
+                                jobs.push(*j);
+                                if !events_only(&jobs[jobs.len() - 1..]) {
+                                    break;
+                                }
+                            }
+                            Ok(Msg::Stop) => stop = true,
+                            Err(_) => break,
+                        }
                     }
                 }
                 // Group commit: the callers the previous batch just answered are likely about to
