@@ -56,6 +56,10 @@ enum Command {
         #[arg(long)]
         actor: Option<String>,
     },
+    /// (Internal) Compile a WASM component into the compile cache, then exit: the server runs
+    /// itself so, so that compiling does not grow its own memory.
+    #[command(name = datanotes::apps::wasm::COMPILE_COMMAND, hide = true)]
+    CompileWasm { input: PathBuf, output: PathBuf },
 }
 
 /// Logs to stderr, filtered by `DATANOTES_LOG` (else `default`); colours only on a terminal.
@@ -119,6 +123,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             demo,
             listen,
         } => {
+            // This binary compiles WASM components in a child process of its own.
+            datanotes::apps::wasm::compile_in_child();
             let db = database.unwrap_or_else(|| PathBuf::from("demo"));
             let (engine, hash) = open(&db)?;
             if demo {
@@ -175,6 +181,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .enable_all()
                 .build()?;
             rt.block_on(datanotes::mcp::stdio::run(url, token, actor))?;
+        }
+        Command::CompileWasm { input, output } => {
+            std::process::exit(datanotes::apps::wasm::compile_main(&input, &output))
         }
     }
     Ok(())
