@@ -25,4 +25,5 @@ mod feed;
 mod mcp;
 mod smoke;
 mod wasm;
+mod wasm_idle;
 mod watch_scope;

@@ -29,16 +29,17 @@ pub(super) struct Instance {
 }
 
 impl Inner {
-    /// The component ready to instantiate (blocking: may compile it). Loaded once and kept
-    /// while the app has instances; dropped with the last idle one (see [`reap`]), and loaded
-    /// again, mapped from the compile cache, by the next call.
+    /// The component ready to instantiate (blocking: may compile it), loaded once. Its code is
+    /// mapped from the compile cache; with the app's last idle instance its pages leave the RSS
+    /// (see [`reap`]).
     pub(super) fn pre(&self) -> Result<bindings::AppPre<Host>, WasmError> {
         let mut slot = self.pre.lock().unwrap();
         if let Some(p) = &*slot {
             return p.clone();
         }
         let rt = &self.rt;
-        let pre = rt.load(&self.sha).and_then(|c| {
+        let pre = rt.load(&self.sha).and_then(|(c, mapped)| {
+            self.mapped.store(mapped, Ordering::Relaxed);
             check_world(&rt.engine, &c)?;
             let link = |e: wasmtime::Error| WasmError::Link(format!("{e:#}"));
             let ipre = rt.linker.instantiate_pre(&c).map_err(link)?;
@@ -216,7 +217,8 @@ impl Inner {
 }
 
 /// Drops the app's instances idle for `idle`, until it has none (or the app is gone); with the
-/// last one, the loaded component: an app nobody calls holds nothing but its entry.
+/// last one, the resident pages of its code go too: an app nobody calls holds its code mapped,
+/// not in memory.
 async fn reap(app: Weak<Inner>, idle: Duration) {
     loop {
         let (gone, next, me) = {
@@ -239,12 +241,12 @@ async fn reap(app: Weak<Inner>, idle: Duration) {
             // off the guests' threads.
             let _ = tokio::task::spawn_blocking(move || {
                 drop(gone);
-                if me.meter.instances() == 0 {
-                    // A load under way (the lock held) is for a call about to run: kept.
-                    if let Ok(mut slot) = me.pre.try_lock()
-                        && matches!(*slot, Some(Ok(_)))
+                if me.meter.instances() == 0 && me.mapped.load(Ordering::Relaxed) {
+                    // A load under way (the lock held) is for a call about to run.
+                    if let Ok(slot) = me.pre.try_lock()
+                        && let Some(Ok(pre)) = &*slot
                     {
-                        *slot = None;
+                        super::runtime::release_code(pre.instance_pre().component());
                     }
                 }
                 drop(me);

@@ -160,16 +160,17 @@ impl WasmRuntime {
     }
 
     /// The component for an installed file: mapped from the compile cache (compiled into it
-    /// first if needed, by a child process). Mapped, not read: its code and its memories'
-    /// initial images are pages of the cache file, shared and never copied.
-    pub(super) fn load(&self, sha: &str) -> std::result::Result<Component, WasmError> {
+    /// first if needed, by a child process), and whether it is mapped from the file. Mapped, not
+    /// read: its code and its memories' initial images are pages of the cache file, shared,
+    /// never copied, and never written (see [`release_code`]).
+    pub(super) fn load(&self, sha: &str) -> std::result::Result<(Component, bool), WasmError> {
         let cached = self.cache_path(sha);
         if cached.exists() {
             // SAFETY: the cache holds only artifacts this engine configuration produced (the file
             // name carries the configuration's hash), written atomically by `write_cache`, and
             // never changed in place.
             match unsafe { Component::deserialize_file(&self.engine, &cached) } {
-                Ok(c) => return Ok(c),
+                Ok(c) => return Ok((c, true)),
                 Err(e) => tracing::warn!("compile cache entry unusable, recompiling: {e}"),
             }
         }
@@ -178,10 +179,12 @@ impl WasmRuntime {
             // Compiled here (no child could), and the cache is not writable: from memory.
             // SAFETY: `artifact` was produced by this engine.
             return unsafe { Component::deserialize(&self.engine, &artifact) }
+                .map(|c| (c, false))
                 .map_err(|e| WasmError::Deserialize(format!("{e:#}")));
         }
         // SAFETY: as above: written just now, atomically, for this configuration.
         unsafe { Component::deserialize_file(&self.engine, &cached) }
+            .map(|c| (c, true))
             .map_err(|e| WasmError::Deserialize(format!("{e:#}")))
     }
 
@@ -410,6 +413,30 @@ pub fn compile_main(input: &Path, output: &Path) -> i32 {
             }
         },
         Err(e) => fail(format!("{e:#}")),
+    }
+}
+
+/// Lets the system take back the resident pages of a component's code, `mapped` from its
+/// compile cache file (by [`WasmRuntime::load`]): the pages stay mapped, and a later call
+/// faults them in again from the page cache. An idle app so holds its code without its RSS.
+pub(super) fn release_code(c: &Component) {
+    #[cfg(target_os = "linux")]
+    {
+        let r = c.image_range();
+        // SAFETY: sysconf reads a constant of the system.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let start = (r.start as usize).div_ceil(page) * page;
+        let end = r.end as usize;
+        if end <= start {
+            return;
+        }
+        // SAFETY: the range is part of a private, read-only mapping of the cache file that no one
+        // ever wrote to (wasmtime applies no relocations to a loaded artifact and makes it read-only
+        // before it runs), so dropping its pages loses nothing: each reads back the same bytes from
+        // the file at its next use, even while a call runs this code.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+        }
     }
 }
 
