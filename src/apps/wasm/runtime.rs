@@ -262,11 +262,16 @@ impl WasmRuntime {
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// Keeps the tools a component listed (see [`WasmRuntime::cached_listing`]).
+    /// Keeps the tools a component listed (see [`WasmRuntime::cached_listing`]), unless kept
+    /// already.
     pub(super) fn save_listing(&self, sha: &str, l: &Listing) {
+        let path = self.listing_path(sha);
         let r = serde_json::to_vec(l)
             .map_err(std::io::Error::other)
-            .and_then(|b| write_cache(&self.listing_path(sha), &b));
+            .and_then(|b| match std::fs::read(&path) {
+                Ok(kept) if kept == b => Ok(()),
+                _ => write_cache(&path, &b),
+            });
         if let Err(e) = r {
             tracing::warn!("cannot keep the listing in the compile cache: {e}");
         }
