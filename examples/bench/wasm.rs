@@ -323,9 +323,10 @@ pub(crate) fn wasm_in_engine(dir: &Path, calls: usize) -> Vec<Figure> {
         rt.spawn(async move {
         let mut out = vec![];
         // Start from the cache: each app's first refresh lists its tools, as the server does for
-        // every app when it starts: from the listing kept with its compiled code, with no
-        // instance (nothing is loaded until a call). What an app costs this process then is
-        // what its RSS grows by.
+        // every app when it starts. The listings the cache keeps are per binary (the server's
+        // are not this one's): here each app is loaded from its compiled code and lists its
+        // tools from an instance, kept warm; what that costs is what this process's RSS grows
+        // by (the server at rest: `at_rest`).
         let mut starts = vec![];
         for rec in registry.list() {
             let rss = rss_of("self");
