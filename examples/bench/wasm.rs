@@ -239,12 +239,13 @@ fn at_rest(b: &Bench, plugins: &Path) -> Vec<Figure> {
         ("bookmarks", "bookmarks", "personal.notes.bookmarks"),
         ("hostile", "hostile", ""),
     ] {
-        let write: Vec<&str> = Some(write).filter(|w| !w.is_empty()).into_iter().collect();
-        s.call(
-            "apps/create",
-            json!({"name": app, "write": write, "ddl": true, "limits": {"idle_ms": IDLE_MS},
-                   "wasm_path": plugins.join(format!("{file}.wasm"))}),
-        );
+        let mut body = json!({"name": app, "limits": {"idle_ms": IDLE_MS},
+                              "wasm_path": plugins.join(format!("{file}.wasm"))});
+        if !write.is_empty() {
+            body["write"] = json!([write]);
+            body["ddl"] = json!(true);
+        }
+        s.call("apps/create", body);
     }
     wait_reachable(&s, 8);
     let client = AsyncClient::new(&s);
