@@ -178,6 +178,9 @@ pub enum AppsCmd {
         /// Concurrent instances.
         #[arg(long)]
         max_instances: Option<u32>,
+        /// How long an instance stays warm after a call, ms (0: none kept).
+        #[arg(long)]
+        idle_ms: Option<u64>,
         /// A host the app may send HTTP requests to (`host`, `host:port`, `*.domain`); repeat it
         /// for several. Without it the app has no network; on an update, the hosts given
         /// replace the app's list (`--allow-host ''` empties it).
@@ -297,6 +300,7 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
             timeout_ms,
             max_result_bytes,
             max_instances,
+            idle_ms,
             allow_hosts,
         } => {
             let path = file.canonicalize().map_err(|e| {
@@ -329,6 +333,7 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
                 ("timeout_ms", timeout_ms),
                 ("max_result_bytes", max_result_bytes),
                 ("max_instances", max_instances.map(u64::from)),
+                ("idle_ms", idle_ms),
             ] {
                 if let Some(v) = v {
                     limits.insert(k.into(), v.into());

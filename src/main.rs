@@ -71,6 +71,10 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// (Internal) Compile a WASM component into the compile cache, then exit: the server runs
+    /// itself so, so that compiling does not grow its own memory.
+    #[command(name = datanotes::apps::wasm::COMPILE_COMMAND, hide = true)]
+    CompileWasm { input: PathBuf, output: PathBuf },
 }
 
 /// Logs to stderr, filtered by `DATANOTES_LOG` (else `default`); colours only on a terminal.
@@ -139,6 +143,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
             public_host,
         } => {
+            // This binary compiles WASM components in a child process of its own.
+            datanotes::apps::wasm::compile_in_child();
             let db = database.unwrap_or_else(|| PathBuf::from("demo"));
             let (engine, hash, new_token) = open(&db)?;
             if demo {
@@ -230,6 +236,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "datanotes",
                 &mut std::io::stdout(),
             );
+        }
+        Command::CompileWasm { input, output } => {
+            std::process::exit(datanotes::apps::wasm::compile_main(&input, &output))
         }
     }
     Ok(())

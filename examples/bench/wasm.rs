@@ -193,6 +193,115 @@ pub(crate) fn section_wasm(b: &mut Bench) -> Vec<Figure> {
     for i in 0..copies {
         s.call("apps/delete", json!({"name": format!("copy{i:02}")}));
     }
+    b.stop();
+    out.extend(at_rest(b, &plugins));
+    out
+}
+
+/// Apps at rest (issue 15), on a database of their own: five copies of the Python example
+/// installed, then after a restart (the server's RSS); the memory an app holds once its idle
+/// instance is dropped, and its first call after that, for each language.
+fn at_rest(b: &Bench, plugins: &Path) -> Vec<Figure> {
+    const S: &str = "wasm";
+    // Instances are dropped after this much idle time (the apps' `idle_ms`).
+    const IDLE_MS: u64 = 100;
+    let evicted = || std::thread::sleep(Duration::from_millis(IDLE_MS + 300));
+    let mut out = vec![];
+    let tmp = tempfile::tempdir().expect("a database folder");
+    let s = Server::start(&b.bin, tmp.path());
+    let empty = rss_mib(&s);
+    for i in 0..5 {
+        s.call(
+            "apps/create",
+            json!({"name": format!("py{i}"), "write": ["personal.notes.daily"], "ddl": true,
+                   "wasm_path": plugins.join("journal.wasm"), "limits": {"idle_ms": IDLE_MS}}),
+        );
+    }
+    evicted();
+    let installed = rss_mib(&s);
+    s.stop();
+    let s = Server::start(&b.bin, tmp.path());
+    wait_reachable(&s, 5);
+    std::thread::sleep(Duration::from_millis(300));
+    let restarted = rss_mib(&s);
+    progress(format!(
+        "five idle Python apps: server RSS {empty:.1} MiB empty, {installed:.1} MiB after installing them, {restarted:.1} MiB after a restart"
+    ));
+    out.extend([
+        Figure::new(S, "python5_installed_rss_mib", installed, "MiB").target(Target::AtMost(150.0)),
+        Figure::new(S, "python5_restart_rss_mib", restarted, "MiB").target(Target::AtMost(45.0)),
+    ]);
+    // The other languages (`py0` serves the Python tools; the other copies' are skipped), and
+    // the Rust test component, called first: what any first call costs the process once (the
+    // guests' threads, wasmtime's first instance) is not counted against one app.
+    for (app, file, write) in [
+        ("planning", "planning", "personal.tasks.*"),
+        ("bookmarks", "bookmarks", "personal.notes.bookmarks"),
+        ("hostile", "hostile", ""),
+    ] {
+        let mut body = json!({"name": app, "limits": {"idle_ms": IDLE_MS},
+                              "wasm_path": plugins.join(format!("{file}.wasm"))});
+        if !write.is_empty() {
+            body["write"] = json!([write]);
+            body["ddl"] = json!(true);
+        }
+        s.call("apps/create", body);
+    }
+    wait_reachable(&s, 8);
+    let client = AsyncClient::new(&s);
+    let (_, v) = client.app_call("hostile_ok", &json!({}));
+    assert_eq!(v["ok"], true, "hostile_ok: {v}");
+    evicted();
+    for (lang, app, _, _, tool, ..) in WASM_APPS {
+        let app = if *lang == "python" { "py0" } else { app };
+        let before = rss_mib(&s);
+        let (_, v) = client.app_call(tool, &json!({}));
+        assert!(v["servedBy"] == app, "{tool}: {v}");
+        evicted();
+        let rt = s.call("apps/get", json!({"name": app}))["app"]["runtime"].clone();
+        assert_eq!(rt["instances"], 0, "{app} still has an instance: {rt}");
+        let grew = rss_mib(&s) - before;
+        progress(format!(
+            "{lang}: an idle app holds {grew:.2} MiB after its instance is dropped"
+        ));
+        out.push(
+            Figure::new(S, format!("idle_after_eviction_{lang}_mib"), grew, "MiB")
+                .target(Target::AtMost(2.0)),
+        );
+    }
+    let rounds = if b.opts.quick { 8 } else { 20 };
+    for (lang, _, _, _, tool, ..) in WASM_APPS {
+        let mut first = vec![];
+        for _ in 0..rounds {
+            evicted();
+            let (dt, v) = client.app_call(tool, &json!({}));
+            assert!(v["servedBy"] != "engine", "{tool}: {v}");
+            first.push(dt);
+        }
+        let f = Latency::of(&first);
+        progress(format!(
+            "{lang}: first call after eviction via /apps/call/ p50 {:.3} ms, max {:.3} ms",
+            f.p50, f.max
+        ));
+        let most = if *lang == "rust" { 0.5 } else { 3.0 };
+        out.push(
+            Figure::new(
+                S,
+                format!("first_call_after_eviction_{lang}_ms"),
+                f.p50,
+                "ms",
+            )
+            .target(Target::AtMost(most)),
+        );
+        out.push(Figure::new(
+            S,
+            format!("first_call_after_eviction_{lang}_max_ms"),
+            f.max,
+            "ms",
+        ));
+    }
+    drop(client);
+    s.stop();
     out
 }
 
@@ -214,10 +323,11 @@ pub(crate) fn wasm_in_engine(dir: &Path, calls: usize) -> Vec<Figure> {
         let (agg, registry) = (agg.clone(), registry.clone());
         rt.spawn(async move {
         let mut out = vec![];
-        // Start from the cache: each app's first refresh loads its compiled component, makes an
-        // instance and lists its tools, as the server does for every app when it starts.
-        // The memory an idle app holds (its loaded component and a warm instance) is what this
-        // process's RSS grows by.
+        // Start from the cache: each app's first refresh lists its tools, as the server does for
+        // every app when it starts. The listings the cache keeps are per binary (the server's
+        // are not this one's): here each app is loaded from its compiled code and lists its
+        // tools from an instance, kept warm; what that costs is what this process's RSS grows
+        // by (the server at rest: `at_rest`).
         let mut starts = vec![];
         for rec in registry.list() {
             let rss = rss_of("self");

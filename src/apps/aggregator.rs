@@ -579,6 +579,9 @@ impl Aggregator {
                     .map(|(m, at)| json!({"message": m, "at": at}))
             );
             e["lastSeen"] = json!(s.last_seen);
+            if let Some(st) = s.backend.stats() {
+                e["runtime"] = st;
+            }
         }
         e
     }

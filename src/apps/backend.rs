@@ -78,6 +78,11 @@ pub trait AppBackend: Send + Sync {
     fn streams(&self) -> bool {
         false
     }
+    /// What the app holds in this server now (a WASM app: its instances and their memory), for
+    /// `apps/get` and the apps listing; `None` for an app that runs elsewhere.
+    fn stats(&self) -> Option<Value> {
+        None
+    }
 }
 
 /// The limits for talking to an app.

@@ -165,7 +165,7 @@ pub struct AppFields {
     pub wasm_path: Option<String>,
     /// ...or its bytes in base64.
     pub wasm_base64: Option<String>,
-    /// WASM limits (memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances).
+    /// WASM limits (memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances, idle_ms).
     pub limits: Option<Value>,
     /// The hosts a WASM app may send HTTP requests to (`[]`: none).
     pub allow_hosts: Option<Value>,

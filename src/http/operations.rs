@@ -28,9 +28,28 @@ pub(super) async fn run(
     Ok(Json(v).into_response())
 }
 
-/// `GET /datanotes/health`: no token needed.
-pub(super) async fn health(State(s): State<Shared>) -> Response {
-    Json(json!({"ok": true, "seq": s.engine.last_seq()})).into_response()
+/// `GET /datanotes/health`: no token needed. The owner also gets the server's memory: its
+/// resident set (RSS) and what the WASM apps' live instances hold.
+pub(super) async fn health(State(s): State<Shared>, headers: axum::http::HeaderMap) -> Response {
+    let mut v = json!({"ok": true, "seq": s.engine.last_seq()});
+    if s.is_owner(&headers) {
+        let m = &s.agg.wasm.meter;
+        v["memory"] = json!({
+            "rssBytes": rss_bytes(),
+            "wasmInstances": m.instances(),
+            "wasmMemoryBytes": m.bytes(),
+        });
+    }
+    Json(v).into_response()
+}
+
+/// The server's resident set size in bytes (Linux: `VmRSS` of `/proc/self/status`), or `null`
+/// where it cannot be read.
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// `GET /datanotes/operations/`: the catalog, for any valid token.

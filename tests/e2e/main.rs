@@ -29,4 +29,5 @@ mod mcp;
 mod plain_words;
 mod smoke;
 mod wasm;
+mod wasm_idle;
 mod watch_scope;

@@ -21,7 +21,7 @@ fn root() -> &'static Path {
 }
 
 /// The path of a built component; builds them all once per test run.
-fn component(name: &str) -> PathBuf {
+pub(crate) fn component(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
         let out = std::process::Command::new(root().join("scripts/build-plugins"))
@@ -39,7 +39,7 @@ fn component(name: &str) -> PathBuf {
     p
 }
 
-fn shared_cache() -> String {
+pub(crate) fn shared_cache() -> String {
     let d = root().join("target/wasm-test-cache");
     std::fs::create_dir_all(&d).unwrap();
     d.to_string_lossy().into_owned()
@@ -52,7 +52,7 @@ fn server() -> Server {
 
 impl Server {
     /// Installs a component as a WASM app; answers the create answer.
-    fn install(&self, name: &str, file: &str, extra: Value) -> Value {
+    pub(crate) fn install(&self, name: &str, file: &str, extra: Value) -> Value {
         let mut body = json!({"name": name, "wasm_path": component(file)});
         for (k, v) in extra.as_object().unwrap() {
             body[k] = v.clone();
@@ -64,7 +64,7 @@ impl Server {
     }
 
     /// Calls a tool through `/apps/call/`: answers `{ok, value, servedBy}`.
-    fn tool(&self, tool: &str, args: Value) -> Value {
+    pub(crate) fn tool(&self, tool: &str, args: Value) -> Value {
         let (st, v) = self.post(
             "/datanotes/apps/call/",
             Some(&self.token),
@@ -75,7 +75,7 @@ impl Server {
     }
 
     /// Calls a tool that must succeed; answers its structured result (or its text).
-    fn tool_ok(&self, tool: &str, args: Value) -> Value {
+    pub(crate) fn tool_ok(&self, tool: &str, args: Value) -> Value {
         let v = self.tool(tool, args.clone());
         assert_eq!(v["ok"], true, "{tool} {args}: {v}");
         match v["value"].get("structuredContent") {
@@ -94,7 +94,7 @@ impl Server {
             .to_string()
     }
 
-    fn app(&self, name: &str) -> Value {
+    pub(crate) fn app(&self, name: &str) -> Value {
         let (st, v) = self.post(
             "/datanotes/apps/get/",
             Some(&self.token),
@@ -685,15 +685,16 @@ fn a_restart_reuses_the_compile_cache() {
     s.install("hostile", "hostile", json!({}));
     s.tool_ok("planning_add_task", json!({"title": "Before the restart"}));
     let before = cache_files(cache.path());
+    // Next to each compiled artifact, the tools its component listed (`.json`).
     assert_eq!(
-        before.len(),
+        before.iter().filter(|f| f.0.ends_with(".cwasm")).count(),
         2,
         "one compiled artifact per component: {before:?}"
     );
     assert!(
         before
             .iter()
-            .all(|(n, _, len)| n.ends_with(".cwasm") && *len > 0)
+            .all(|(n, _, len)| (n.ends_with(".cwasm") || n.ends_with(".json")) && *len > 0)
     );
     // The installed components are kept by content.
     let apps_dir = s.dir.join(".datanotes/apps");
@@ -778,7 +779,12 @@ fn the_server_starts_before_its_components_are_compiled() {
     let compiled = started.elapsed();
     let day = s2.tool_ok("journal_read", json!({"date": "2026-11-01"}));
     assert_eq!(day["entries"].as_array().unwrap().len(), 1, "{day}");
-    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 1);
+    let artifacts = std::fs::read_dir(empty.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".cwasm"))
+        .count();
+    assert_eq!(artifacts, 1);
     assert!(
         serving < compiled / 2,
         "serving after {serving:?}, the component compiled after {compiled:?}"

@@ -6,6 +6,8 @@ use super::host::Host;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use wasmtime::Store;
 
@@ -29,6 +31,11 @@ pub struct Limits {
     pub max_result_bytes: u64,
     /// Instances that may run at once (concurrent calls beyond wait).
     pub max_instances: u32,
+    /// How long an instance is kept warm after a call, in ms, before it is dropped (an idle app
+    /// then holds only its compiled code). Unset: the server's default
+    /// (`DATANOTES_WASM_IDLE_MS`, 60 s); 0 keeps no instance between calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_ms: Option<u64>,
 }
 
 impl Default for Limits {
@@ -39,6 +46,7 @@ impl Default for Limits {
             timeout_ms: 180_000,
             max_result_bytes: 1 << 20,
             max_instances: 4,
+            idle_ms: None,
         }
     }
 }
@@ -59,7 +67,7 @@ impl Limits {
         let l: Limits = serde_json::from_value(cur).map_err(|e| {
             Error::invalid(format!("invalid limits: {e}"))
                 .column("limits")
-                .hint("limits are memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances (positive integers)")
+                .hint("limits are memory_mb, cpu_ms, timeout_ms, max_result_bytes, max_instances (positive integers) and idle_ms (0 or more; null for the server's default)")
         })?;
         if l.memory_mb == 0
             || l.cpu_ms == 0
@@ -80,6 +88,7 @@ impl Limits {
             ("timeout_ms", l.timeout_ms, 86_400_000),
             ("max_result_bytes", l.max_result_bytes, 1 << 30),
             ("max_instances", u64::from(l.max_instances), 1024),
+            ("idle_ms", l.idle_ms.unwrap_or(0), 86_400_000),
         ];
         for (name, v, most) in max {
             if v > most {
@@ -97,6 +106,31 @@ impl Limits {
     /// The epoch ticks one call may run guest code for (`cpu_ms`, at most `timeout_ms`).
     pub(super) fn ticks(&self) -> u64 {
         (self.cpu_ms.min(self.timeout_ms) / TICK.as_millis() as u64).max(1)
+    }
+
+    /// How long an instance stays warm after a call: `idle_ms`, or `default`.
+    pub(super) fn idle(&self, default: Duration) -> Duration {
+        self.idle_ms.map_or(default, Duration::from_millis)
+    }
+}
+
+/// What live instances hold: how many there are and the bytes of their linear memories and
+/// tables (what [`GuestLimits`] charges). One per app, and one for the whole runtime.
+#[derive(Debug, Default)]
+pub(crate) struct Meter {
+    instances: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+impl Meter {
+    /// Live instances.
+    pub(crate) fn instances(&self) -> usize {
+        self.instances.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of their memories and tables.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -124,16 +158,22 @@ pub(crate) struct GuestLimits {
     /// Set when a growth was refused: the call fails with this message.
     pub(super) refused: Option<String>,
     memory_mb: u64,
+    /// The app's meter and the runtime's: this instance counts in both while it lives.
+    meters: [Arc<Meter>; 2],
 }
 
 impl GuestLimits {
-    /// The budget of one instance: `memory_mb` MiB.
-    pub(super) fn new(memory_mb: u64) -> GuestLimits {
+    /// The budget of one instance: `memory_mb` MiB; it counts in `meters` while it lives.
+    pub(super) fn new(memory_mb: u64, meters: [Arc<Meter>; 2]) -> GuestLimits {
+        for m in &meters {
+            m.instances.fetch_add(1, Ordering::Relaxed);
+        }
         GuestLimits {
             budget: (memory_mb as usize) << 20,
             used: 0,
             refused: None,
             memory_mb,
+            meters,
         }
     }
 
@@ -149,8 +189,21 @@ impl GuestLimits {
             self.refused = Some(msg.clone());
             return Err(wasmtime::Error::msg(msg));
         }
+        for m in &self.meters {
+            m.bytes.fetch_add(more, Ordering::Relaxed);
+        }
         self.used = want;
         Ok(true)
+    }
+}
+
+impl Drop for GuestLimits {
+    /// The instance (its store) is gone: so are its memories and tables.
+    fn drop(&mut self) {
+        for m in &self.meters {
+            m.instances.fetch_sub(1, Ordering::Relaxed);
+            m.bytes.fetch_sub(self.used, Ordering::Relaxed);
+        }
     }
 }
 

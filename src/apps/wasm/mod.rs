@@ -50,8 +50,8 @@ mod world;
 
 pub use limits::Limits;
 pub use precheck::check_before_compile;
-pub use runtime::WasmRuntime;
 pub(crate) use runtime::component_bytes;
+pub use runtime::{COMPILE_COMMAND, WasmRuntime, compile_in_child, compile_main};
 
 use super::backend::{AppBackend, BackendError, CallContext, Listing};
 use crate::auth::AppScope;
@@ -109,8 +109,14 @@ struct Inner {
     sha: String,
     /// The component, ready to instantiate: loaded (or compiled) on first use, in a blocking
     /// thread, so that starting the server never waits for a compilation.
-    pre: std::sync::OnceLock<Result<typed::Pre, WasmError>>,
+    pre: Mutex<Option<Result<typed::Pre, WasmError>>>,
+    /// Whether its code is mapped from the compile cache file (its pages can be released).
+    mapped: std::sync::atomic::AtomicBool,
     warm: Mutex<Vec<Instance>>,
+    /// Whether a task drops the warm instances once idle (see `pool.rs`).
+    reaping: std::sync::atomic::AtomicBool,
+    /// The app's live instances and their memory.
+    meter: Arc<limits::Meter>,
     slots: Arc<tokio::sync::Semaphore>,
 }
 
@@ -131,8 +137,11 @@ impl WasmApp {
             scope: Arc::new(scope),
             limits,
             sha: sha.to_string(),
-            pre: std::sync::OnceLock::new(),
+            pre: Mutex::new(None),
+            mapped: Default::default(),
             warm: Mutex::new(vec![]),
+            reaping: Default::default(),
+            meter: Arc::default(),
             slots,
         }))
     }
@@ -213,7 +222,7 @@ impl Inner {
         )
         .with_caller(cc.caller.clone());
         if let typed::Pre::Typed(_, t) = self.loaded().await? {
-            return self.call_typed(t, tool, args, actor, deadline).await;
+            return self.call_typed(&t, tool, args, actor, deadline).await;
         }
         let args = &args.to_string();
         let wctx = WitContext {
@@ -299,8 +308,22 @@ impl WasmApp {
 
 impl AppBackend for WasmApp {
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
-        let listing = self.list_checked();
-        Box::pin(async move { Ok(listing.await?) })
+        // Kept with the compiled code since the component first listed its tools (at install):
+        // no instance is made for it.
+        let rt = self.0.rt.clone();
+        if let Some(l) = rt.cached_listing(&self.0.sha) {
+            return Box::pin(async move { Ok(l) });
+        }
+        let (listing, sha) = (self.list_checked(), self.0.sha.clone());
+        Box::pin(async move {
+            let l = listing.await?;
+            rt.save_listing(&sha, &l);
+            Ok(l)
+        })
+    }
+
+    fn stats(&self) -> Option<Value> {
+        Some(self.0.stats())
     }
 
     fn call<'a>(

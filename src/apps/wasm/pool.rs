@@ -1,6 +1,7 @@
 //! Warm instances: the component made ready once (loaded or compiled in a blocking thread), an
 //! instance per concurrent call, kept for the next call unless it trapped, hit a limit or was
-//! cancelled.
+//! cancelled, and dropped once it has been idle for the app's `idle_ms`: an app nobody calls
+//! holds no instance, only its compiled code (mapped from the compile cache).
 
 use super::Inner;
 use super::error::WasmError;
@@ -9,8 +10,10 @@ use super::limits::{self, GuestLimits, describe_count, describe_trap};
 use super::net::Outgoing;
 use super::typed::{Guest, Pre};
 use crate::engine::Actor;
-use std::sync::Arc;
-use std::time::Duration;
+use serde_json::{Value, json};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 use wasmtime::Store;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::WasiCtxBuilder;
@@ -20,34 +23,43 @@ use wasmtime_wasi_http::WasiHttpCtx;
 pub(super) struct Instance {
     pub(super) store: Store<Host>,
     pub(super) app: Guest,
+    /// When it was last handed back (warm since).
+    since: Instant,
 }
 
 impl Inner {
-    /// The component ready to instantiate (blocking: may compile it).
-    pub(super) fn pre(&self) -> &Result<Pre, WasmError> {
-        self.pre.get_or_init(|| {
-            let rt = &self.rt;
-            let pre = rt
-                .load(&self.sha)
-                .and_then(|c| Pre::new(rt, &c, &self.sha, &self.scope.name));
-            if let Err(e) = &pre {
-                tracing::error!(app = %self.scope.name, "{e}");
-            }
-            pre
-        })
+    /// The component ready to instantiate (blocking: may compile it), loaded once: of our world
+    /// or typed. Its code is mapped from the compile cache; with the app's last idle instance
+    /// its pages leave the RSS (see [`reap`]).
+    pub(super) fn pre(&self) -> Result<Pre, WasmError> {
+        let mut slot = self.pre.lock().unwrap();
+        if let Some(p) = &*slot {
+            return p.clone();
+        }
+        let rt = &self.rt;
+        let pre = rt.load(&self.sha).and_then(|(c, mapped)| {
+            self.mapped.store(mapped, Ordering::Relaxed);
+            Pre::new(rt, &c, &self.sha, &self.scope.name)
+        });
+        if let Err(e) = &pre {
+            tracing::error!(app = %self.scope.name, "{e}");
+        }
+        *slot = Some(pre.clone());
+        pre
     }
 
     /// The component ready to instantiate, loaded (or compiled) in a blocking thread if needed.
-    pub(super) async fn loaded(self: &Arc<Self>) -> Result<&Pre, WasmError> {
-        if self.pre.get().is_none() {
-            let me = self.clone();
-            tokio::task::spawn_blocking(move || {
-                me.pre();
-            })
-            .await
-            .map_err(|_| WasmError::Panicked("loading the component".into()))?;
+    pub(super) async fn loaded(self: &Arc<Self>) -> Result<Pre, WasmError> {
+        // Not waiting here while another thread loads it (seconds, if it compiles).
+        if let Ok(slot) = self.pre.try_lock()
+            && let Some(p) = &*slot
+        {
+            return p.clone();
         }
-        self.pre().as_ref().map_err(Clone::clone)
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.pre())
+            .await
+            .map_err(|_| WasmError::Panicked("loading the component".into()))?
     }
 
     /// A fresh instance: a store of its own, under the app's limits.
@@ -59,7 +71,10 @@ impl Inner {
             .stderr(stderr.clone())
             .allow_ip_name_lookup(false)
             .build();
-        let limits = GuestLimits::new(self.limits.memory_mb);
+        let limits = GuestLimits::new(
+            self.limits.memory_mb,
+            [self.meter.clone(), self.rt.meter.clone()],
+        );
         let host = Host {
             wasi,
             http: WasiHttpCtx::new(),
@@ -93,7 +108,11 @@ impl Inner {
                 return Err(WasmError::Instantiate(Box::new(why)));
             }
         };
-        Ok(Instance { store, app })
+        Ok(Instance {
+            store,
+            app,
+            since: Instant::now(),
+        })
     }
 
     /// A warm instance (or a fresh one), ready for a call made for `actor`. Hand it back with
@@ -120,7 +139,7 @@ impl Inner {
     /// After a call: its output goes to the log; the instance is kept warm unless the call
     /// trapped or hit a limit (then it is thrown away).
     pub(super) fn checkin<T>(
-        &self,
+        self: &Arc<Self>,
         inst: Instance,
         r: wasmtime::Result<T>,
     ) -> Result<T, WasmError> {
@@ -140,7 +159,7 @@ impl Inner {
         }
         match r {
             Ok(v) => {
-                self.warm.lock().unwrap().push(inst);
+                self.keep_warm(inst);
                 Ok(v)
             }
             // A growth the limiter refused: its own message (what, how much, memory_mb).
@@ -152,5 +171,88 @@ impl Inner {
                 stderr: stderr_tail(&stderr.0),
             }),
         }
+    }
+}
+
+impl Inner {
+    /// How long an instance stays warm after a call.
+    fn idle(&self) -> Duration {
+        self.limits.idle(self.rt.idle)
+    }
+
+    /// Keeps an instance for the next call, until it has been idle for [`Inner::idle`] (a
+    /// reaper task of the app's drops it then; one runs while the app has warm instances).
+    fn keep_warm(self: &Arc<Self>, mut inst: Instance) {
+        let idle = self.idle();
+        if idle.is_zero() {
+            return;
+        }
+        inst.since = Instant::now();
+        self.warm.lock().unwrap().push(inst);
+        // The reaper clears `reaping` under the lock when it finds no warm instance: either it
+        // saw this one, or this sees `false` and starts a new reaper.
+        if !self.reaping.swap(true, Ordering::SeqCst) {
+            self.rt
+                .guests
+                .handle()
+                .spawn(reap(Arc::downgrade(self), idle));
+        }
+    }
+
+    /// What the app holds now: its live instances (in a call or warm) and the bytes of their
+    /// memories and tables, and whether its compiled code is loaded.
+    pub(super) fn stats(&self) -> Value {
+        json!({
+            "instances": self.meter.instances(),
+            "warm": self.warm.lock().unwrap().len(),
+            "memoryBytes": self.meter.bytes(),
+            "codeLoaded": matches!(self.pre.try_lock().as_deref(), Ok(Some(Ok(_)))),
+            "idleMs": self.idle().as_millis() as u64,
+        })
+    }
+}
+
+/// Drops the app's instances idle for `idle`, until it has none (or the app is gone); with the
+/// last one, the resident pages of its code go too: an app nobody calls holds its code mapped,
+/// not in memory.
+async fn reap(app: Weak<Inner>, idle: Duration) {
+    loop {
+        let (gone, next, me) = {
+            let Some(me) = app.upgrade() else { return };
+            let now = Instant::now();
+            let mut warm = me.warm.lock().unwrap();
+            let (gone, kept): (Vec<Instance>, Vec<Instance>) = warm
+                .drain(..)
+                .partition(|i| now.duration_since(i.since) >= idle);
+            *warm = kept;
+            let next = warm.iter().map(|i| i.since + idle).min();
+            if next.is_none() {
+                me.reaping.store(false, Ordering::SeqCst);
+            }
+            drop(warm);
+            (gone, next, me)
+        };
+        if !gone.is_empty() {
+            // Unmapping their memories (and the component's code) and giving the heap back:
+            // off the guests' threads.
+            let _ = tokio::task::spawn_blocking(move || {
+                drop(gone);
+                if me.meter.instances() == 0 && me.mapped.load(Ordering::Relaxed) {
+                    // A load under way (the lock held) is for a call about to run.
+                    if let Ok(slot) = me.pre.try_lock()
+                        && let Some(Ok(pre)) = &*slot
+                    {
+                        super::runtime::release_code(pre.component());
+                    }
+                }
+                drop(me);
+                super::runtime::trim_heap();
+            })
+            .await;
+        } else {
+            drop(me);
+        }
+        let Some(next) = next else { return };
+        tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
     }
 }

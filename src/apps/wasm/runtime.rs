@@ -3,7 +3,7 @@
 
 use super::error::WasmError;
 use super::host::Host;
-use super::limits::{self, Limits, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES};
+use super::limits::{self, Limits, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, Meter};
 use super::{WORLD, WasmApp, WasmInfo, bindings};
 use crate::apps::backend::Listing;
 use crate::auth::AppScope;
@@ -25,6 +25,27 @@ pub struct WasmRuntime {
     /// server's threads (HTTP, feed streams, the writer's callers).
     pub(super) guests: Guests,
     pub(super) server: tokio::runtime::Handle,
+    /// How long an instance stays warm after a call unless the app's `idle_ms` says otherwise
+    /// (`DATANOTES_WASM_IDLE_MS`, 60 s).
+    pub(super) idle: std::time::Duration,
+    /// Every live instance of every app.
+    pub(crate) meter: Arc<Meter>,
+    /// Part of a cached listing's name: a listing is kept per component and per build of the
+    /// server (the conversion of a component's answers into tools belongs to the build).
+    listing_key: u64,
+}
+
+/// The engine's configuration: one place, so that the compiling child (see [`compile_main`])
+/// produces artifacts the server can load.
+fn engine_config() -> wasmtime::Config {
+    let mut config = wasmtime::Config::new();
+    config.wasm_component_model(true).epoch_interruption(true);
+    // A fresh instance maps its memory's initial image copy-on-write from the compile cache
+    // file (loaded with `deserialize_file`, which maps it rather than reading it): instances
+    // come and go (dropped when idle), and a new one costs a mapping, not a copy of the heap.
+    // The default on-demand allocator (not the pooling one): an idle app reserves no slots.
+    config.memory_init_cow(true);
+    config
 }
 
 /// The guests' runtime: `DATANOTES_WASM_THREADS` worker threads (2 by default), at a lower
@@ -83,10 +104,17 @@ impl WasmRuntime {
         // built in (aws-lc-rs for reqwest, ring for wasmtime-wasi-http) there is none unless one
         // is installed: reqwest's own (an error only says one is there already).
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-        let mut config = wasmtime::Config::new();
-        config.wasm_component_model(true).epoch_interruption(true);
+        // Large buffers (a component's bytes, an artifact) are mapped and unmapped by the
+        // allocator, not kept in its arenas after use: glibc raises this threshold after the
+        // first such buffer is freed, and memory at the top of a thread's arena is never given
+        // back (not even by `malloc_trim`), which left a server tens of MiB larger per install.
+        // SAFETY: mallopt only tunes the allocator.
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        }
         let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
-        let engine = wasmtime::Engine::new(&config).map_err(wt)?;
+        let engine = wasmtime::Engine::new(&engine_config()).map_err(wt)?;
         let mut linker = Linker::<Host>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wt)?;
         // Every request is checked against the app's allow_hosts (`net::Outgoing`).
@@ -100,7 +128,17 @@ impl WasmRuntime {
         std::fs::create_dir_all(&cache_dir)?;
         // The epoch ticker: CPU deadlines are counted in its ticks.
         limits::start_ticker(&engine)?;
+        let listing_key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            let exe = std::env::current_exe().and_then(std::fs::metadata).ok();
+            exe.map(|m| (m.len(), m.modified().ok())).hash(&mut h);
+            h.finish()
+        };
         Ok(Arc::new(WasmRuntime {
+            idle: crate::knobs::ms("DATANOTES_WASM_IDLE_MS", 60_000),
+            meter: Arc::default(),
+            listing_key,
             engine,
             linker,
             apps_dir,
@@ -121,37 +159,141 @@ impl WasmRuntime {
             .join(format!("{sha}-{:016x}.cwasm", h.finish()))
     }
 
-    /// The component for an installed file: from the compile cache, or compiled (and cached).
-    pub(super) fn load(&self, sha: &str) -> std::result::Result<Component, WasmError> {
+    /// The component for an installed file: mapped from the compile cache (compiled into it
+    /// first if needed, by a child process), and whether it is mapped from the file. Mapped, not
+    /// read: its code and its memories' initial images are pages of the cache file, shared,
+    /// never copied, and never written (see [`release_code`]).
+    pub(super) fn load(&self, sha: &str) -> std::result::Result<(Component, bool), WasmError> {
         let cached = self.cache_path(sha);
         if cached.exists() {
             // SAFETY: the cache holds only artifacts this engine configuration produced (the file
-            // name carries the configuration's hash), written atomically by `load` below.
+            // name carries the configuration's hash), written atomically by `write_cache`, and
+            // never changed in place.
             match unsafe { Component::deserialize_file(&self.engine, &cached) } {
-                Ok(c) => return Ok(c),
+                Ok(c) => return Ok((c, true)),
                 Err(e) => tracing::warn!("compile cache entry unusable, recompiling: {e}"),
             }
         }
         let path = self.apps_dir.join(format!("{sha}.wasm"));
-        let bytes = std::fs::read(&path).map_err(|e| WasmError::Read {
-            path: path.clone(),
+        if let Some(artifact) = self.compile(&path, &cached)? {
+            // Compiled here (no child could), and the cache is not writable: from memory.
+            // SAFETY: `artifact` was produced by this engine.
+            return unsafe { Component::deserialize(&self.engine, &artifact) }
+                .map(|c| (c, false))
+                .map_err(|e| WasmError::Deserialize(format!("{e:#}")));
+        }
+        // SAFETY: as above: written just now, atomically, for this configuration.
+        unsafe { Component::deserialize_file(&self.engine, &cached) }
+            .map(|c| (c, true))
+            .map_err(|e| WasmError::Deserialize(format!("{e:#}")))
+    }
+
+    /// Compiles the component at `path` into the cache file `cached`. In a child process (this
+    /// server's own binary, `compile-wasm`) that exits when done: what compiling a large
+    /// component allocates (hundreds of MiB for Python or JavaScript) goes with it, instead of
+    /// staying in the server's heap. If no child can run (another binary embeds the server), it
+    /// compiles here. Answers the artifact only when it could not be written to the cache.
+    fn compile(
+        &self,
+        path: &Path,
+        cached: &Path,
+    ) -> std::result::Result<Option<Vec<u8>>, WasmError> {
+        let exe = COMPILE_IN_CHILD
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(std::env::current_exe)
+            .and_then(std::result::Result::ok);
+        if let Some(exe) = exe {
+            let out = std::process::Command::new(&exe)
+                .arg(COMPILE_COMMAND)
+                .arg(path)
+                .arg(cached)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .output();
+            match out {
+                Ok(o) if o.status.success() && cached.exists() => return Ok(None),
+                Ok(o) if o.status.code() == Some(COMPILE_FAILED) => {
+                    let why = String::from_utf8_lossy(&o.stderr).trim().to_string();
+                    return Err(match why.strip_prefix(READ_FAILED) {
+                        Some(w) => WasmError::Read {
+                            path: path.to_path_buf(),
+                            why: w.trim().to_string(),
+                        },
+                        None => WasmError::Compile(why),
+                    });
+                }
+                Ok(o) => tracing::warn!(
+                    "compiling in a child process did not work ({}): compiling in the server",
+                    o.status
+                ),
+                Err(e) => tracing::warn!(
+                    "cannot start a child process to compile ({e}): compiling in the server"
+                ),
+            }
+        }
+        let bytes = std::fs::read(path).map_err(|e| WasmError::Read {
+            path: path.to_path_buf(),
             why: e.to_string(),
         })?;
         let artifact = self
             .engine
             .precompile_component(&bytes)
             .map_err(|e| WasmError::Compile(format!("{e:#}")))?;
-        if let Err(e) = write_cache(&cached, &artifact) {
-            tracing::warn!("cannot write the compile cache: {e}");
+        match write_cache(cached, &artifact) {
+            Ok(()) => Ok(None),
+            Err(e) => {
+                tracing::warn!("cannot write the compile cache: {e}");
+                Ok(Some(artifact))
+            }
         }
-        // SAFETY: `artifact` was produced just above by this engine.
-        unsafe { Component::deserialize(&self.engine, &artifact) }
-            .map_err(|e| WasmError::Deserialize(format!("{e:#}")))
+    }
+
+    /// Where the tools a component lists are kept: next to its compiled code, for this build.
+    fn listing_path(&self, sha: &str) -> PathBuf {
+        let code = self.cache_path(sha);
+        code.with_extension(format!("tools-{:016x}.json", self.listing_key))
+    }
+
+    /// The tools a component listed (once, from an instance), if kept: listing an app needs no
+    /// instance.
+    pub(super) fn cached_listing(&self, sha: &str) -> Option<Listing> {
+        let bytes = std::fs::read(self.listing_path(sha)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Keeps the tools a component listed (see [`WasmRuntime::cached_listing`]), unless kept
+    /// already.
+    pub(super) fn save_listing(&self, sha: &str, l: &Listing) {
+        let path = self.listing_path(sha);
+        let r = serde_json::to_vec(l)
+            .map_err(std::io::Error::other)
+            .and_then(|b| match std::fs::read(&path) {
+                Ok(kept) if kept == b => Ok(()),
+                _ => write_cache(&path, &b),
+            });
+        if let Err(e) = r {
+            tracing::warn!("cannot keep the listing in the compile cache: {e}");
+        }
     }
 
     /// Stores a component file (content-addressed) and checks it: compiles, matches the world,
     /// instantiates, lists its tools. Answers its info and its tool names.
     pub(crate) async fn install(
+        self: &Arc<Self>,
+        bytes: Vec<u8>,
+        scope: AppScope,
+        limits: Limits,
+    ) -> Result<(WasmInfo, Listing)> {
+        let r = self.check_and_store(bytes, scope, limits).await;
+        // What the install left in the heap (the component's bytes, the instance that listed
+        // its tools) goes back to the system.
+        tokio::task::spawn_blocking(trim_heap);
+        r
+    }
+
+    /// [`WasmRuntime::install`], but for giving the heap back.
+    async fn check_and_store(
         self: &Arc<Self>,
         bytes: Vec<u8>,
         scope: AppScope,
@@ -171,9 +313,10 @@ impl WasmRuntime {
             if !existed {
                 crate::engine::files::write_atomic(&p, &bytes)?;
             }
+            drop(bytes);
             // No allow_hosts while installing: listing tools needs no network.
             let app = WasmApp::new(me, scope, &s, l, &[]);
-            let loaded = app.0.pre().as_ref().err().cloned();
+            let loaded = app.0.pre().err();
             Ok((existed, app, loaded))
         })
         .await
@@ -196,15 +339,19 @@ impl WasmRuntime {
         }
         // Its tools, listed like any call: in a slot, within timeout_ms.
         match app.list_checked().await {
-            Ok(l) => Ok((
-                WasmInfo {
-                    sha256: sha,
-                    size,
-                    limits,
-                    allow_hosts: vec![],
-                },
-                l,
-            )),
+            Ok(l) => {
+                // Kept with the compiled code: listing the app again needs no instance.
+                self.save_listing(&sha, &l);
+                Ok((
+                    WasmInfo {
+                        sha256: sha,
+                        size,
+                        limits,
+                        allow_hosts: vec![],
+                    },
+                    l,
+                ))
+            }
             Err(e) => {
                 forget();
                 let err = Error::invalid(format!("the component cannot be installed: {e}"))
@@ -225,6 +372,86 @@ impl WasmRuntime {
                 })
             }
         }
+    }
+}
+
+/// Whether this process's binary answers [`COMPILE_COMMAND`] (the `datanotes` binary says so
+/// with [`compile_in_child`]; a program embedding the server compiles in-process).
+static COMPILE_IN_CHILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Called by a binary that runs [`compile_main`] for the arguments `COMPILE_COMMAND <input>
+/// <output>`: components are then compiled in a child process running it.
+pub fn compile_in_child() {
+    COMPILE_IN_CHILD.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The hidden subcommand the server runs itself as to compile a component (see
+/// [`WasmRuntime::compile`]).
+pub const COMPILE_COMMAND: &str = "compile-wasm";
+/// Its exit status when the component cannot be read or compiled (the reason on stderr).
+const COMPILE_FAILED: i32 = 3;
+/// How its stderr starts when the component could not be read.
+const READ_FAILED: &str = "read:";
+
+/// The child's side of [`WasmRuntime::compile`]: compiles the component at `input` with the
+/// server's engine configuration into the cache file `output`. Answers the exit status.
+pub fn compile_main(input: &Path, output: &Path) -> i32 {
+    let fail = |msg: String| {
+        eprintln!("{msg}");
+        COMPILE_FAILED
+    };
+    let engine = match wasmtime::Engine::new(&engine_config()) {
+        Ok(e) => e,
+        Err(e) => return fail(format!("{e:#}")),
+    };
+    let bytes = match std::fs::read(input) {
+        Ok(b) => b,
+        Err(e) => return fail(format!("{READ_FAILED} {e}")),
+    };
+    match engine.precompile_component(&bytes) {
+        Ok(artifact) => match write_cache(output, &artifact) {
+            Ok(()) => 0,
+            // Not a fault of the component: the server compiles in-process instead.
+            Err(e) => {
+                eprintln!("cannot write {}: {e}", output.display());
+                1
+            }
+        },
+        Err(e) => fail(format!("{e:#}")),
+    }
+}
+
+/// Lets the system take back the resident pages of a component's code, `mapped` from its
+/// compile cache file (by [`WasmRuntime::load`]): the pages stay mapped, and a later call
+/// faults them in again from the page cache. An idle app so holds its code without its RSS.
+pub(super) fn release_code(c: &Component) {
+    #[cfg(target_os = "linux")]
+    {
+        let r = c.image_range();
+        // SAFETY: sysconf reads a constant of the system.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let start = (r.start as usize).div_ceil(page) * page;
+        let end = r.end as usize;
+        if end <= start {
+            return;
+        }
+        // SAFETY: the range is part of a private, read-only mapping of the cache file that no one
+        // ever wrote to (wasmtime applies no relocations to a loaded artifact and makes it read-only
+        // before it runs), so dropping its pages loses nothing: each reads back the same bytes from
+        // the file at its next use, even while a call runs this code.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+/// Gives the heap's free memory back to the system (glibc keeps it otherwise): after an
+/// install, and after idle instances are dropped.
+pub(super) fn trim_heap() {
+    // SAFETY: malloc_trim only releases free memory of the allocator.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

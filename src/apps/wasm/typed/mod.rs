@@ -32,11 +32,22 @@ use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Type};
 
 /// A component ready to instantiate: of our world, or typed.
+#[derive(Clone)]
 pub(in crate::apps::wasm) enum Pre {
     /// Exports `datanotes:app/tools`.
     World(bindings::AppPre<Host>),
     /// Any other component: its functions are the tools.
     Typed(InstancePre<Host>, Arc<Typed>),
+}
+
+impl Pre {
+    /// The component it instantiates.
+    pub(in crate::apps::wasm) fn component(&self) -> &Component {
+        match self {
+            Pre::World(p) => p.instance_pre().component(),
+            Pre::Typed(p, _) => p.component(),
+        }
+    }
 }
 
 /// An instance of either kind.
