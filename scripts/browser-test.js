@@ -136,6 +136,7 @@ async function main() {
   const planning = await page.textContent('[data-app="planning"]');
   check(/3 tools/.test(planning), `planning does not show its 3 tools: ${planning}`);
   check(/allow_hosts/.test(planning) && /limits/.test(planning), "no limits or allow_hosts on the WASM app");
+  check(/tools it may call: \*/.test(planning), `the tools the app may call are not shown: ${planning}`);
   ok("install a .wasm by upload: its tools are listed", `${Date.now() - t0} ms`);
 
   step = "call a tool from the form";

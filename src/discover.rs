@@ -5,7 +5,6 @@
 
 use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The file `serve` writes in `.datanotes/`.
@@ -29,22 +28,12 @@ pub struct Recorded {
 impl Recorded {
     /// Writes `meta_dir/server.json` (0600, atomically) for the server at `address`.
     pub fn write(meta_dir: &Path, address: &str) -> std::io::Result<Recorded> {
-        use std::os::unix::fs::OpenOptionsExt;
         let path = meta_dir.join(SERVER_FILE);
-        let tmp = meta_dir.join(format!(".{SERVER_FILE}.tmp"));
         let rec = ServerRecord {
             address: address.to_string(),
             pid: std::process::id(),
         };
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(serde_json::to_string(&rec)?.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
+        crate::auth::write_private(&path, serde_json::to_string(&rec)?.as_bytes())?;
         Ok(Recorded { path })
     }
 }

@@ -178,6 +178,7 @@ function appCard(a) {
     `write: ${a.write && a.write.length ? a.write.join(", ") : "none"}`,
     a.ddl ? "ddl" : null,
     a.maintain ? "maintain" : null,
+    a.call_tools ? `tools it may call: ${a.call_tools.length ? a.call_tools.join(", ") : "none"}` : null,
   ].filter(Boolean).join(" · ");
   const card = h("article", { class: "card app", "data-app": a.name },
     h("div", { class: "row" },
@@ -186,7 +187,9 @@ function appCard(a) {
       (a.skippedTools || []).length ? h("span", { class: "badge down" }, `${a.skippedTools.length} skipped`) : null,
       a.lastSeen ? h("span", { class: "muted" }, `last seen ${age(a.lastSeen)}`) : null),
     a.description ? h("p", { class: "muted" }, a.description) : null,
-    a.mcp_url ? h("div", {}, "endpoint: ", h("code", {}, a.mcp_url)) : null,
+    a.mcp_url ? h("div", {}, "endpoint: ", h("code", {}, a.mcp_url),
+      a.self_url === false ? h("span", { class: "muted" }, " (pinned by the owner)") : null) : null,
+    a.urlChangedAt ? h("div", { class: "muted" }, `the app set its address ${age(a.urlChangedAt)}${a.previousUrl ? ` (before: ${a.previousUrl})` : ""}`) : null,
     a.lastError ? h("p", { class: "error" }, `last error${a.lastErrorAt ? ` (${age(a.lastErrorAt)})` : ""}: ${a.lastError}`) : null,
     a.previousError ? h("p", { class: "muted" }, `previous error${a.previousError.at ? ` (${age(a.previousError.at)})` : ""}: ${a.previousError.message}`) : null,
     h("div", {}, "rights: ", rights));
@@ -409,7 +412,8 @@ async function toolsView() {
 function actorText(a) {
   if (!a) return "";
   const who = [a.harness, a.model].filter(Boolean).join(" / ") || a.label || a.token || "";
-  return a.app ? `${who} via ${a.app}` : who;
+  const via = a.app ? `${who} via ${a.app}` : who;
+  return a.caller ? `${via} for ${a.caller}` : via;
 }
 
 function stopLive() {
