@@ -278,7 +278,7 @@ fn a_remote_app_receives_the_caller_and_records_it_with_its_writes() {
     let m = last_migration(&s);
     assert_eq!(m["actor"]["token"], "app:rp", "{m}");
     assert_eq!(m["actor"]["caller"], "app:agent", "{m}");
-    // A token that is not a remote app's cannot name a caller for its own writes.
+    // Naming a caller gives a token no rights: the agent, which may not write, is still refused.
     let (st, v) = s.call_as(
         Some(&agent),
         "insert_row",
@@ -286,6 +286,7 @@ fn a_remote_app_receives_the_caller_and_records_it_with_its_writes() {
         &[("x-datanotes-caller", "owner")],
     );
     assert_eq!(st, 403, "{v}");
+    // A token that is not a remote app's cannot name a caller for its own writes.
     let writer = create_app(&s, json!({"name": "writer", "write": ["personal.*"]}));
     let (st, v) = s.call_as(
         Some(&writer),
