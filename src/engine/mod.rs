@@ -34,7 +34,7 @@ use settings::Settings;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-pub use writer::Cmd;
+pub use writer::{Cmd, EventCall};
 
 /// The served tables by full name.
 pub type Tables = BTreeMap<String, Arc<Table>>;

@@ -10,7 +10,7 @@ pub mod webhooks;
 use crate::auth;
 use crate::engine::changes;
 pub use crate::engine::changes::Change;
-use crate::engine::{Actor, Cmd, Engine, Op, journal};
+use crate::engine::{Actor, Cmd, Engine, EventCall, Op, journal};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -301,12 +301,12 @@ impl ToolCallRecord {
     /// Records the call in the change feed: a `tool_call` event handed to the writer without
     /// waiting (committed with its next batch, in order). Every door that records a tool call
     /// (the MCP door and `tool-calls/record`) goes through here.
+    /// The event's text is cut and encoded by the writer thread, not on the caller's path.
     pub fn record(self, engine: &Engine, actor: Actor) -> Result<()> {
-        let call = self.event()?;
         engine.write_nowait(
             Cmd::Event {
                 op: Op::ToolCall,
-                call,
+                call: EventCall::later(move || self.event()),
             },
             actor,
         );

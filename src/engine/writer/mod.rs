@@ -11,6 +11,7 @@
 mod commit;
 mod history;
 mod maintain;
+mod queue;
 mod rows;
 mod scan;
 mod tables;
@@ -26,6 +27,7 @@ use super::settings::Settings;
 use super::{Engine, Tables, no_table};
 use crate::error::{Error, Result};
 use crate::names::TableName;
+use queue::{Msg, Queue};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashSet};
@@ -70,9 +72,25 @@ pub enum Cmd {
     Event {
         /// The event's kind.
         op: Op,
-        /// Its report.
-        call: Value,
+        /// Its report, built by the writer thread (off the path of the answer it reports on).
+        call: EventCall,
     },
+}
+
+/// The report of an event, built when the writer takes it.
+pub struct EventCall(Box<dyn FnOnce() -> Result<Value> + Send>);
+
+impl EventCall {
+    /// A report built by `f` on the writer thread.
+    pub fn later(f: impl FnOnce() -> Result<Value> + Send + 'static) -> EventCall {
+        EventCall(Box::new(f))
+    }
+}
+
+impl std::fmt::Debug for EventCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventCall")
+    }
 }
 
 struct Job {
@@ -81,13 +99,8 @@ struct Job {
     reply: Option<mpsc::SyncSender<Result<Value>>>,
 }
 
-enum Msg {
-    Job(Box<Job>),
-    Stop,
-}
-
 pub struct Handle {
-    tx: Mutex<mpsc::Sender<Msg>>,
+    queue: Arc<Queue>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -102,7 +115,7 @@ impl Handle {
         rx.recv()
             .map_err(|_| Error::internal("the writer stopped"))?
     }
-    /// Queues a job whose answer nobody waits for (the file watcher's scans).
+    /// Queues a job whose answer nobody waits for (the file watcher's scans, tool-call events).
     pub fn submit_nowait(&self, cmd: Cmd, actor: Actor) {
         let _ = self.send(Job {
             cmd,
@@ -111,17 +124,33 @@ impl Handle {
         });
     }
     fn send(&self, job: Job) -> Result<()> {
-        self.tx
-            .lock()
-            .unwrap()
-            .send(Msg::Job(Box::new(job)))
-            .map_err(|_| Error::internal("the writer stopped"))
+        if self.queue.push(Msg::Job(Box::new(job))) {
+            Ok(())
+        } else {
+            Err(Error::internal("the writer stopped"))
+        }
     }
     pub fn stop(&self) {
-        let _ = self.tx.lock().unwrap().send(Msg::Stop);
+        self.queue.push(Msg::Stop);
         if let Some(t) = self.thread.lock().unwrap().take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for Handle {
+    /// The writer finishes what it was handed, then ends.
+    fn drop(&mut self) {
+        self.queue.push(Msg::Stop);
+    }
+}
+
+/// Closes the queue when the writer thread ends, however it ends.
+struct Closing(Arc<Queue>);
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -133,32 +162,33 @@ const LINGER: Duration = Duration::from_millis(2);
 
 /// How long a batch of events alone (tool calls: nobody waits for them) gathers the next events
 /// before it commits (a write someone waits for ends the interval at once): one journal commit
-/// serves every call of the interval. A crash loses at most the events of the interval being
-/// gathered or committed.
+/// serves every call of the interval, and the events of the interval are queued without waking
+/// the writer. A crash loses at most the events of the interval being gathered or committed.
 const EVENT_INTERVAL: Duration = Duration::from_millis(5);
 
 /// How long the writer stays idle before it fsyncs the folders of the batches it answered.
 const IDLE_SYNC: Duration = Duration::from_millis(20);
 
 pub fn spawn(mut w: Writer) -> Handle {
-    let (tx, rx) = mpsc::channel::<Msg>();
+    let queue = Arc::new(Queue::default());
+    let q = queue.clone();
     let thread = std::thread::Builder::new()
         .name("datanotes-writer".into())
         .spawn(move || {
+            let _closing = Closing(q.clone());
             let mut stop = false;
             // The callers the previous batch answered, and when.
             let mut answered = (0, Instant::now());
             while !stop {
                 let first = if w.unsynced.is_empty() {
-                    rx.recv().ok()
+                    q.recv(None)
                 } else {
-                    match rx.recv_timeout(IDLE_SYNC) {
-                        Ok(m) => Some(m),
-                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                    match q.recv(Some(Instant::now() + IDLE_SYNC)) {
+                        Some(m) => Some(m),
+                        None => {
                             w.sync_unsynced();
                             continue;
                         }
-                        Err(mpsc::RecvTimeoutError::Disconnected) => None,
                     }
                 };
                 let Some(first) = first else { break };
@@ -167,51 +197,36 @@ pub fn spawn(mut w: Writer) -> Handle {
                     Msg::Job(j) => jobs.push(*j),
                     Msg::Stop => stop = true,
                 }
-                while jobs.len() < MAX_BATCH && !stop {
-                    match rx.try_recv() {
-                        Ok(Msg::Job(j)) => jobs.push(*j),
-                        Ok(Msg::Stop) => stop = true,
-                        Err(_) => break,
+                let take = |jobs: &mut Vec<Job>, stop: &mut bool| {
+                    while jobs.len() < MAX_BATCH && !*stop {
+                        match q.try_recv() {
+                            Some(Msg::Job(j)) => jobs.push(*j),
+                            Some(Msg::Stop) => *stop = true,
+                            None => break,
+                        }
                     }
-                }
-                // Events alone: gather the interval's events and commit them together; a write
-                // someone waits for ends the interval at once.
+                };
+                take(&mut jobs, &mut stop);
+                // Events alone: gather the interval's events (queued without waking this
+                // thread) and commit them together; a write someone waits for ends the
+                // interval at once.
                 let events_only = |jobs: &[Job]| {
                     jobs.iter()
                         .all(|j| j.reply.is_none() && matches!(j.cmd, Cmd::Event { .. }))
                 };
-                if !stop && events_only(&jobs) {
-                    let deadline = Instant::now() + EVENT_INTERVAL;
-                    while jobs.len() < MAX_BATCH && !stop {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            break;
-                        }
-                        match rx.recv_timeout(left) {
-                            Ok(Msg::Job(j)) => {
-                                jobs.push(*j);
-                                if !events_only(&jobs[jobs.len() - 1..]) {
-                                    break;
-                                }
-                            }
-                            Ok(Msg::Stop) => stop = true,
-                            Err(_) => break,
-                        }
-                    }
+                if !stop && jobs.len() < MAX_BATCH && events_only(&jobs) {
+                    q.gather(Instant::now() + EVENT_INTERVAL);
+                    take(&mut jobs, &mut stop);
                 }
                 // Group commit: the callers the previous batch just answered are likely about to
                 // write again; wait a moment for them, so that one round of fsyncs serves them
                 // all (a lone caller never waits).
                 let deadline = answered.1 + LINGER;
                 while jobs.len() < answered.0 && !stop {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    match rx.recv_timeout(left) {
-                        Ok(Msg::Job(j)) => jobs.push(*j),
-                        Ok(Msg::Stop) => stop = true,
-                        Err(_) => break,
+                    match q.recv(Some(deadline)) {
+                        Some(Msg::Job(j)) => jobs.push(*j),
+                        Some(Msg::Stop) => stop = true,
+                        None => break,
                     }
                 }
                 let waiting = jobs.iter().filter(|j| j.reply.is_some()).count();
@@ -222,7 +237,7 @@ pub fn spawn(mut w: Writer) -> Handle {
         })
         .expect("spawn writer thread");
     Handle {
-        tx: Mutex::new(tx),
+        queue,
         thread: Mutex::new(Some(thread)),
     }
 }
@@ -547,6 +562,7 @@ impl Writer {
             Cmd::Restore(a) => self.restore(a, actor),
             Cmd::Scan { table, id } => self.scan(table, id),
             Cmd::Event { op, call } => {
+                let call = (call.0)()?;
                 self.migs.push(Migration {
                     seq: 0,
                     ts: String::new(),
