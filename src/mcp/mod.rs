@@ -87,7 +87,7 @@ pub(crate) struct Mcp {
 /// JSON as text plus `structuredContent`; a refusal or an unreachable app is an `isError` result.
 pub fn to_mcp_result(o: &CallOutcome) -> CallToolResult {
     if o.is_mcp_result
-        && let Ok(r) = serde_json::from_value::<CallToolResult>(o.value.clone())
+        && let Ok(r) = <CallToolResult as serde::Deserialize>::deserialize(&o.value)
     {
         return r;
     }

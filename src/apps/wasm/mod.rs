@@ -13,9 +13,12 @@
 //!   [`limits::MAX_CORE_INSTANCES`] core
 //!   instances), a CPU deadline (epoch interruption), a wall-clock timeout, a cap on result size
 //!   and on concurrent instances.
-//! - Async: guests run on wasmtime's async API, a call in a tokio task of its own (a caller that
+//! - Async: guests run on wasmtime's async API. A call's first step runs on the caller's task
+//!   (a call that ends before the next epoch tick and waits on no host call, most calls, takes
+//!   no thread hop); a call that yields goes on in a tokio task of its own (a caller that
 //!   hangs up does not cut it short), on a runtime of their own (`DATANOTES_WASM_THREADS`
-//!   threads, nice 10): spinning guests do not hold up HTTP, feed streams or writes. A running guest yields to the executor at every epoch
+//!   threads, nice 10): a spinning guest holds a server thread for at most one epoch tick
+//!   (10 ms), then no longer holds up HTTP, feed streams or writes. A running guest yields to the executor at every epoch
 //!   tick; the wall-clock timeout drops the call's future, which cancels the guest wherever it is
 //!   (spinning, or blocked in a host call such as a sleep or an HTTP request). The cancelled
 //!   instance is thrown away and its slot is free at once.
@@ -298,6 +301,10 @@ impl WasmApp {
         deadline: tokio::time::Instant,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, WasmError> {
         let n = self.0.limits.max_instances;
+        // A free slot is taken without arming a timer.
+        if let Ok(p) = self.0.slots.clone().try_acquire_owned() {
+            return Ok(p);
+        }
         match tokio::time::timeout_at(deadline, self.0.slots.clone().acquire_owned()).await {
             Err(_) => Err(WasmError::Busy { n }),
             Ok(Err(_)) => Err(WasmError::Closed),
@@ -340,10 +347,10 @@ impl AppBackend for WasmApp {
             let timeout = Duration::from_millis(self.0.limits.timeout_ms);
             let deadline = tokio::time::Instant::now() + timeout;
             let (me, name, text, cc) = (self.clone(), tool.to_string(), args, ctx.clone());
-            // The call runs in a task of its own: a caller that goes away (a closed connection)
-            // does not cancel it half-way; its timeout does.
-            let guests = self.0.rt.guests.handle().clone();
-            let task = guests.spawn(async move {
+            // The call starts on the caller's task and, if it does not end in its first step,
+            // goes on in a task of its own on the guests' runtime: a caller that goes away (a
+            // closed connection) does not cancel it half-way; its timeout does.
+            let mut work = Box::pin(async move {
                 let tool = name.as_str();
                 // Waiting for a free instance counts in the call's time too.
                 let _permit = match me.slot(deadline).await {
@@ -364,6 +371,16 @@ impl AppBackend for WasmApp {
                     Some(Ok(Ok(v))) => Ok(v),
                 }
             });
+            // The first step, here: a call that needs no wait (most: a warm instance, guest
+            // code that ends before the next epoch tick, at most 10 ms, and no host call that
+            // waits) is answered without a hop to the guests' threads and back. A guest that
+            // yields (an epoch tick, an engine call, a sleep, an HTTP request) goes on there.
+            let first =
+                std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx))).await;
+            if let std::task::Poll::Ready(r) = first {
+                return r;
+            }
+            let task = self.0.rt.guests.handle().spawn(work);
             task.await
                 .unwrap_or_else(|_| error(WasmError::Panicked(format!("calling {tool}"))))
         })
@@ -378,16 +395,24 @@ fn error(msg: impl std::fmt::Display) -> Result<Value, BackendError> {
 /// Runs `fut` until `deadline`; `None` when the deadline came first, `Some(Err)` if it panicked
 /// (a host function's panic: the call fails, not the request that made it). The deadline wins a
 /// tie: a guest woken after it (by a host call that ended then, its HTTP request bounded by the
-/// same deadline, say) is cancelled, not resumed.
+/// same deadline, say) is cancelled, not resumed. The timer is only armed once `fut` waits (a
+/// call that ends in its first step registers none).
 async fn until<T>(
     deadline: tokio::time::Instant,
     fut: impl Future<Output = T>,
 ) -> Option<std::thread::Result<T>> {
     use futures_util::FutureExt;
-    let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
-    tokio::select! {
-        biased;
-        _ = tokio::time::sleep_until(deadline) => None,
-        r = fut => Some(r),
-    }
+    use std::task::Poll;
+    let mut fut = std::pin::pin!(std::panic::AssertUnwindSafe(fut).catch_unwind());
+    let mut sleep = std::pin::pin!(tokio::time::sleep_until(deadline));
+    std::future::poll_fn(|cx| {
+        if tokio::time::Instant::now() >= deadline {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
+        }
+        sleep.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
