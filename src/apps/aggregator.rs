@@ -5,7 +5,8 @@
 //! Written once, above [`AppBackend`], for every kind of app.
 
 use super::backend::{
-    AppBackend, BackendError, CallContext, Listing, RemoteApp, Timeouts, structured_as_object,
+    AppBackend, BackendError, CallContext, ClientChannel, Listing, RemoteApp, Timeouts,
+    structured_as_object,
 };
 use super::limits::{ListingCaps, backoff};
 use super::wasm::{WasmApp, WasmRuntime};
@@ -654,6 +655,18 @@ impl Aggregator {
     /// Calls a tool of the namespace for a caller (if its `call_tools` let it: the check is
     /// `auth::authorize`'s, before anything else, so a refused name says nothing of the tool).
     pub async fn call(&self, tool: &str, args: Value, ctx: Ctx) -> CallOutcome {
+        self.call_with(tool, args, ctx, None).await
+    }
+
+    /// [`Self::call`], with the caller's side of the call (`client`): where an app's log
+    /// messages and progress go and who answers its requests while the call runs.
+    pub async fn call_with(
+        &self,
+        tool: &str,
+        args: Value,
+        ctx: Ctx,
+        client: Option<Arc<dyn ClientChannel>>,
+    ) -> CallOutcome {
         if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
             return CallOutcome {
                 ok: false,
@@ -713,6 +726,7 @@ impl Aggregator {
             },
             session: ctx.actor.session.clone(),
             caller: Some(ctx.caller.token_name()),
+            client,
         };
         let t0 = std::time::Instant::now();
         let r = backend.call(tool, args, &cc).await;
