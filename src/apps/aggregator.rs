@@ -84,6 +84,9 @@ pub struct Aggregator {
     pub wasm: Arc<WasmRuntime>,
     /// Bumped whenever the namespace's tools change (MCP `notifications/tools/list_changed`).
     changed: tokio::sync::watch::Sender<u64>,
+    /// One recomputation of the namespace at a time: the last one reads the latest slots (two
+    /// at once, as under concurrent installs, could end with the older one's namespace).
+    resolving: std::sync::Mutex<()>,
 }
 
 /// A tool name an MCP client accepts: 1 to 64 of `[A-Za-z0-9_-]`.
@@ -144,6 +147,7 @@ impl Aggregator {
             ns: RwLock::new(Arc::new(Namespace::default())),
             op_tools: operation_tools(),
             changed: tokio::sync::watch::Sender::new(0),
+            resolving: std::sync::Mutex::new(()),
         });
         agg.sync();
         agg
@@ -241,10 +245,12 @@ impl Aggregator {
     /// Brings the slots in line with the registry (after create, update, delete). Returns the
     /// apps whose backend is new and should be refreshed.
     pub fn sync(&self) -> Vec<String> {
-        let recs = self.registry.list();
         let mut fresh = vec![];
         {
             let mut slots = self.slots.write().unwrap();
+            // Read under the lock: of two syncs at once, the later one sees the later registry
+            // (an app created meanwhile is not taken for deleted).
+            let recs = self.registry.list();
             let mut old: HashMap<String, Slot> =
                 slots.drain(..).map(|s| (s.name.clone(), s)).collect();
             for rec in &recs {
@@ -335,6 +341,7 @@ impl Aggregator {
     /// nobody holds goes to the first app in registration order, and so does a name in the
     /// first listing of a `newcomer` (an app listed for the first time).
     fn resolve_with(&self, newcomer: Option<&str>) {
+        let _one = self.resolving.lock().unwrap_or_else(|e| e.into_inner());
         let slots = self.slots.read().unwrap();
         let mut taken: HashMap<String, String> = ops::CATALOG
             .iter()

@@ -13,7 +13,8 @@
 //! session worker's hops or an SSE stream per call. (rmcp's own `json_response` applies only to
 //! stateless requests; this door keeps sessions, for `list_changed` and the session caps.) Everything else (initialize, notifications, GET streams, DELETE, calls of
 //! tools whose app may stream, calls that ask for progress) goes to rmcp. Every open session
-//! gets `notifications/tools/list_changed` when the namespace changes (at most one per 200 ms).
+//! gets `notifications/tools/list_changed` when the namespace changes (the first change at once;
+//! the rest of a burst once it has been quiet for 200 ms, at most one a second while it lasts).
 //!
 //! While an app's tool runs, what the app sends reaches the client of the call (see
 //! [`channel`]): its log messages, its progress and its sampling and elicitation requests. Such
@@ -430,8 +431,11 @@ struct Door {
 /// about its calls at most this often.
 const TOUCH_EVERY: Duration = Duration::from_secs(30);
 
-/// Coalesces bursts of namespace changes: at most one `list_changed` per this interval.
-const LIST_CHANGED_EVERY: Duration = Duration::from_millis(200);
+/// Coalesces bursts of namespace changes: after a `list_changed`, the next waits for this long
+/// without a change...
+const LIST_CHANGED_QUIET: Duration = Duration::from_millis(200);
+/// ... or for this long while the changes go on.
+const LIST_CHANGED_MOST: Duration = Duration::from_secs(1);
 
 impl Door {
     async fn handle(self: Arc<Self>, req: Request) -> Response {
@@ -664,7 +668,8 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
     let manager = Arc::new(manager);
     let factory = mcp.clone();
     let service = StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
-    // list_changed: the first change of a burst at once, the rest at most every 200 ms.
+    // list_changed: the first change of a burst at once, the rest once the burst has been
+    // quiet for 200 ms (at most one a second while it lasts).
     let mut changes = server.agg.subscribe();
     let mut closing = server.closing.subscribe();
     let notified = sessions.clone();
@@ -674,8 +679,26 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
                 r = changes.changed() => if r.is_err() { return },
                 _ = closing.wait_for(|v| *v) => return,
             }
-            notified.notify_list_changed();
-            tokio::time::sleep(LIST_CHANGED_EVERY).await;
+            loop {
+                changes.borrow_and_update();
+                notified.notify_list_changed();
+                let at = Instant::now();
+                let mut pending = false;
+                loop {
+                    tokio::time::sleep(LIST_CHANGED_QUIET).await;
+                    if !changes.has_changed().unwrap_or(false) {
+                        break;
+                    }
+                    changes.borrow_and_update();
+                    pending = true;
+                    if at.elapsed() >= LIST_CHANGED_MOST {
+                        break;
+                    }
+                }
+                if !pending {
+                    break;
+                }
+            }
         }
     });
     let door = Arc::new(Door {
