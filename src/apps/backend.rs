@@ -691,8 +691,8 @@ impl AppBackend for RemoteApp {
     }
 
     /// Its notifications and requests during a call are passed to the caller (on the direct
-    /// path; a call that goes through rmcp's session, when the session's route is not known
-    /// yet or the app forgot it, passes them over).
+    /// path; the one call that goes through rmcp's session after the app forgot the session
+    /// passes them over).
     fn streams(&self) -> bool {
         true
     }

@@ -68,11 +68,7 @@ impl Chatty {
                            "inputSchema": {"type": "object", "properties": {}}})
                 };
                 rpc(json!({"jsonrpc": "2.0", "id": id, "result": {
-                    "tools": [tool("chatty_converse"), tool("chatty_ping")]}}))
-            }
-            "tools/call" if body["params"]["name"] == "chatty_ping" => {
-                rpc(json!({"jsonrpc": "2.0", "id": id, "result": {
-                    "content": [{"type": "text", "text": "pong"}]}}))
+                    "tools": [tool("chatty_converse")]}}))
             }
             "tools/call" => {
                 let token = body["params"]["_meta"]["progressToken"].clone();
@@ -284,13 +280,6 @@ fn an_apps_logs_progress_sampling_and_elicitation_reach_the_mcp_client() {
     let rt = runtime();
     let url = serve_app(&rt);
     create_app(&s, json!({"name": "chatty", "mcp_url": url}));
-    // The app's call session is opened (a first call), so that calls go the direct way.
-    let (st, v) = s.post(
-        "/datanotes/apps/call/",
-        Some(&s.token),
-        &json!({"tool": "chatty_ping", "arguments": {}}),
-    );
-    assert_eq!(st, 200, "{v}");
 
     let connect = |caps: bool| {
         let l = Listener {
