@@ -274,6 +274,65 @@ impl rmcp::ClientHandler for Listener {
     }
 }
 
+type Client = rmcp::service::RunningService<RoleClient, Listener>;
+
+/// Checks one conversation: the result reflects the client's answers; the log messages at or
+/// above info, the progress and the requests arrive, each in order, and after the answers they
+/// follow.
+fn conversation(
+    rt: &tokio::runtime::Runtime,
+    l: &Listener,
+    c: &Client,
+    call: &dyn Fn(&Client) -> rmcp::model::CallToolResult,
+) {
+    assert!(
+        c.peer_info()
+            .is_some_and(|i| i.capabilities.logging.is_some())
+    );
+    rt.block_on(c.set_level(SetLevelRequestParams::new(LoggingLevel::Info)))
+        .unwrap();
+    let r = call(c);
+    assert!(!is_error(&r), "{r:?}");
+    assert_eq!(text(&r), "colour: teal; name: Ada (accept)");
+    eventually("three log messages", || {
+        l.seen().iter().filter(|e| e.starts_with("log")).count() >= 3
+    });
+    let seen = l.seen();
+    let logs: Vec<&String> = seen.iter().filter(|e| e.starts_with("log")).collect();
+    assert_eq!(
+        logs,
+        ["log: converse started", "log: sampled", "log: done"],
+        "the debug message is under the level: {seen:?}"
+    );
+    let of = |kind: &str| -> Vec<&String> { seen.iter().filter(|e| e.starts_with(kind)).collect() };
+    assert_eq!(
+        of("progress"),
+        ["progress: 1", "progress: 2", "progress: 3"],
+        "{seen:?}"
+    );
+    assert_eq!(
+        [of("sampling"), of("elicitation")].concat(),
+        ["sampling: pick a colour", "elicitation: your name?"],
+        "{seen:?}"
+    );
+    // In the order the app sent them, as far as the client can tell: what the app sent after
+    // an answer comes after the request (a client's handlers run in tasks of their own, so
+    // messages sent back to back may be noted in either order).
+    let at = |what: &str| seen.iter().position(|e| e == what).unwrap();
+    let sampling = at("sampling: pick a colour");
+    let elicitation = at("elicitation: your name?");
+    assert!(at("log: converse started") < elicitation, "{seen:?}");
+    assert!(at("progress: 1") < elicitation, "{seen:?}");
+    assert!(
+        sampling < at("progress: 2") && sampling < at("log: sampled"),
+        "{seen:?}"
+    );
+    assert!(
+        elicitation < at("progress: 3") && elicitation < at("log: done"),
+        "{seen:?}"
+    );
+}
+
 #[test]
 fn an_apps_logs_progress_sampling_and_elicitation_reach_the_mcp_client() {
     let s = Server::start();
@@ -297,7 +356,7 @@ fn an_apps_logs_progress_sampling_and_elicitation_reach_the_mcp_client() {
             .unwrap();
         (l, c)
     };
-    let call = |c: &rmcp::service::RunningService<RoleClient, Listener>| {
+    let call = |c: &Client| {
         let p = CallToolRequestParams::new("chatty_converse");
         rt.block_on(async {
             tokio::time::timeout(Duration::from_secs(30), c.call_tool(p))
@@ -309,41 +368,31 @@ fn an_apps_logs_progress_sampling_and_elicitation_reach_the_mcp_client() {
 
     // A client that declared sampling and elicitation and asked for info and above.
     let (l, c) = connect(true);
-    assert!(
-        c.peer_info()
-            .is_some_and(|i| i.capabilities.logging.is_some())
-    );
-    rt.block_on(c.set_level(SetLevelRequestParams::new(LoggingLevel::Info)))
-        .unwrap();
-    let r = call(&c);
-    assert!(!is_error(&r), "{r:?}");
-    assert_eq!(text(&r), "colour: teal; name: Ada (accept)");
-    // Log messages travel on the session's own stream, the rest on the call's: each in order.
-    eventually("three log messages", || {
-        l.seen().iter().filter(|e| e.starts_with("log")).count() >= 3
-    });
-    let seen = l.seen();
-    let logs: Vec<&String> = seen.iter().filter(|e| e.starts_with("log")).collect();
-    assert_eq!(
-        logs,
-        ["log: converse started", "log: sampled", "log: done"],
-        "the debug message is under the level: {seen:?}"
-    );
-    let on_call: Vec<&String> = seen.iter().filter(|e| !e.starts_with("log")).collect();
-    assert_eq!(
-        on_call,
-        [
-            "progress: 1",
-            "sampling: pick a colour",
-            "progress: 2",
-            "elicitation: your name?",
-            "progress: 3"
-        ],
-        "{seen:?}"
-    );
-    let at = |what: &str| seen.iter().position(|e| e == what).unwrap();
-    assert!(at("log: converse started") < at("elicitation: your name?"));
+    conversation(&rt, &l, &c, &call);
     rt.block_on(c.cancel()).unwrap();
+
+    // The same through `datanotes mcp`, as a desktop client.
+    let l = Listener {
+        caps: true,
+        seen: Default::default(),
+    };
+    let (desk, mut child) = rt.block_on(async {
+        let mut child = tokio::process::Command::new(bin())
+            .args(["mcp", "--url", &s.url, "--token", &s.token])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start datanotes mcp");
+        let (i, o) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        (l.clone().serve((o, i)).await.unwrap(), child)
+    });
+    conversation(&rt, &l, &desk, &call);
+    rt.block_on(async {
+        let _ = desk.cancel().await;
+        let _ = child.kill().await;
+    });
 
     // A client that declared neither: the app is refused at once, and says so.
     let (l, c) = connect(false);
