@@ -5,7 +5,8 @@
 //! Written once, above [`AppBackend`], for every kind of app.
 
 use super::backend::{
-    AppBackend, BackendError, CallContext, Listing, RemoteApp, Timeouts, structured_as_object,
+    AppBackend, BackendError, CallContext, ClientChannel, Listing, RemoteApp, Timeouts,
+    structured_as_object,
 };
 use super::limits::{ListingCaps, backoff};
 use super::wasm::{WasmApp, WasmRuntime};
@@ -83,6 +84,9 @@ pub struct Aggregator {
     pub wasm: Arc<WasmRuntime>,
     /// Bumped whenever the namespace's tools change (MCP `notifications/tools/list_changed`).
     changed: tokio::sync::watch::Sender<u64>,
+    /// One recomputation of the namespace at a time: the last one reads the latest slots (two
+    /// at once, as under concurrent installs, could end with the older one's namespace).
+    resolving: std::sync::Mutex<()>,
 }
 
 /// A tool name an MCP client accepts: 1 to 64 of `[A-Za-z0-9_-]`.
@@ -143,6 +147,7 @@ impl Aggregator {
             ns: RwLock::new(Arc::new(Namespace::default())),
             op_tools: operation_tools(),
             changed: tokio::sync::watch::Sender::new(0),
+            resolving: std::sync::Mutex::new(()),
         });
         agg.sync();
         agg
@@ -240,10 +245,12 @@ impl Aggregator {
     /// Brings the slots in line with the registry (after create, update, delete). Returns the
     /// apps whose backend is new and should be refreshed.
     pub fn sync(&self) -> Vec<String> {
-        let recs = self.registry.list();
         let mut fresh = vec![];
         {
             let mut slots = self.slots.write().unwrap();
+            // Read under the lock: of two syncs at once, the later one sees the later registry
+            // (an app created meanwhile is not taken for deleted).
+            let recs = self.registry.list();
             let mut old: HashMap<String, Slot> =
                 slots.drain(..).map(|s| (s.name.clone(), s)).collect();
             for rec in &recs {
@@ -334,6 +341,7 @@ impl Aggregator {
     /// nobody holds goes to the first app in registration order, and so does a name in the
     /// first listing of a `newcomer` (an app listed for the first time).
     fn resolve_with(&self, newcomer: Option<&str>) {
+        let _one = self.resolving.lock().unwrap_or_else(|e| e.into_inner());
         let slots = self.slots.read().unwrap();
         let mut taken: HashMap<String, String> = ops::CATALOG
             .iter()
@@ -654,6 +662,18 @@ impl Aggregator {
     /// Calls a tool of the namespace for a caller (if its `call_tools` let it: the check is
     /// `auth::authorize`'s, before anything else, so a refused name says nothing of the tool).
     pub async fn call(&self, tool: &str, args: Value, ctx: Ctx) -> CallOutcome {
+        self.call_with(tool, args, ctx, None).await
+    }
+
+    /// [`Self::call`], with the caller's side of the call (`client`): where an app's log
+    /// messages and progress go and who answers its requests while the call runs.
+    pub async fn call_with(
+        &self,
+        tool: &str,
+        args: Value,
+        ctx: Ctx,
+        client: Option<Arc<dyn ClientChannel>>,
+    ) -> CallOutcome {
         if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
             return CallOutcome {
                 ok: false,
@@ -713,6 +733,7 @@ impl Aggregator {
             },
             session: ctx.actor.session.clone(),
             caller: Some(ctx.caller.token_name()),
+            client,
         };
         let t0 = std::time::Instant::now();
         let r = backend.call(tool, args, &cc).await;

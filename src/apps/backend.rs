@@ -13,7 +13,7 @@ use http::HeaderName;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ClientResult,
     ErrorCode, ErrorData, NumberOrString, PaginatedRequestParams, ServerJsonRpcMessage,
-    ServerRequest, ServerResult, Tool,
+    ServerResult, Tool,
 };
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -49,6 +49,75 @@ pub struct CallContext {
     /// The calling token's name (`owner`, `app:<name>`): a WASM app's writes record it as
     /// `actor.caller`; a remote app receives it as `X-Datanotes-Caller`.
     pub caller: Option<String>,
+    /// The caller's side of the call, for what the app sends before its result (log messages,
+    /// progress, sampling and elicitation requests); `None` when the caller cannot receive them
+    /// (an HTTP `apps/call/`, an MCP client that asked for none of them).
+    pub client: Option<Arc<dyn ClientChannel>>,
+}
+
+/// The caller of a tool call, as an app sees it while the call runs: where its log messages
+/// and progress go, and who answers its requests. The MCP door implements it on the client's
+/// session; the app's backend uses it without knowing the door.
+pub trait ClientChannel: Send + Sync {
+    /// Whether the caller asked for progress (it gave a progress token): the app is then given
+    /// one with the call.
+    fn wants_progress(&self) -> bool;
+    /// A notification of the app during the call: `notifications/message` (passed on at or
+    /// above the level the caller set) and `notifications/progress` (passed on with the
+    /// caller's own progress token); any other is dropped.
+    fn notify<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, ()>;
+    /// A request of the app to the caller (`sampling/createMessage`, `elicitation/create`):
+    /// the caller's result, or its error (also when it did not declare the capability).
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, ClientRefusal>>;
+}
+
+impl std::fmt::Debug for dyn ClientChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientChannel")
+    }
+}
+
+/// Why the caller did not answer an app's request: a JSON-RPC error, passed back to the app.
+#[derive(Debug, Clone)]
+pub struct ClientRefusal {
+    /// The JSON-RPC error code.
+    pub code: i32,
+    /// What went wrong, in plain words.
+    pub message: String,
+    /// The error's `data`, if the caller sent one.
+    pub data: Option<Value>,
+}
+
+impl ClientRefusal {
+    /// The refusal of a request the caller cannot answer: it did not declare the capability
+    /// (or there is no MCP client behind the call).
+    pub fn undeclared(method: &str) -> ClientRefusal {
+        let capability = match method {
+            "sampling/createMessage" => "sampling",
+            "elicitation/create" => "elicitation",
+            _ => {
+                return ClientRefusal {
+                    code: -32601,
+                    message: format!(
+                        "the engine does not pass {method} on to the client of this call"
+                    ),
+                    data: None,
+                };
+            }
+        };
+        ClientRefusal {
+            code: -32601,
+            message: format!(
+                "the client of this call cannot answer {method}: it is not an MCP client that \
+                 declared the {capability} capability"
+            ),
+            data: None,
+        }
+    }
 }
 
 /// Why an app could not answer. The message names what failed (and which limit ran out).
@@ -72,9 +141,9 @@ pub trait AppBackend: Send + Sync {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>>;
     /// Whether a call may send notifications or requests (progress, logs, sampling) to the
-    /// caller before its result: the MCP door then answers it as a stream rather than as one
-    /// JSON answer. None does yet: a remote app's notifications during a call are passed over
-    /// and its requests refused (see `backend/direct.rs`).
+    /// caller before its result, through [`CallContext::client`]: the MCP door then answers
+    /// it as a stream rather than as one JSON answer, to a client that may receive them.
+    /// A remote app does (see `backend/direct.rs`).
     fn streams(&self) -> bool {
         false
     }
@@ -586,7 +655,7 @@ impl AppBackend for RemoteApp {
                 let Some(route) = open.client.route() else {
                     break 'direct (open.service, params);
                 };
-                let direct = self.call_direct(&open.client, route, params, who.clone());
+                let direct = self.call_direct(&open.client, route, params, who.clone(), ctx);
                 let r = match tokio::time::timeout(self.timeouts.call, direct).await {
                     Err(_) => Err(timed_out(tool, self.timeouts.call)),
                     Ok(direct::Direct::Answered(r)) => r,
@@ -619,6 +688,13 @@ impl AppBackend for RemoteApp {
             }
             r
         })
+    }
+
+    /// Its notifications and requests during a call are passed to the caller (on the direct
+    /// path; the one call that goes through rmcp's session after the app forgot the session
+    /// passes them over).
+    fn streams(&self) -> bool {
+        true
     }
 }
 

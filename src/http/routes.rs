@@ -133,10 +133,10 @@ static ROUTES: &[Route] = &[
                 let f = fields(v)?;
                 let wasm = install_component(&s, &f).await?;
                 let (rec, token) = s.apps.create(f, wasm)?;
-                // A new remote app is listed before the answer (bounded by the app timeouts).
-                if s.agg.sync().contains(&rec.name) {
-                    let _ = s.agg.refresh(&rec.name).await;
-                }
+                // A new app is listed before the answer (bounded by the app timeouts), also
+                // when a concurrent create's sync already made its slot.
+                s.agg.sync();
+                let _ = s.agg.refresh(&rec.name).await;
                 Ok(Json(json!({"app": s.agg.entry(&rec), "token": token})).into_response())
             })
         },

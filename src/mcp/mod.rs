@@ -13,13 +13,21 @@
 //! session worker's hops or an SSE stream per call. (rmcp's own `json_response` applies only to
 //! stateless requests; this door keeps sessions, for `list_changed` and the session caps.) Everything else (initialize, notifications, GET streams, DELETE, calls of
 //! tools whose app may stream, calls that ask for progress) goes to rmcp. Every open session
-//! gets `notifications/tools/list_changed` when the namespace changes (at most one per 200 ms).
+//! gets `notifications/tools/list_changed` when the namespace changes (the first change at once;
+//! the rest of a burst once it has been quiet for 200 ms, at most one a second while it lasts).
+//!
+//! While an app's tool runs, what the app sends reaches the client of the call (see
+//! [`channel`]): its log messages, its progress and its sampling and elicitation requests. Such
+//! a call is served by rmcp (an SSE answer) when the client may receive any of them: it gave a
+//! progress token, set a log level, or declared sampling or elicitation.
 
+mod channel;
 pub mod hosts;
 mod sessions;
 pub mod stdio;
 
 use crate::apps::aggregator::CallOutcome;
+use crate::apps::backend::ClientChannel;
 use crate::ops::Ctx;
 use crate::server::Shared;
 use axum::body::{Body, Bytes};
@@ -39,6 +47,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -50,8 +59,22 @@ pub(crate) struct Session {
     peer: Peer<RoleServer>,
     /// The client's name (from `initialize`): the actor's harness unless the caller names one.
     client: Option<String>,
+    /// The client declared `sampling` and `elicitation`.
+    sampling: bool,
+    elicitation: bool,
+    /// The lowest level of log messages the client asked for (`logging/setLevel`,
+    /// [`channel::rank`]); 0 before it asks.
+    level: std::sync::atomic::AtomicU8,
     /// When rmcp's session last saw traffic (its idle timeout counts only what it sees).
     touched: Mutex<Instant>,
+}
+
+impl Session {
+    /// Whether the client may receive what an app sends during a call (beyond progress, which
+    /// it asks for per call).
+    fn listens(&self) -> bool {
+        self.sampling || self.elicitation || self.level.load(Ordering::Relaxed) > 0
+    }
 }
 
 impl Sessions {
@@ -236,10 +259,20 @@ fn json_len(v: &impl serde::Serialize) -> usize {
     }
 }
 
-/// Serves one `tools/call` for a caller and records it.
-async fn serve_call(server: &Shared, ctx: Ctx, tool: String, args: Value) -> CallToolResult {
+/// Serves one `tools/call` for a caller and records it; `client`: where an app's messages
+/// during the call go.
+async fn serve_call(
+    server: &Shared,
+    ctx: Ctx,
+    tool: String,
+    args: Value,
+    client: Option<Arc<dyn ClientChannel>>,
+) -> CallToolResult {
     let started = Instant::now();
-    let outcome = server.agg.call(&tool, args.clone(), ctx.clone()).await;
+    let outcome = server
+        .agg
+        .call_with(&tool, args.clone(), ctx.clone(), client)
+        .await;
     let result = to_mcp_result(&outcome);
     let chars = json_len(&result.content);
     record_call(server, ctx, tool, args, outcome, started, chars);
@@ -247,11 +280,13 @@ async fn serve_call(server: &Shared, ctx: Ctx, tool: String, args: Value) -> Cal
 }
 
 impl ServerHandler for Mcp {
+    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
     fn get_info(&self) -> ServerConfig {
         let mut imp = Implementation::new("datanotes-mcp", env!("CARGO_PKG_VERSION"));
         imp.title = Some("datanotes".into());
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -287,10 +322,15 @@ impl ServerHandler for Mcp {
         else {
             return;
         };
-        let client = context.peer.peer_info().map(|i| i.client_info.name.clone());
+        let info = context.peer.peer_info();
+        let client = info.as_ref().map(|i| i.client_info.name.clone());
+        let caps = info.as_ref().map(|i| &i.capabilities);
         let session = Session {
-            peer: context.peer,
             client,
+            sampling: caps.is_some_and(|c| c.sampling.is_some()),
+            elicitation: caps.is_some_and(|c| c.elicitation.is_some()),
+            level: Default::default(),
+            peer: context.peer,
             touched: Mutex::new(Instant::now()),
         };
         self.sessions
@@ -318,8 +358,49 @@ impl ServerHandler for Mcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let ctx = self.ctx(&rc)?;
         let args = Value::Object(req.arguments.unwrap_or_default());
-        let result = serve_call(&self.server, ctx, req.name.to_string(), args).await;
+        let client = self.channel(&rc);
+        let result = serve_call(&self.server, ctx, req.name.to_string(), args, client).await;
         Ok(result.into())
+    }
+
+    /// `logging/setLevel`: the lowest level of the apps' log messages this session receives.
+    #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
+    async fn set_level(
+        &self,
+        req: rmcp::model::SetLevelRequestParams,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Some(s) = self.session_of(&rc) {
+            s.level.store(channel::rank(req.level), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+impl Mcp {
+    /// The session of a request served by rmcp.
+    fn session_of(&self, rc: &RequestContext<RoleServer>) -> Option<Arc<Session>> {
+        let parts = rc.extensions.get::<http::request::Parts>()?;
+        self.sessions.get(session_id(&parts.headers)?)
+    }
+
+    /// The client's side of a call served by rmcp: none if it may receive nothing (no progress
+    /// token, no log level, neither sampling nor elicitation).
+    fn channel(&self, rc: &RequestContext<RoleServer>) -> Option<Arc<dyn ClientChannel>> {
+        let progress = rc.meta.get_progress_token();
+        let session = self.session_of(rc);
+        if progress.is_none() && !session.as_ref().is_some_and(|s| s.listens()) {
+            return None;
+        }
+        Some(Arc::new(channel::Channel {
+            peer: rc.peer.clone(),
+            progress,
+            level: session
+                .as_ref()
+                .map_or(0, |s| s.level.load(Ordering::Relaxed)),
+            sampling: session.as_ref().is_some_and(|s| s.sampling),
+            elicitation: session.as_ref().is_some_and(|s| s.elicitation),
+        }))
     }
 }
 
@@ -350,8 +431,11 @@ struct Door {
 /// about its calls at most this often.
 const TOUCH_EVERY: Duration = Duration::from_secs(30);
 
-/// Coalesces bursts of namespace changes: at most one `list_changed` per this interval.
-const LIST_CHANGED_EVERY: Duration = Duration::from_millis(200);
+/// Coalesces bursts of namespace changes: after a `list_changed`, the next waits for this long
+/// without a change...
+const LIST_CHANGED_QUIET: Duration = Duration::from_millis(200);
+/// ... or for this long while the changes go on.
+const LIST_CHANGED_MOST: Duration = Duration::from_secs(1);
 
 impl Door {
     async fn handle(self: Arc<Self>, req: Request) -> Response {
@@ -476,8 +560,10 @@ impl Door {
             }
             "tools/call" => {
                 let tool = msg.pointer("/params/name")?.as_str()?.to_string();
-                // A call that asks for progress, or whose app may stream, is rmcp's.
-                if msg.pointer("/params/_meta/progressToken").is_some() || server.agg.streams(&tool)
+                // A call that asks for progress, or whose app may stream to a client that
+                // listens, is rmcp's.
+                if msg.pointer("/params/_meta/progressToken").is_some()
+                    || (session.listens() && server.agg.streams(&tool))
                 {
                     return None;
                 }
@@ -487,7 +573,7 @@ impl Door {
                     Some(_) => return None,
                 };
                 let ctx = self.mcp.server_ctx(parts, session.client.clone()).ok()?;
-                to_answer(rpc_id, &serve_call(server, ctx, tool, args).await)?
+                to_answer(rpc_id, &serve_call(server, ctx, tool, args, None).await)?
             }
             _ => return None,
         };
@@ -582,7 +668,8 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
     let manager = Arc::new(manager);
     let factory = mcp.clone();
     let service = StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
-    // list_changed: the first change of a burst at once, the rest at most every 200 ms.
+    // list_changed: the first change of a burst at once, the rest once the burst has been
+    // quiet for 200 ms (at most one a second while it lasts).
     let mut changes = server.agg.subscribe();
     let mut closing = server.closing.subscribe();
     let notified = sessions.clone();
@@ -592,8 +679,26 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
                 r = changes.changed() => if r.is_err() { return },
                 _ = closing.wait_for(|v| *v) => return,
             }
-            notified.notify_list_changed();
-            tokio::time::sleep(LIST_CHANGED_EVERY).await;
+            loop {
+                changes.borrow_and_update();
+                notified.notify_list_changed();
+                let at = Instant::now();
+                let mut pending = false;
+                loop {
+                    tokio::time::sleep(LIST_CHANGED_QUIET).await;
+                    if !changes.has_changed().unwrap_or(false) {
+                        break;
+                    }
+                    changes.borrow_and_update();
+                    pending = true;
+                    if at.elapsed() >= LIST_CHANGED_MOST {
+                        break;
+                    }
+                }
+                if !pending {
+                    break;
+                }
+            }
         }
     });
     let door = Arc::new(Door {

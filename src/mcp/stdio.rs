@@ -5,12 +5,22 @@
 //! `clientInfo`, so the server builds the actor as for any `/mcp` client (one function,
 //! `mcp::client_actor`: the client's name as the harness, never its version as the model);
 //! `--actor` overrides it.
+//!
+//! What an app sends during a call is passed on too: the server's log messages (after the
+//! desktop client's `logging/setLevel`, forwarded), progress (with the desktop client's token),
+//! and `sampling/createMessage` and `elicitation/create` requests (the proxy declares to the
+//! server the capabilities the desktop client declared, and asks the desktop client).
+#![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
 
 use crate::apps::plain::{self, Peer as Who};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest,
+    ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequest, ElicitRequestParams, ElicitResult, InitializeRequestParams, InitializeResult,
+    ListToolsResult, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ServerRequest, ServerResult, SetLevelRequestParams,
 };
+use rmcp::service::PeerRequestOptions;
 use rmcp::service::{NotificationContext, Peer, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -21,12 +31,39 @@ use std::sync::{Arc, Mutex};
 /// The desktop client, once it has initialized: where the server's notifications go.
 type Downstream = Arc<Mutex<Option<Peer<RoleServer>>>>;
 
+/// The calls in flight: the proxy's progress token with the server → the desktop client's.
+type Tokens = Arc<Mutex<HashMap<ProgressToken, ProgressToken>>>;
+
 /// The proxy's side of its session with the server: introduces itself with the desktop client's
-/// `clientInfo` and passes `list_changed` on.
+/// `clientInfo` (and its sampling and elicitation capabilities) and passes on `list_changed`,
+/// log messages, progress and the requests of a call.
 #[derive(Clone)]
 struct Forward {
     down: Downstream,
     client: Option<rmcp::model::Implementation>,
+    caps: Option<ClientCapabilities>,
+    tokens: Tokens,
+}
+
+impl Forward {
+    fn down(&self) -> Result<Peer<RoleServer>, ErrorData> {
+        self.down
+            .lock()
+            .unwrap()
+            .clone()
+            .ok_or_else(|| ErrorData::internal_error("the desktop client is gone", None))
+    }
+
+    /// Asks the desktop client.
+    async fn ask(&self, request: ServerRequest) -> Result<ClientResult, ErrorData> {
+        self.down()?
+            .send_request(request)
+            .await
+            .map_err(|e| match e {
+                rmcp::ServiceError::McpError(e) => e,
+                _ => ErrorData::internal_error("the desktop client did not answer", None),
+            })
+    }
 }
 
 impl ClientHandler for Forward {
@@ -35,7 +72,74 @@ impl ClientHandler for Forward {
         if let Some(c) = self.client.clone() {
             info.client_info = c;
         }
+        if let Some(c) = &self.caps {
+            info.capabilities.sampling = c.sampling.clone();
+            info.capabilities.elicitation = c.elicitation.clone();
+        }
         info
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        match self
+            .ask(ServerRequest::CreateMessageRequest(
+                CreateMessageRequest::new(params),
+            ))
+            .await?
+        {
+            ClientResult::CreateMessageResult(r) => Ok(*r),
+            _ => Err(ErrorData::internal_error(
+                "the desktop client answered something other than a message",
+                None,
+            )),
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        match self
+            .ask(ServerRequest::ElicitRequest(ElicitRequest::new(params)))
+            .await?
+        {
+            ClientResult::ElicitResult(r) => Ok(r),
+            _ => Err(ErrorData::internal_error(
+                "the desktop client answered something other than an elicitation result",
+                None,
+            )),
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(p) = self.down() {
+            let _ = p.notify_logging_message(params).await;
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        mut params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let token = self
+            .tokens
+            .lock()
+            .unwrap()
+            .get(&params.progress_token)
+            .cloned();
+        if let (Some(t), Ok(p)) = (token, self.down()) {
+            params.progress_token = t;
+            let _ = p.notify_progress(params).await;
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -56,6 +160,9 @@ pub struct Proxy {
     down: Downstream,
     /// The desktop client's `clientInfo`, once it has initialized: kept for every reconnection.
     client: Mutex<Option<rmcp::model::Implementation>>,
+    /// The desktop client's capabilities (sampling and elicitation are declared to the server).
+    caps: Mutex<Option<ClientCapabilities>>,
+    tokens: Tokens,
     upstream: tokio::sync::Mutex<Option<Upstream>>,
 }
 
@@ -78,6 +185,8 @@ impl Proxy {
         let forward = Forward {
             down: self.down.clone(),
             client: self.client.lock().unwrap().clone(),
+            caps: self.caps.lock().unwrap().clone(),
+            tokens: self.tokens.clone(),
         };
         let client = forward
             .serve(StreamableHttpClientTransport::from_config(cfg))
@@ -108,6 +217,7 @@ impl ServerHandler for Proxy {
         *self.down.lock().unwrap() = Some(context.peer.clone());
         // The server builds the actor from this clientInfo, as for any /mcp client.
         *self.client.lock().unwrap() = Some(request.client_info.clone());
+        *self.caps.lock().unwrap() = Some(request.capabilities.clone());
         let up = self.upstream().await?;
         let mut info = self.negotiate_initialize(&request)?;
         if let Some(u) = up.peer_info() {
@@ -122,6 +232,7 @@ impl ServerHandler for Proxy {
     fn get_info(&self) -> rmcp::model::ServerConfig {
         rmcp::model::ServerConfig::new(
             rmcp::model::ServerCapabilities::builder()
+                .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -144,11 +255,37 @@ impl ServerHandler for Proxy {
     async fn call_tool(
         &self,
         req: CallToolRequestParams,
-        _rc: RequestContext<RoleServer>,
+        rc: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let up = self.upstream().await?;
-        let r = up.call_tool(req).await.map_err(|e| self.upstream_err(e))?;
-        Ok(r.into())
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(req));
+        let handle = up
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| self.upstream_err(e))?;
+        // The server's progress for this call goes to the desktop client with its own token.
+        let theirs = handle.progress_token.clone();
+        if let Some(mine) = rc.meta.get_progress_token() {
+            self.tokens.lock().unwrap().insert(theirs.clone(), mine);
+        }
+        let r = handle.await_response().await;
+        self.tokens.lock().unwrap().remove(&theirs);
+        match r.map_err(|e| self.upstream_err(e))? {
+            ServerResult::CallToolResult(r) => Ok(r.into()),
+            _ => Err(ErrorData::internal_error(
+                "the server answered something other than a tool result",
+                None,
+            )),
+        }
+    }
+
+    async fn set_level(
+        &self,
+        req: SetLevelRequestParams,
+        _rc: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let up = self.upstream().await?;
+        up.set_level(req).await.map_err(|e| self.upstream_err(e))
     }
 }
 
@@ -160,6 +297,8 @@ pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::R
         actor,
         down: Arc::new(Mutex::new(None)),
         client: Mutex::new(None),
+        caps: Mutex::new(None),
+        tokens: Default::default(),
         upstream: tokio::sync::Mutex::new(None),
     };
     let service = proxy.serve(rmcp::transport::stdio()).await?;

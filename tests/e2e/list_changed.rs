@@ -21,7 +21,7 @@ fn wait_tools(s: &Server, app: &str, tools: &[&str]) -> Value {
     e
 }
 
-/// The count once the notifications of earlier changes have arrived (coalesced every 200 ms).
+/// The count once the notifications of earlier changes have arrived (after 200 ms of quiet).
 fn settled(agent: &Agent) -> usize {
     std::thread::sleep(Duration::from_millis(500));
     agent.list_changed()

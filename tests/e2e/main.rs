@@ -26,6 +26,7 @@ mod engine_validation;
 mod feed;
 mod list_changed;
 mod mcp;
+mod mcp_relay;
 mod plain_words;
 mod smoke;
 mod wasm;

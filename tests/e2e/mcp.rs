@@ -530,6 +530,39 @@ impl Counting {
     }
 }
 
+/// Many small MCP servers on one address (on `rt`): `BASE/<n>/mcp` lists one tool,
+/// `burst_<n>`, answered as JSON. Answers BASE.
+fn many_apps(rt: &tokio::runtime::Runtime) -> String {
+    use axum::extract::Path;
+    let post = |Path(n): Path<u32>, body: axum::body::Bytes| async move {
+        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let result = match v["method"].as_str() {
+            Some("initialize") => json!({"protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "burst", "version": "1"}}),
+            Some("tools/list") => json!({"tools": [{"name": format!("burst_{n}"),
+                "inputSchema": {"type": "object", "properties": {}}}]}),
+            _ => return (axum::http::StatusCode::ACCEPTED, String::new()),
+        };
+        let answer = json!({"jsonrpc": "2.0", "id": v["id"], "result": result});
+        (axum::http::StatusCode::OK, answer.to_string())
+    };
+    let router = axum::Router::new().route(
+        "/{n}/mcp",
+        axum::routing::post(move |p, b| async move {
+            let (st, body) = post(p, b).await;
+            let json = [("content-type", "application/json")];
+            axum::response::IntoResponse::into_response((st, json, body))
+        })
+        .get(|| async { axum::http::StatusCode::METHOD_NOT_ALLOWED }),
+    );
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(listener, router).await });
+    format!("http://{addr}")
+}
+
 #[test]
 fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
     let s = Server::start();
@@ -573,27 +606,50 @@ fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
         assert!(tools.iter().any(|t| t.name == "planning_echo"));
     }
 
-    // A burst of 50 namespace changes (an app created and deleted 25 times) gives a few
-    // notifications, not 50.
-    let bare = create_app(&s, json!({"name": "bare-src"}));
-    let src = App::start(&s, "bare-src", &bare, &["--bare", "--tool", "burst_tool"]);
-    wait_listed(&s, "bare-src");
-    owner_post(&s, "/datanotes/apps/delete/", json!({"name": "bare-src"}));
+    // A burst of 50 installs (50 app entries created at once, each with a tool of its own)
+    // gives a few notifications, not 50 (the first at once, then one a second while the burst
+    // lasts, and one when it is over); then the session lists every
+    // one of the 50 tools: the final namespace.
+    let base = many_apps(&rt);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let before = http.n();
     let t0 = std::time::Instant::now();
-    for _ in 0..25 {
-        create_app(&s, json!({"name": "burst", "mcp_url": src.url}));
-        owner_post(&s, "/datanotes/apps/delete/", json!({"name": "burst"}));
-    }
+    std::thread::scope(|sc| {
+        for t in 0..5 {
+            let (s, base) = (&s, &base);
+            sc.spawn(move || {
+                for i in t * 10..t * 10 + 10 {
+                    let url = format!("{base}/{i}/mcp");
+                    create_app(s, json!({"name": format!("burst-{i}"), "mcp_url": url}));
+                }
+            });
+        }
+    });
     let took = t0.elapsed();
     std::thread::sleep(std::time::Duration::from_millis(500));
     let got = http.n() - before;
-    let most = 2 + (took.as_millis() / 200) as usize;
+    // The first, one a second, the last.
+    let most = 3 + took.as_secs() as usize;
     assert!(
-        got >= 1 && got <= most && got < 50,
-        "{got} notifications over {took:?}"
+        got >= 1 && got <= most,
+        "{got} notifications for 50 installs over {took:?}"
     );
+    let namespace: Vec<String> = owner_post(&s, "/datanotes/apps/tools/", json!({}))["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    let listed: Vec<String> = rt
+        .block_on(agent.peer().list_all_tools())
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    for i in 0..50 {
+        assert!(listed.contains(&format!("burst_{i}")), "{listed:?}");
+    }
+    assert_eq!(listed, namespace);
 
     rt.block_on(async {
         let _ = desk.cancel().await;

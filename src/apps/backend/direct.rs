@@ -6,19 +6,24 @@
 //! session the app forgot, a later protocol version's per-message headers) stays rmcp's.
 //!
 //! The answer is one JSON message, or an SSE stream read up to the call's result: the app's
-//! notifications before it are passed over, its requests answered (a `ping`; anything else is
-//! refused as rmcp's own client without handlers refuses it), and a stream the app closes
-//! before the result is resumed from its last event id, after the wait the app asked for.
+//! notifications before it (log messages, progress) are passed to the caller's
+//! [`ClientChannel`] if the call has one (else passed over), its requests answered (a `ping`
+//! here; `sampling/createMessage` and `elicitation/create` by the caller, whose answer or error
+//! is posted back to the app; anything else refused), and a stream the app closes before the
+//! result is resumed from its last event id, after the wait the app asked for. The app is
+//! given a progress token only when the caller gave one. A call whose app sends nothing costs
+//! nothing more.
 
 use super::{
-    ActorClient, ActorHeader, BackendError, CallToolRequest, CallToolRequestParams,
-    ClientJsonRpcMessage, ClientRequest, ClientResult, ErrorCode, ErrorData, HeaderName,
-    NumberOrString, Peer, RemoteApp, Route, ServerJsonRpcMessage, ServerRequest,
+    ActorClient, ActorHeader, BackendError, CallContext, CallToolRequest, CallToolRequestParams,
+    ClientChannel, ClientJsonRpcMessage, ClientRefusal, ClientRequest, ClientResult, ErrorCode,
+    ErrorData, HeaderName, NumberOrString, Peer, RemoteApp, Route, ServerJsonRpcMessage,
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, error_result, plain,
     tool_result,
 };
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use rmcp::model::{CustomResult, ProgressToken};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -47,12 +52,20 @@ impl RemoteApp {
         &self,
         client: &ActorClient,
         route: Route,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
         who: ActorHeader,
+        ctx: &CallContext,
     ) -> Direct {
         let tool = params.name.to_string();
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = NumberOrString::String(format!("datanotes-{n}").into());
+        let channel = ctx.client.as_deref();
+        if channel.is_some_and(|c| c.wants_progress()) {
+            // The app's progress comes back with this token; the caller's replaces it.
+            let mut meta = params.meta.take().unwrap_or_default();
+            meta.set_progress_token(ProgressToken(id.clone()));
+            params.meta = Some(meta);
+        }
         let mut headers = route.headers.clone();
         if let Some(a) = who.0 {
             headers.insert(HeaderName::from_static("x-datanotes-actor"), a);
@@ -77,7 +90,7 @@ impl RemoteApp {
             Err(e) => return failed(plain::error_words(&self.url, Peer::App, &e)),
             Ok(StreamableHttpPostResponse::Json(m, _)) => m,
             Ok(StreamableHttpPostResponse::Sse(events, _)) => {
-                match self.read_answer(client, &route, events, &id).await {
+                match self.read_answer(client, &route, events, &id, channel).await {
                     Ok(m) => m,
                     Err(why) => return failed(why),
                 }
@@ -106,6 +119,7 @@ impl RemoteApp {
         route: &Route,
         mut events: Events,
         id: &NumberOrString,
+        channel: Option<&dyn ClientChannel>,
     ) -> Result<ServerJsonRpcMessage, String> {
         let (mut last, mut retry, mut resumes) = (None::<String>, None::<u64>, 0);
         loop {
@@ -120,19 +134,35 @@ impl RemoteApp {
                 let Some(data) = ev.data.as_deref().filter(|d| !d.trim().is_empty()) else {
                     continue;
                 };
-                let msg: ServerJsonRpcMessage = serde_json::from_str(data).map_err(|_| {
-                    format!(
-                        "{} answered, but not as an MCP server (is the path /mcp?)",
-                        self.url
-                    )
-                })?;
+                let msg = match serde_json::from_str::<ServerJsonRpcMessage>(data) {
+                    Ok(m) => m,
+                    // A request whose parameters rmcp's types do not read (a newer schema):
+                    // passed on as it is.
+                    Err(_) if self.reply_raw(client, route, data, channel).await => continue,
+                    Err(_) => {
+                        return Err(format!(
+                            "{} answered, but not as an MCP server (is the path /mcp?)",
+                            self.url
+                        ));
+                    }
+                };
                 match &msg {
                     ServerJsonRpcMessage::Response(r) if &r.id == id => return Ok(msg),
                     ServerJsonRpcMessage::Error(e) if e.id.as_ref() == Some(id) => return Ok(msg),
-                    ServerJsonRpcMessage::Request(r) => {
-                        self.reply(client, route, &r.request, r.id.clone()).await;
+                    ServerJsonRpcMessage::Request(_) => {
+                        self.reply_raw(client, route, data, channel).await;
                     }
-                    // Notifications during the call (progress, logging) are passed over.
+                    // Notifications during the call (log messages, progress) go to the caller
+                    // as the app sent them; without a channel they are passed over.
+                    ServerJsonRpcMessage::Notification(_) => {
+                        if let Some(c) = channel
+                            && let Ok(mut v) = serde_json::from_str::<Value>(data)
+                            && let Some(Value::String(method)) = v.get("method").cloned()
+                        {
+                            let params = v.get_mut("params").map(Value::take);
+                            c.notify(&method, params.unwrap_or(Value::Null)).await;
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -167,24 +197,49 @@ impl RemoteApp {
         }
     }
 
-    /// Answers a request the app sent during a call: `ping`; anything else is refused.
-    async fn reply(
+    /// Answers a request the app sent during a call, read from its JSON as the app sent it:
+    /// `ping` here; `sampling/createMessage` and `elicitation/create` by the caller (through
+    /// `channel`; without one, refused as undeclared); anything else refused. False: `data` is
+    /// no request.
+    async fn reply_raw(
         &self,
         client: &ActorClient,
         route: &Route,
-        request: &ServerRequest,
-        id: NumberOrString,
-    ) {
-        let msg = match request {
-            ServerRequest::PingRequest(_) => {
-                ClientJsonRpcMessage::response(ClientResult::empty(()), id)
+        data: &str,
+        channel: Option<&dyn ClientChannel>,
+    ) -> bool {
+        let Ok(mut v) = serde_json::from_str::<Value>(data) else {
+            return false;
+        };
+        let (Some(Value::String(method)), Some(id)) = (v.get("method").cloned(), v.get("id"))
+        else {
+            return false;
+        };
+        let Ok(id) = serde_json::from_value::<NumberOrString>(id.clone()) else {
+            return false;
+        };
+        let answer = match method.as_str() {
+            "ping" => Ok(ClientResult::empty(())),
+            "sampling/createMessage" | "elicitation/create" => {
+                let mut params = v.get_mut("params").map(Value::take).unwrap_or(Value::Null);
+                // The app's own `_meta` (its progress token) means nothing to the caller.
+                if let Some(p) = params.as_object_mut() {
+                    p.remove("_meta");
+                }
+                match channel {
+                    Some(c) => c
+                        .request(&method, params)
+                        .await
+                        .map(|r| ClientResult::CustomResult(CustomResult(r))),
+                    None => Err(ClientRefusal::undeclared(&method)),
+                }
             }
-            _ => ClientJsonRpcMessage::error(
-                ErrorData::new(
-                    ErrorCode::METHOD_NOT_FOUND,
-                    "the engine does not pass this request on to its caller",
-                    None,
-                ),
+            _ => Err(ClientRefusal::undeclared(&method)),
+        };
+        let msg = match answer {
+            Ok(r) => ClientJsonRpcMessage::response(r, id),
+            Err(e) => ClientJsonRpcMessage::error(
+                ErrorData::new(ErrorCode(e.code), e.message, e.data),
                 Some(id),
             ),
         };
@@ -198,5 +253,6 @@ impl RemoteApp {
                 route.headers.clone(),
             )
             .await;
+        true
     }
 }

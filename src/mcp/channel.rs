@@ -1,0 +1,104 @@
+//! The MCP client's side of a tool call, for what an app sends while the call runs: the
+//! [`ClientChannel`] of a call served through rmcp's session (its SSE answer), on the client's
+//! `Peer`. An app's log messages go to the client at or above the level it set with
+//! `logging/setLevel` (none before it sets one); its progress goes with the client's own
+//! progress token (none if the client gave none); its `sampling/createMessage` and
+//! `elicitation/create` are sent to the client as requests on the call's stream, only if the
+//! client declared the capability, and the client's answer (or error) is the app's.
+#![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
+
+use crate::apps::backend::{ClientChannel, ClientRefusal};
+use futures_util::future::BoxFuture;
+use rmcp::RoleServer;
+use rmcp::model::{
+    CustomRequest, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ProgressToken, ServerRequest,
+};
+use rmcp::service::{Peer, ServiceError};
+use serde_json::Value;
+
+/// A level's rank (debug 1 … emergency 8), 0 meaning none: what a session keeps.
+pub(super) fn rank(level: LoggingLevel) -> u8 {
+    level as u8 + 1
+}
+
+/// The client of one call.
+pub(super) struct Channel {
+    pub(super) peer: Peer<RoleServer>,
+    /// The client's progress token for this call.
+    pub(super) progress: Option<ProgressToken>,
+    /// The lowest level the client wants ([`rank`]), 0: no log messages.
+    pub(super) level: u8,
+    pub(super) sampling: bool,
+    pub(super) elicitation: bool,
+}
+
+impl ClientChannel for Channel {
+    fn wants_progress(&self) -> bool {
+        self.progress.is_some()
+    }
+
+    fn notify<'a>(&'a self, method: &'a str, mut params: Value) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            match method {
+                "notifications/message" if self.level > 0 => {
+                    let Ok(p) = serde_json::from_value::<LoggingMessageNotificationParam>(params)
+                    else {
+                        return;
+                    };
+                    if rank(p.level) >= self.level {
+                        let _ = self.peer.notify_logging_message(p).await;
+                    }
+                }
+                "notifications/progress" => {
+                    let (Some(token), Some(p)) = (&self.progress, params.as_object_mut()) else {
+                        return;
+                    };
+                    p.insert("progressToken".into(), serde_json::json!(token.0));
+                    if let Ok(p) = serde_json::from_value::<ProgressNotificationParam>(params) {
+                        let _ = self.peer.notify_progress(p).await;
+                    }
+                }
+                _ => {}
+            }
+        })
+    }
+
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
+        Box::pin(async move {
+            let declared = match method {
+                "sampling/createMessage" => self.sampling,
+                "elicitation/create" => self.elicitation,
+                _ => false,
+            };
+            if !declared {
+                return Err(ClientRefusal::undeclared(method));
+            }
+            // Passed on as the app wrote it (rmcp's typed requests would reshape newer schemas).
+            let request = ServerRequest::CustomRequest(CustomRequest::new(method, Some(params)));
+            match self.peer.send_request(request).await {
+                Ok(r) => serde_json::to_value(r).map_err(|e| ClientRefusal {
+                    code: -32603,
+                    message: format!("the client's answer to {method} could not be read: {e}"),
+                    data: None,
+                }),
+                Err(ServiceError::McpError(e)) => Err(ClientRefusal {
+                    code: e.code.0,
+                    message: e.message.into_owned(),
+                    data: e.data,
+                }),
+                Err(_) => Err(ClientRefusal {
+                    code: -32603,
+                    message: format!(
+                        "the client of this call did not answer {method}: its session closed"
+                    ),
+                    data: None,
+                }),
+            }
+        })
+    }
+}
