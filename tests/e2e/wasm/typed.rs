@@ -4,7 +4,8 @@
 //! arguments are refused with their path before the guest runs, a `result` err is an error
 //! result, the function taking a resource is skipped with a reason, the engine import runs
 //! with the app's scopes, names and collisions, a restart keeps the tools, an update swaps the
-//! component at once under concurrent calls.
+//! component at once under concurrent calls. `units` (Python) and `textkit` (JavaScript) work
+//! the same.
 
 use super::*;
 
@@ -738,4 +739,38 @@ fn an_update_swaps_the_component_at_once_under_concurrent_calls() {
     swap_under_calls(&s, "units", hello.clone(), convert.clone());
     swap_under_calls(&s, "shapes", convert, hello);
     assert_eq!(sorted(&s.app("swap")["tools"]), shapes_tools("swap"));
+}
+
+#[test]
+fn a_typed_javascript_component_works_the_same() {
+    let s = server();
+    let v = s.install("textkit", "textkit", json!({}));
+    assert_eq!(
+        sorted(&v["app"]["tools"]),
+        ["textkit_count", "textkit_slugify", "textkit_word"]
+    );
+    let mcp = Agent::owner(&s);
+    let tools = mcp.tools();
+    let word = tools.iter().find(|t| t.name == "textkit_word").unwrap();
+    assert_eq!(
+        word.description.as_deref(),
+        Some("The n-th word of a text (from 0); an error when the text has fewer words.")
+    );
+    let r = mcp.call("textkit_slugify", json!({"title": "Hello, World 2026!"}));
+    assert_eq!(structured(&r), json!({"result": "hello-world-2026"}));
+    // A record answered as an object; characters are Unicode scalar values.
+    assert_eq!(
+        s.tool_ok("textkit_count", json!({"text": "a b\nc 🦀"})),
+        json!({"result": {"words": 4, "lines": 2, "chars": 7}})
+    );
+    assert_eq!(
+        s.tool_ok("textkit_word", json!({"text": "one two", "n": 1})),
+        json!({"result": {"ok": "two"}})
+    );
+    // A thrown value is the `err` of the result: an error result.
+    let r = mcp.call("textkit_word", json!({"text": "one two", "n": 5}));
+    assert!(is_error(&r), "{r:?}");
+    assert_eq!(text(&r), "the text has 2 words, no word 5");
+    let e = s.tool_err("textkit_word", json!({"text": "one two", "n": -1}));
+    assert_eq!(e, "n: expected an integer in 0..4294967295, got -1");
 }
