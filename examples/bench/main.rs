@@ -31,6 +31,7 @@ mod opts;
 mod select;
 mod server;
 mod start;
+mod typed;
 mod wasm;
 
 // What every file of the bench uses: each starts with `use super::*;`.
@@ -74,6 +75,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("feed", feed::section_feed),
     ("agg", agg::section_aggregator),
     ("wasm", wasm::section_wasm),
+    ("typed", typed::section_typed),
 ];
 
 /// The server binary: `DATANOTES_BIN`, else `datanotes` beside this example's folder.

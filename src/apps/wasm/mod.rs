@@ -330,7 +330,9 @@ impl AppBackend for WasmApp {
     }
 
     fn stats(&self) -> Option<Value> {
-        Some(self.0.stats())
+        let mut s = self.0.stats();
+        s["listingUs"] = self.0.rt.listing_us(&self.0.sha);
+        Some(s)
     }
 
     fn call<'a>(

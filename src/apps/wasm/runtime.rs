@@ -33,6 +33,18 @@ pub struct WasmRuntime {
     /// Part of a cached listing's name: a listing is kept per component and per build of the
     /// server (the conversion of a component's answers into tools belongs to the build).
     listing_key: u64,
+    /// How long listing each component's tools took without running it, by SHA-256 (shown in
+    /// an app's `runtime`, see [`WasmRuntime::listing_us`]).
+    listing_times: std::sync::Mutex<std::collections::HashMap<String, ListingTimes>>,
+}
+
+/// The last times (µs) the engine spent on a component's listing: deriving a typed
+/// component's tools from its types (at install, and when it is loaded for a call), and reading
+/// the listing kept in the compile cache (at start, at a refresh).
+#[derive(Default, Clone, Copy)]
+struct ListingTimes {
+    derived: Option<u64>,
+    cached: Option<u64>,
 }
 
 /// The engine's configuration: one place, so that the compiling child (see [`compile_main`])
@@ -139,6 +151,7 @@ impl WasmRuntime {
             idle: crate::knobs::ms("DATANOTES_WASM_IDLE_MS", 60_000),
             meter: Arc::default(),
             listing_key,
+            listing_times: Default::default(),
             engine,
             linker,
             apps_dir,
@@ -258,8 +271,43 @@ impl WasmRuntime {
     /// The tools a component listed (once, from an instance), if kept: listing an app needs no
     /// instance.
     pub(super) fn cached_listing(&self, sha: &str) -> Option<Listing> {
+        let t0 = std::time::Instant::now();
         let bytes = std::fs::read(self.listing_path(sha)).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        let l = serde_json::from_slice(&bytes).ok()?;
+        self.note_listing(sha, false, t0.elapsed());
+        Some(l)
+    }
+
+    /// Notes how long a component's listing took: `derived` from its types, or read from the
+    /// cache.
+    pub(super) fn note_listing(&self, sha: &str, derived: bool, took: std::time::Duration) {
+        let us = took.as_micros() as u64;
+        let how = if derived {
+            "derived from its types"
+        } else {
+            "read from the cache"
+        };
+        tracing::debug!(component = %sha.get(..12).unwrap_or(sha), us, "tool listing {how}");
+        let mut times = self.listing_times.lock().unwrap();
+        let t = times.entry(sha.to_string()).or_default();
+        if derived {
+            t.derived = Some(us);
+        } else {
+            t.cached = Some(us);
+        }
+    }
+
+    /// The last times (µs) listing a component's tools took without running it:
+    /// `{"derived": …, "cached": …}` (null when it was not done since the server started).
+    pub(super) fn listing_us(&self, sha: &str) -> serde_json::Value {
+        let t = self
+            .listing_times
+            .lock()
+            .unwrap()
+            .get(sha)
+            .copied()
+            .unwrap_or_default();
+        serde_json::json!({"derived": t.derived, "cached": t.cached})
     }
 
     /// Keeps the tools a component listed (see [`WasmRuntime::cached_listing`]), unless kept

@@ -3,7 +3,9 @@
 //! through `/apps/call/` and MCP: every WIT type kind round-trips with edge values, wrong
 //! arguments are refused with their path before the guest runs, a `result` err is an error
 //! result, the function taking a resource is skipped with a reason, the engine import runs
-//! with the app's scopes, names and collisions, a restart keeps the tools.
+//! with the app's scopes, names and collisions, a restart keeps the tools, an update swaps the
+//! component at once under concurrent calls. `units` (Python) and `textkit` (JavaScript) work
+//! the same.
 
 use super::*;
 
@@ -594,4 +596,181 @@ fn a_typed_python_component_works_the_same() {
         e.starts_with("from: expected one of \"mm\", \"cm\", \"m\", \"km\", \"inch\", \"foot\", \"mile\", got \"parsec\""),
         "{e}"
     );
+}
+
+/// What a call answered during a swap: the old component's answer, the new one's, or a plain
+/// "no tool" (a tool the component serving the call does not have).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Answer {
+    Old,
+    New,
+    NoTool,
+}
+
+/// Updates app `swap` to `to` while 8 threads call its old tool (`old`, answering `old_ok`) and
+/// the new component's (`new`, answering `new_ok`) in a loop through `/apps/call/`. Every call
+/// answers the old behaviour, the new one, or "no tool"; a call made after the update answered
+/// sees only the new component, one answered before it began only the old; `tools/list`
+/// shows the new tools as soon as the update has answered.
+fn swap_under_calls(s: &Server, to: &str, old: (&str, Value, Value), new: (&str, Value, Value)) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    let classify = |tool: &str, v: &Value| -> Answer {
+        let (ok_value, answer) = if tool == old.0 {
+            (&old.2, Answer::Old)
+        } else {
+            (&new.2, Answer::New)
+        };
+        if v["ok"] == true && v["value"]["structuredContent"] == *ok_value {
+            return answer;
+        }
+        let text = v["value"].to_string();
+        assert!(
+            v["ok"] == false && text.contains("no tool"),
+            "{tool} during the swap to {to}: neither its answer nor \"no tool\": {v}"
+        );
+        Answer::NoTool
+    };
+    let (calls, began, ended) = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..8)
+            .map(|i| {
+                let (stop, old, new) = (&stop, &old, &new);
+                scope.spawn(move || {
+                    let mut seen = vec![];
+                    let mut j = i;
+                    while !stop.load(Ordering::Relaxed) {
+                        let (tool, args) = if j % 2 == 0 {
+                            (old.0, &old.1)
+                        } else {
+                            (new.0, &new.1)
+                        };
+                        j += 1;
+                        let t0 = Instant::now();
+                        let v = s.tool(tool, args.clone());
+                        seen.push((t0, Instant::now(), tool, classify(tool, &v)));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let began = Instant::now();
+        let (st, v) = s.post(
+            "/datanotes/apps/update/",
+            Some(&s.token),
+            &json!({"name": "swap", "wasm_path": component(to)}),
+        );
+        let ended = Instant::now();
+        assert_eq!(st, 200, "{v}");
+        // The listing changed with the update's answer.
+        let tools: Vec<String> = Agent::owner(s)
+            .tools()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .filter(|n| n.starts_with("swap_"))
+            .collect();
+        assert!(
+            tools.iter().any(|t| t == new.0) && !tools.iter().any(|t| t == old.0),
+            "tools/list right after the update to {to}: {tools:?}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, Ordering::Relaxed);
+        let calls: Vec<_> = workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a call during the swap failed"))
+            .collect();
+        (calls, began, ended)
+    });
+    let count = |a: Answer| calls.iter().filter(|c| c.3 == a).count();
+    assert!(
+        count(Answer::Old) > 0 && count(Answer::New) > 0,
+        "calls of both components answered: {} old, {} new, {} of {} none",
+        count(Answer::Old),
+        count(Answer::New),
+        count(Answer::NoTool),
+        calls.len()
+    );
+    for (t0, t1, tool, a) in &calls {
+        let want = if *tool == old.0 {
+            Answer::Old
+        } else {
+            Answer::New
+        };
+        if *t0 > ended {
+            let expect = if want == Answer::New {
+                Answer::New
+            } else {
+                Answer::NoTool
+            };
+            assert_eq!(
+                *a, expect,
+                "{tool} called after the update to {to} answered"
+            );
+        }
+        if *t1 < began {
+            let expect = if want == Answer::Old {
+                Answer::Old
+            } else {
+                Answer::NoTool
+            };
+            assert_eq!(
+                *a, expect,
+                "{tool} answered before the update to {to} began"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_update_swaps_the_component_at_once_under_concurrent_calls() {
+    let s = server();
+    s.install("swap", "shapes", json!({}));
+    let hello = (
+        "swap_hello",
+        json!({"name": "w"}),
+        json!({"result": "Hello, w!"}),
+    );
+    let convert = (
+        "swap_convert",
+        json!({"value": 1, "from": "km", "to": "m"}),
+        json!({"result": 1000.0}),
+    );
+    // A typed Rust component to a typed Python one, and back.
+    swap_under_calls(&s, "units", hello.clone(), convert.clone());
+    swap_under_calls(&s, "shapes", convert, hello);
+    assert_eq!(sorted(&s.app("swap")["tools"]), shapes_tools("swap"));
+}
+
+#[test]
+fn a_typed_javascript_component_works_the_same() {
+    let s = server();
+    let v = s.install("textkit", "textkit", json!({}));
+    assert_eq!(
+        sorted(&v["app"]["tools"]),
+        ["textkit_count", "textkit_slugify", "textkit_word"]
+    );
+    let mcp = Agent::owner(&s);
+    let tools = mcp.tools();
+    let word = tools.iter().find(|t| t.name == "textkit_word").unwrap();
+    assert_eq!(
+        word.description.as_deref(),
+        Some("The n-th word of a text (from 0); an error when the text has fewer words.")
+    );
+    let r = mcp.call("textkit_slugify", json!({"title": "Hello, World 2026!"}));
+    assert_eq!(structured(&r), json!({"result": "hello-world-2026"}));
+    // A record answered as an object; characters are Unicode scalar values.
+    assert_eq!(
+        s.tool_ok("textkit_count", json!({"text": "a b\nc 🦀"})),
+        json!({"result": {"words": 4, "lines": 2, "chars": 7}})
+    );
+    assert_eq!(
+        s.tool_ok("textkit_word", json!({"text": "one two", "n": 1})),
+        json!({"result": {"ok": "two"}})
+    );
+    // A thrown value is the `err` of the result: an error result.
+    let r = mcp.call("textkit_word", json!({"text": "one two", "n": 5}));
+    assert!(is_error(&r), "{r:?}");
+    assert_eq!(text(&r), "the text has 2 words, no word 5");
+    let e = s.tool_err("textkit_word", json!({"text": "one two", "n": -1}));
+    assert_eq!(e, "n: expected an integer in 0..4294967295, got -1");
 }

@@ -95,11 +95,14 @@ impl Pre {
             return Ok(Pre::World(bindings::AppPre::new(ipre).map_err(link)?));
         }
         check_imports(rt, c)?;
+        // What listing a typed component costs: its docs read, its tools derived.
+        let t0 = std::time::Instant::now();
         // The WIT docs, if the component carries them (read from its installed file).
         let docs = std::fs::File::open(rt.apps_dir.join(format!("{sha}.wasm")))
             .ok()
             .and_then(|f| package_docs(std::io::BufReader::new(f)));
         let typed = discover(&rt.engine, c, app, docs.as_ref())?;
+        rt.note_listing(sha, true, t0.elapsed());
         let ipre = rt.linker.instantiate_pre(c).map_err(link)?;
         Ok(Pre::Typed(ipre, Arc::new(typed)))
     }
