@@ -226,7 +226,10 @@ fn apps_of_one_component_share_it_and_stay_apart() {
     let idle = json!({"limits": {"idle_ms": 100}});
     s.install("geo1", "shapes", idle.clone());
     s.install("geo2", "shapes", idle);
-    assert_eq!(s.app("geo1")["wasm"]["sha256"], s.app("geo2")["wasm"]["sha256"]);
+    assert_eq!(
+        s.app("geo1")["wasm"]["sha256"],
+        s.app("geo2")["wasm"]["sha256"]
+    );
     let norm = |tool: &str| s.tool_ok(tool, json!({"p": {"x": 3, "y": -4}}));
     for _ in 0..2 {
         assert_eq!(norm("geo1_norm2"), json!({"result": 25}));
@@ -246,7 +249,10 @@ fn apps_of_one_component_share_it_and_stay_apart() {
                 "write": ["personal.tasks.*"], "ddl": true}),
     );
     assert_eq!(st, 200, "{v}");
-    assert_ne!(s.app("geo1")["wasm"]["sha256"], s.app("geo2")["wasm"]["sha256"]);
+    assert_ne!(
+        s.app("geo1")["wasm"]["sha256"],
+        s.app("geo2")["wasm"]["sha256"]
+    );
     s.tool_ok("planning_add_task", json!({"title": "after the update"}));
     assert_eq!(norm("geo2_norm2"), json!({"result": 25}));
     let (st, v) = s.post(

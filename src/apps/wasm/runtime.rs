@@ -167,7 +167,13 @@ impl WasmRuntime {
     /// The component installed as `sha`, loaded and linked: the one every app of that file
     /// holds now, or loaded (compiled first if needed, see [`WasmRuntime::load`]). Blocking.
     pub(super) fn shared(&self, sha: &str) -> std::result::Result<Arc<Shared>, WasmError> {
-        if let Some(s) = self.loaded.lock().unwrap().get(sha).and_then(|w| w.upgrade()) {
+        if let Some(s) = self
+            .loaded
+            .lock()
+            .unwrap()
+            .get(sha)
+            .and_then(|w| w.upgrade())
+        {
             return Ok(s);
         }
         // Loaded without the lock (it may compile, for seconds): two apps of one file loading
