@@ -300,9 +300,70 @@ fn at_rest(b: &Bench, plugins: &Path) -> Vec<Figure> {
             "ms",
         ));
     }
+    // The same pause with the instance kept warm (Rust): what waking an idle server costs a
+    // call, whatever the instance.
+    s.call(
+        "apps/update",
+        json!({"name": "planning", "limits": {"idle_ms": 600_000}}),
+    );
+    let tool = WASM_APPS[0].4;
+    client.app_call(tool, &json!({}));
+    let mut paused = vec![];
+    for _ in 0..rounds {
+        evicted();
+        paused.push(client.app_call(tool, &json!({})).0);
+    }
+    let p = Latency::of(&paused);
+    progress(format!(
+        "rust: a call after the same pause, instance kept warm: p50 {:.3} ms, max {:.3} ms",
+        p.p50, p.max
+    ));
+    out.push(Figure::new(S, "call_after_pause_rust_ms", p.p50, "ms"));
+    out.extend(shared_copies(&s, &client, plugins, IDLE_MS));
     drop(client);
     s.stop();
     out
+}
+
+/// Apps installed from one file share its loaded component: five copies of the typed Python
+/// component `units` (their tools are named for each app, so each can be called), each called
+/// once and left idle; the server's growth for the first and for each further copy.
+fn shared_copies(s: &Server, client: &AsyncClient, plugins: &Path, idle_ms: u64) -> Vec<Figure> {
+    const S: &str = "wasm";
+    let file = plugins.join("units.wasm");
+    if !file.is_file() {
+        progress("skipped the shared copies: no units.wasm (run scripts/build-plugins)");
+        return vec![];
+    }
+    for i in 0..5 {
+        s.call(
+            "apps/create",
+            json!({"name": format!("units{i}"), "wasm_path": file, "limits": {"idle_ms": idle_ms}}),
+        );
+    }
+    std::thread::sleep(Duration::from_millis(idle_ms + 300));
+    let mut grew = vec![];
+    for i in 0..5 {
+        let before = rss_mib(s);
+        let (_, v) = client.app_call(&format!("units{i}_parse_number"), &json!({"text": "12"}));
+        assert_eq!(v["ok"], true, "units{i}_parse_number: {v}");
+        std::thread::sleep(Duration::from_millis(idle_ms + 300));
+        grew.push(rss_mib(s) - before);
+    }
+    let more = grew[1..].iter().sum::<f64>() / 4.0;
+    progress(format!(
+        "five apps of one Python component, each called once then idle: the first holds {:.2} MiB, each further one {more:.2} MiB",
+        grew[0]
+    ));
+    vec![
+        Figure::new(
+            S,
+            "idle_after_eviction_python_first_copy_mib",
+            grew[0],
+            "MiB",
+        ),
+        Figure::new(S, "idle_after_eviction_python_next_copy_mib", more, "MiB"),
+    ]
 }
 
 /// The WASM calls again, inside the engine: the aggregator's `call` in this process, no HTTP.
@@ -326,19 +387,13 @@ pub(crate) fn wasm_in_engine(dir: &Path, calls: usize) -> Vec<Figure> {
         // Start from the cache: each app's first refresh lists its tools, as the server does for
         // every app when it starts. The listings the cache keeps are per binary (the server's
         // are not this one's): here each app is loaded from its compiled code and lists its
-        // tools from an instance, kept warm; what that costs is what this process's RSS grows
-        // by (the server at rest: `at_rest`).
+        // tools from an instance. (What an app holds at rest is measured on the server, in
+        // `at_rest`: this process's RSS says nothing about it.)
         let mut starts = vec![];
         for rec in registry.list() {
-            let rss = rss_of("self");
             let t0 = Instant::now();
             agg.refresh(&rec.name).await.expect("refresh");
             starts.push(t0.elapsed());
-            let grew = rss_of("self") - rss;
-            if let Some((lang, ..)) = WASM_APPS.iter().find(|a| a.1 == rec.name) {
-                progress(format!("{lang}: an idle app holds {grew:.1} MiB"));
-                out.push(Figure::new(S, format!("idle_app_{lang}_mib"), grew, "MiB"));
-            }
         }
         let st = Latency::of(&starts);
         progress(format!(

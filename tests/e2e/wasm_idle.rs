@@ -216,3 +216,65 @@ fn installing_compiles_in_a_child_and_leaves_the_server_small() {
     assert!(msg.contains("cannot be installed"), "{v}");
     assert!(!msg.contains("compile-wasm"), "{v}");
 }
+
+#[test]
+fn apps_of_one_component_share_it_and_stay_apart() {
+    // Two apps from the same file (one SHA-256): the server loads it once for both (see the
+    // bench's `wasm` section for the memory); each keeps its own name, tools and lifetime.
+    let cache = shared_cache();
+    let s = Server::start_with_env(&[("DATANOTES_CACHE_DIR", &cache)]);
+    let idle = json!({"limits": {"idle_ms": 100}});
+    s.install("geo1", "shapes", idle.clone());
+    s.install("geo2", "shapes", idle);
+    assert_eq!(
+        s.app("geo1")["wasm"]["sha256"],
+        s.app("geo2")["wasm"]["sha256"]
+    );
+    let norm = |tool: &str| s.tool_ok(tool, json!({"p": {"x": 3, "y": -4}}));
+    for _ in 0..2 {
+        assert_eq!(norm("geo1_norm2"), json!({"result": 25}));
+        assert_eq!(norm("geo2_norm2"), json!({"result": 25}));
+        for app in ["geo1", "geo2"] {
+            assert_eq!(runtime(&s, app)["codeLoaded"], true);
+            eventually(&format!("{app}'s idle instance is dropped"), || {
+                runtime(&s, app)["instances"] == 0
+            });
+        }
+    }
+    // Updating one to another component changes that one only.
+    let (st, v) = s.post(
+        "/datanotes/apps/update/",
+        Some(&s.token),
+        &json!({"name": "geo1", "wasm_path": crate::wasm::component("planning"),
+                "write": ["personal.tasks.*"], "ddl": true}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_ne!(
+        s.app("geo1")["wasm"]["sha256"],
+        s.app("geo2")["wasm"]["sha256"]
+    );
+    s.tool_ok("planning_add_task", json!({"title": "after the update"}));
+    assert_eq!(norm("geo2_norm2"), json!({"result": 25}));
+    let (st, v) = s.post(
+        "/datanotes/apps/call/",
+        Some(&s.token),
+        &json!({"tool": "geo1_norm2", "arguments": {"p": {"x": 1, "y": 1}}}),
+    );
+    assert!(st != 200 || v["ok"] != true, "geo1_norm2 is gone: {v}");
+    // Deleting one keeps the other working, before and after its instance is dropped.
+    s.install("geo3", "shapes", json!({"limits": {"idle_ms": 100}}));
+    assert_eq!(norm("geo3_norm2"), json!({"result": 25}));
+    let (st, v) = s.post(
+        "/datanotes/apps/delete/",
+        Some(&s.token),
+        &json!({"name": "geo2"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(norm("geo3_norm2"), json!({"result": 25}));
+    eventually("geo3's idle instance is dropped", || {
+        runtime(&s, "geo3")["instances"] == 0
+    });
+    assert_eq!(norm("geo3_norm2"), json!({"result": 25}));
+    let h = s.tool_ok("geo3_hello", json!({"name": "Ada"}));
+    assert_eq!(h, json!({"result": "Hello, Ada!"}));
+}

@@ -158,13 +158,14 @@ pub(crate) struct GuestLimits {
     /// Set when a growth was refused: the call fails with this message.
     pub(super) refused: Option<String>,
     memory_mb: u64,
-    /// The app's meter and the runtime's: this instance counts in both while it lives.
-    meters: [Arc<Meter>; 2],
+    /// The app's meter, its component's (shared by the apps of one file) and the runtime's:
+    /// this instance counts in each while it lives.
+    meters: [Arc<Meter>; 3],
 }
 
 impl GuestLimits {
     /// The budget of one instance: `memory_mb` MiB; it counts in `meters` while it lives.
-    pub(super) fn new(memory_mb: u64, meters: [Arc<Meter>; 2]) -> GuestLimits {
+    pub(super) fn new(memory_mb: u64, meters: [Arc<Meter>; 3]) -> GuestLimits {
         for m in &meters {
             m.instances.fetch_add(1, Ordering::Relaxed);
         }

@@ -113,8 +113,6 @@ struct Inner {
     /// The component, ready to instantiate: loaded (or compiled) on first use, in a blocking
     /// thread, so that starting the server never waits for a compilation.
     pre: Mutex<Option<Result<typed::Pre, WasmError>>>,
-    /// Whether its code is mapped from the compile cache file (its pages can be released).
-    mapped: std::sync::atomic::AtomicBool,
     warm: Mutex<Vec<Instance>>,
     /// Whether a task drops the warm instances once idle (see `pool.rs`).
     reaping: std::sync::atomic::AtomicBool,
@@ -141,7 +139,6 @@ impl WasmApp {
             limits,
             sha: sha.to_string(),
             pre: Mutex::new(None),
-            mapped: Default::default(),
             warm: Mutex::new(vec![]),
             reaping: Default::default(),
             meter: Arc::default(),

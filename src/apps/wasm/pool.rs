@@ -37,10 +37,9 @@ impl Inner {
             return p.clone();
         }
         let rt = &self.rt;
-        let pre = rt.load(&self.sha).and_then(|(c, mapped)| {
-            self.mapped.store(mapped, Ordering::Relaxed);
-            Pre::new(rt, &c, &self.sha, &self.scope.name)
-        });
+        let pre = rt
+            .shared(&self.sha)
+            .and_then(|shared| Pre::new(rt, shared, &self.sha, &self.scope.name));
         if let Err(e) = &pre {
             tracing::error!(app = %self.scope.name, "{e}");
         }
@@ -73,7 +72,11 @@ impl Inner {
             .build();
         let limits = GuestLimits::new(
             self.limits.memory_mb,
-            [self.meter.clone(), self.rt.meter.clone()],
+            [
+                self.meter.clone(),
+                pre.shared().meter.clone(),
+                self.rt.meter.clone(),
+            ],
         );
         let host = Host {
             wasi,
@@ -185,6 +188,11 @@ impl Inner {
     fn keep_warm(self: &Arc<Self>, mut inst: Instance) {
         let idle = self.idle();
         if idle.is_zero() {
+            // Dropped at once; what the app held goes as after an idle time (off the call's
+            // path): nothing stays per call.
+            drop(inst);
+            let me = self.clone();
+            drop(self.rt.guests.handle().spawn_blocking(move || me.release()));
             return;
         }
         inst.since = Instant::now();
@@ -209,6 +217,23 @@ impl Inner {
             "codeLoaded": matches!(self.pre.try_lock().as_deref(), Ok(Some(Ok(_)))),
             "idleMs": self.idle().as_millis() as u64,
         })
+    }
+}
+
+impl Inner {
+    /// After instances were dropped (blocking): with the last live instance of its component
+    /// (of any app installed from the same file), the resident pages of its code go, and the
+    /// heap's free memory goes back to the system.
+    fn release(&self) {
+        // A load under way (the lock held) is for a call about to run.
+        if let Ok(slot) = self.pre.try_lock()
+            && let Some(Ok(pre)) = &*slot
+            && pre.shared().mapped
+            && pre.shared().meter.instances() == 0
+        {
+            super::runtime::release_code(pre.shared().component());
+        }
+        super::runtime::trim_heap();
     }
 }
 
@@ -237,16 +262,7 @@ async fn reap(app: Weak<Inner>, idle: Duration) {
             // off the guests' threads.
             let _ = tokio::task::spawn_blocking(move || {
                 drop(gone);
-                if me.meter.instances() == 0 && me.mapped.load(Ordering::Relaxed) {
-                    // A load under way (the lock held) is for a call about to run.
-                    if let Ok(slot) = me.pre.try_lock()
-                        && let Some(Ok(pre)) = &*slot
-                    {
-                        super::runtime::release_code(pre.component());
-                    }
-                }
-                drop(me);
-                super::runtime::trim_heap();
+                me.release();
             })
             .await;
         } else {

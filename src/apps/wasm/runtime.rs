@@ -4,6 +4,7 @@
 use super::error::WasmError;
 use super::host::Host;
 use super::limits::{self, Limits, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, Meter};
+use super::typed::Shared;
 use super::{WORLD, WasmApp, WasmInfo, bindings};
 use crate::apps::backend::Listing;
 use crate::auth::AppScope;
@@ -36,6 +37,9 @@ pub struct WasmRuntime {
     /// How long listing each component's tools took without running it, by SHA-256 (shown in
     /// an app's `runtime`, see [`WasmRuntime::listing_us`]).
     listing_times: std::sync::Mutex<std::collections::HashMap<String, ListingTimes>>,
+    /// The components loaded now, by SHA-256, while an app holds one: apps installed from the
+    /// same file share its code, metadata and linking (see [`WasmRuntime::shared`]).
+    loaded: std::sync::Mutex<std::collections::HashMap<String, std::sync::Weak<Shared>>>,
 }
 
 /// The last times (µs) the engine spent on a component's listing: deriving a typed
@@ -152,6 +156,7 @@ impl WasmRuntime {
             meter: Arc::default(),
             listing_key,
             listing_times: Default::default(),
+            loaded: Default::default(),
             engine,
             linker,
             apps_dir,
@@ -170,6 +175,31 @@ impl WasmRuntime {
         env!("CARGO_PKG_VERSION").hash(&mut h);
         self.cache_dir
             .join(format!("{sha}-{:016x}.cwasm", h.finish()))
+    }
+
+    /// The component installed as `sha`, loaded and linked: the one every app of that file
+    /// holds now, or loaded (compiled first if needed, see [`WasmRuntime::load`]). Blocking.
+    pub(super) fn shared(&self, sha: &str) -> std::result::Result<Arc<Shared>, WasmError> {
+        if let Some(s) = self
+            .loaded
+            .lock()
+            .unwrap()
+            .get(sha)
+            .and_then(|w| w.upgrade())
+        {
+            return Ok(s);
+        }
+        // Loaded without the lock (it may compile, for seconds): two apps of one file loading
+        // at the same moment may both load it; the first one kept is the one shared.
+        let (c, mapped) = self.load(sha)?;
+        let new = Arc::new(Shared::new(self, &c, mapped)?);
+        let mut loaded = self.loaded.lock().unwrap();
+        if let Some(s) = loaded.get(sha).and_then(|w| w.upgrade()) {
+            return Ok(s);
+        }
+        loaded.retain(|_, w| w.strong_count() > 0);
+        loaded.insert(sha.to_string(), Arc::downgrade(&new));
+        Ok(new)
     }
 
     /// The component for an installed file: mapped from the compile cache (compiled into it

@@ -31,22 +31,113 @@ use wasmtime::Store;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Type};
 
-/// A component ready to instantiate: of our world, or typed.
+/// A component ready to instantiate, for one app: its loaded and linked code (shared by every
+/// app installed from the same file), and for a typed component the app's own tools (their
+/// names carry the app's name).
 #[derive(Clone)]
 pub(in crate::apps::wasm) enum Pre {
     /// Exports `datanotes:app/tools`.
-    World(bindings::AppPre<Host>),
+    World(Arc<Shared>),
     /// Any other component: its functions are the tools.
-    Typed(InstancePre<Host>, Arc<Typed>),
+    Typed(Arc<Shared>, Arc<Typed>),
+}
+
+/// A component loaded once (mapped from the compile cache) and linked against the host, for
+/// every app installed from it: the runtime keeps it by SHA-256 while an app holds it
+/// ([`WasmRuntime::shared`]), so five apps of one Python component hold its code and
+/// metadata once.
+pub(in crate::apps::wasm) struct Shared {
+    linked: Linked,
+    /// Whether its code is mapped from the compile cache file (its pages can be released).
+    pub(in crate::apps::wasm) mapped: bool,
+    /// The live instances of it, of every app installed from it.
+    pub(in crate::apps::wasm) meter: Arc<super::limits::Meter>,
+}
+
+/// A component linked against the host, of either kind.
+enum Linked {
+    World(bindings::AppPre<Host>),
+    Typed(InstancePre<Host>),
+}
+
+impl Shared {
+    /// `c` checked (of our world, or typed with only imports we link) and linked.
+    pub(in crate::apps::wasm) fn new(
+        rt: &WasmRuntime,
+        c: &Component,
+        mapped: bool,
+    ) -> Result<Shared, WasmError> {
+        let link = |e: wasmtime::Error| WasmError::Link(format!("{e:#}"));
+        let ty = c.component_type();
+        // Any version of our tools interface: of our world (a wrong version is refused there,
+        // named, rather than its functions offered as typed tools).
+        let ours = TOOLS_INTERFACE.split('@').next().unwrap_or(TOOLS_INTERFACE);
+        let linked = if ty
+            .exports(&rt.engine)
+            .any(|(n, _)| n.split('@').next() == Some(ours))
+        {
+            check_world(&rt.engine, c)?;
+            let ipre = rt.linker.instantiate_pre(c).map_err(link)?;
+            Linked::World(bindings::AppPre::new(ipre).map_err(link)?)
+        } else {
+            check_imports(rt, c)?;
+            Linked::Typed(rt.linker.instantiate_pre(c).map_err(link)?)
+        };
+        Ok(Shared {
+            linked,
+            mapped,
+            meter: Arc::default(),
+        })
+    }
+
+    /// The component it instantiates.
+    pub(in crate::apps::wasm) fn component(&self) -> &Component {
+        match &self.linked {
+            Linked::World(p) => p.instance_pre().component(),
+            Linked::Typed(p) => p.component(),
+        }
+    }
 }
 
 impl Pre {
-    /// The component it instantiates.
-    pub(in crate::apps::wasm) fn component(&self) -> &Component {
+    /// The loaded code it instantiates.
+    pub(in crate::apps::wasm) fn shared(&self) -> &Arc<Shared> {
         match self {
-            Pre::World(p) => p.instance_pre().component(),
-            Pre::Typed(p, _) => p.component(),
+            Pre::World(s) | Pre::Typed(s, _) => s,
         }
+    }
+
+    /// The component of app `app` (installed as `sha`), loaded and linked as `shared`, ready
+    /// to instantiate: a typed component's tools are found (and named for the app) here.
+    pub(in crate::apps::wasm) fn new(
+        rt: &WasmRuntime,
+        shared: Arc<Shared>,
+        sha: &str,
+        app: &str,
+    ) -> Result<Pre, WasmError> {
+        if let Linked::World(_) = shared.linked {
+            return Ok(Pre::World(shared));
+        }
+        // What listing a typed component costs: its docs read, its tools derived.
+        let t0 = std::time::Instant::now();
+        // The WIT docs, if the component carries them (read from its installed file).
+        let docs = std::fs::File::open(rt.apps_dir.join(format!("{sha}.wasm")))
+            .ok()
+            .and_then(|f| package_docs(std::io::BufReader::new(f)));
+        let typed = discover(&rt.engine, shared.component(), app, docs.as_ref())?;
+        rt.note_listing(sha, true, t0.elapsed());
+        Ok(Pre::Typed(shared, Arc::new(typed)))
+    }
+
+    /// A new instance in `store`.
+    pub(in crate::apps::wasm) async fn instantiate_async(
+        &self,
+        store: &mut Store<Host>,
+    ) -> wasmtime::Result<Guest> {
+        Ok(match &self.shared().linked {
+            Linked::World(p) => Guest::World(p.instantiate_async(store).await?),
+            Linked::Typed(p) => Guest::Typed(p.instantiate_async(store).await?),
+        })
     }
 }
 
@@ -71,52 +162,6 @@ struct Func {
     index: ComponentExportIndex,
     params: Vec<(String, Type)>,
     result: Option<Type>,
-}
-
-impl Pre {
-    /// The component of app `app` (installed as `sha`), checked and ready to instantiate.
-    pub(in crate::apps::wasm) fn new(
-        rt: &WasmRuntime,
-        c: &Component,
-        sha: &str,
-        app: &str,
-    ) -> Result<Pre, WasmError> {
-        let link = |e: wasmtime::Error| WasmError::Link(format!("{e:#}"));
-        let ty = c.component_type();
-        // Any version of our tools interface: of our world (a wrong version is refused there,
-        // named, rather than its functions offered as typed tools).
-        let ours = TOOLS_INTERFACE.split('@').next().unwrap_or(TOOLS_INTERFACE);
-        if ty
-            .exports(&rt.engine)
-            .any(|(n, _)| n.split('@').next() == Some(ours))
-        {
-            check_world(&rt.engine, c)?;
-            let ipre = rt.linker.instantiate_pre(c).map_err(link)?;
-            return Ok(Pre::World(bindings::AppPre::new(ipre).map_err(link)?));
-        }
-        check_imports(rt, c)?;
-        // What listing a typed component costs: its docs read, its tools derived.
-        let t0 = std::time::Instant::now();
-        // The WIT docs, if the component carries them (read from its installed file).
-        let docs = std::fs::File::open(rt.apps_dir.join(format!("{sha}.wasm")))
-            .ok()
-            .and_then(|f| package_docs(std::io::BufReader::new(f)));
-        let typed = discover(&rt.engine, c, app, docs.as_ref())?;
-        rt.note_listing(sha, true, t0.elapsed());
-        let ipre = rt.linker.instantiate_pre(c).map_err(link)?;
-        Ok(Pre::Typed(ipre, Arc::new(typed)))
-    }
-
-    /// A new instance in `store`.
-    pub(in crate::apps::wasm) async fn instantiate_async(
-        &self,
-        store: &mut Store<Host>,
-    ) -> wasmtime::Result<Guest> {
-        Ok(match self {
-            Pre::World(p) => Guest::World(p.instantiate_async(store).await?),
-            Pre::Typed(p, _) => Guest::Typed(p.instantiate_async(store).await?),
-        })
-    }
 }
 
 /// The imports a typed component may have: the engine, the log and their types, and WASI.
