@@ -768,8 +768,23 @@ fn the_server_starts_before_its_components_are_compiled() {
         "the last known tools are not listed at start: {}",
         s2.app("journal")
     );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while s2.tool("journal_read", json!({"date": "2026-11-01"}))["ok"] != true {
+    // The first call waits for the compile, which takes minutes for a debug build on a loaded
+    // machine: a client without the kit's 60 s timeout.
+    let patient = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let read = || -> Value {
+        patient
+            .post(format!("{}/datanotes/apps/call/", s2.url))
+            .bearer_auth(&s2.token)
+            .json(&json!({"tool": "journal_read", "arguments": {"date": "2026-11-01"}}))
+            .send()
+            .and_then(|r| r.json())
+            .unwrap_or_else(|e| panic!("journal_read after the restart: {e}"))
+    };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while read()["ok"] != true {
         assert!(
             Instant::now() < deadline,
             "journal never answered after the restart"
