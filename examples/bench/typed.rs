@@ -32,20 +32,10 @@ const APPS: [(&str, &str); 3] = [
 /// The typed section: listing costs at install and at start, trivial calls via HTTP and inside
 /// the engine.
 pub(crate) fn section_typed(b: &mut Bench) -> Vec<Figure> {
-    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins");
-    let missing: Vec<&str> = APPS
-        .iter()
-        .map(|a| a.1)
-        .filter(|c| !plugins.join(format!("{c}.wasm")).is_file())
-        .collect();
-    if !missing.is_empty() {
-        progress(format!(
-            "skipped: no {} in {} (run scripts/build-plugins)",
-            missing.join(", "),
-            plugins.display()
-        ));
+    let components: Vec<&str> = APPS.iter().map(|a| a.1).collect();
+    let Some(plugins) = super::wasm::built_plugins(&components) else {
         return vec![];
-    }
+    };
     let calls = b.opts.app_calls * 4;
     let mut out = vec![];
     let tmp = tempfile::tempdir().expect("a database folder");

@@ -55,22 +55,10 @@ pub(crate) const WASM_SEED: &[(&str, &str)] = &[
 /// aggregator in this process, no HTTP).
 pub(crate) fn section_wasm(b: &mut Bench) -> Vec<Figure> {
     const S: &str = "wasm";
-    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins");
-    let missing: Vec<String> = WASM_APPS
-        .iter()
-        .map(|a| a.2)
-        .chain(["hostile"])
-        .filter(|c| !plugins.join(format!("{c}.wasm")).is_file())
-        .map(String::from)
-        .collect();
-    if !missing.is_empty() {
-        progress(format!(
-            "skipped: no {} in {} (run scripts/build-plugins)",
-            missing.join(", "),
-            plugins.display()
-        ));
+    let components: Vec<&str> = WASM_APPS.iter().map(|a| a.2).chain(["hostile"]).collect();
+    let Some(plugins) = built_plugins(&components) else {
         return vec![];
-    }
+    };
     let (calls, copies) = (b.opts.app_calls * 4, b.opts.wasm_copies);
     let mut out = vec![];
     let s = b.server();
@@ -459,4 +447,24 @@ pub(crate) fn wasm_in_engine(dir: &Path, calls: usize) -> Vec<Figure> {
     drop(agg);
     engine.shutdown();
     out
+}
+
+/// The folder of the built example components, when every one of `components` is there;
+/// otherwise says which are missing and answers `None` (the section is skipped).
+pub(crate) fn built_plugins(components: &[&str]) -> Option<PathBuf> {
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins");
+    let missing: Vec<&str> = components
+        .iter()
+        .copied()
+        .filter(|c| !plugins.join(format!("{c}.wasm")).is_file())
+        .collect();
+    if missing.is_empty() {
+        return Some(plugins);
+    }
+    progress(format!(
+        "skipped: no {} in {} (run scripts/build-plugins)",
+        missing.join(", "),
+        plugins.display()
+    ));
+    None
 }
