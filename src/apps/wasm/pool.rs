@@ -25,6 +25,8 @@ pub(super) struct Instance {
     pub(super) app: Guest,
     /// When it was last handed back (warm since).
     since: Instant,
+    /// While it is checked out: the epoch ticker ticks (guest code may run).
+    ticking: Option<limits::Ticking>,
 }
 
 impl Inner {
@@ -115,6 +117,7 @@ impl Inner {
             store,
             app,
             since: Instant::now(),
+            ticking: None,
         })
     }
 
@@ -125,6 +128,9 @@ impl Inner {
         actor: Actor,
         deadline: tokio::time::Instant,
     ) -> Result<Instance, WasmError> {
+        // From here until the instance is handed back (or dropped), guest code may run: its
+        // instantiation (start functions) too.
+        let ticking = limits::Ticking::new(&self.rt.ticker);
         let inst = self.warm.lock().unwrap().pop();
         let mut inst = match inst {
             Some(i) => i,
@@ -136,6 +142,7 @@ impl Inner {
         h.waited = false;
         h.outgoing.deadline = deadline.into_std();
         inst.store.set_epoch_deadline(1);
+        inst.ticking = Some(ticking);
         Ok(inst)
     }
 
@@ -196,6 +203,7 @@ impl Inner {
             return;
         }
         inst.since = Instant::now();
+        inst.ticking = None;
         self.warm.lock().unwrap().push(inst);
         // The reaper clears `reaping` under the lock when it finds no warm instance: either it
         // saw this one, or this sees `false` and starts a new reaper.
