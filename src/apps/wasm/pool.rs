@@ -233,9 +233,13 @@ impl Inner {
     /// (of any app installed from the same file), the resident pages of its code go, and the
     /// heap's free memory goes back to the system.
     fn release(&self) {
-        // A load under way (the lock held) is for a call about to run.
-        if let Ok(slot) = self.pre.try_lock()
-            && let Some(Ok(pre)) = &*slot
+        // A load under way (the lock held) is for a call about to run. The lock is not held
+        // while the pages go: a call (or the app's `runtime`) meanwhile finds its code loaded.
+        let pre = match self.pre.try_lock().as_deref() {
+            Ok(Some(Ok(pre))) => Some(pre.clone()),
+            _ => None,
+        };
+        if let Some(pre) = pre
             && pre.shared().mapped
             && pre.shared().meter.instances() == 0
         {
