@@ -289,20 +289,64 @@ pub(super) fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
     format!("the app failed: {e:#}")
 }
 
-/// Starts the epoch ticker of `engine`: CPU deadlines are counted in its ticks. It stops when
-/// the engine is dropped.
-pub(super) fn start_ticker(engine: &wasmtime::Engine) -> std::io::Result<()> {
+/// The epoch ticker: CPU deadlines are counted in its ticks. It ticks while guest code may run
+/// (an instance is checked out: instantiating, in a call or a listing) and sleeps otherwise, so
+/// that a server whose apps are idle is not woken 100 times a second.
+pub(super) struct Ticker {
+    /// Instances checked out now.
+    running: AtomicUsize,
+    thread: std::thread::Thread,
+}
+
+/// Keeps the ticker ticking while it is held (one per checked-out instance).
+pub(super) struct Ticking(Arc<Ticker>);
+
+impl Ticking {
+    /// Starts the ticker if it was asleep: its first tick comes one [`TICK`] later.
+    pub(super) fn new(t: &Arc<Ticker>) -> Ticking {
+        if t.running.fetch_add(1, Ordering::SeqCst) == 0 {
+            // Cheap when the thread is not parked (no system call).
+            t.thread.unpark();
+        }
+        Ticking(t.clone())
+    }
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Starts the epoch ticker of `engine`. It stops when the engine is dropped (within a second
+/// while it sleeps).
+pub(super) fn start_ticker(engine: &wasmtime::Engine) -> std::io::Result<Arc<Ticker>> {
     let weak = engine.weak();
-    std::thread::Builder::new()
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<Ticker>>(1);
+    let thread = std::thread::Builder::new()
         .name("datanotes-epoch".into())
         .spawn(move || {
-            while let Some(e) = weak.upgrade() {
-                e.increment_epoch();
-                drop(e);
+            let Ok(ticker) = rx.recv() else { return };
+            loop {
+                if ticker.running.load(Ordering::SeqCst) == 0 {
+                    // Asleep until an instance is checked out (`Ticking::new` unparks it).
+                    std::thread::park_timeout(Duration::from_secs(1));
+                    if weak.upgrade().is_none() {
+                        return;
+                    }
+                    continue;
+                }
                 std::thread::sleep(TICK);
+                let Some(e) = weak.upgrade() else { return };
+                e.increment_epoch();
             }
         })?;
-    Ok(())
+    let ticker = Arc::new(Ticker {
+        running: AtomicUsize::new(0),
+        thread: thread.thread().clone(),
+    });
+    let _ = tx.send(ticker.clone());
+    Ok(ticker)
 }
 
 /// Puts a new store under its limits: the memory budget, and `cpu_ms` counted in epoch ticks.

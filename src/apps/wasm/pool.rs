@@ -25,6 +25,8 @@ pub(super) struct Instance {
     pub(super) app: Guest,
     /// When it was last handed back (warm since).
     since: Instant,
+    /// While it is checked out: the epoch ticker ticks (guest code may run).
+    ticking: Option<limits::Ticking>,
 }
 
 impl Inner {
@@ -115,6 +117,7 @@ impl Inner {
             store,
             app,
             since: Instant::now(),
+            ticking: None,
         })
     }
 
@@ -125,6 +128,9 @@ impl Inner {
         actor: Actor,
         deadline: tokio::time::Instant,
     ) -> Result<Instance, WasmError> {
+        // From here until the instance is handed back (or dropped), guest code may run: its
+        // instantiation (start functions) too.
+        let ticking = limits::Ticking::new(&self.rt.ticker);
         let inst = self.warm.lock().unwrap().pop();
         let mut inst = match inst {
             Some(i) => i,
@@ -136,6 +142,7 @@ impl Inner {
         h.waited = false;
         h.outgoing.deadline = deadline.into_std();
         inst.store.set_epoch_deadline(1);
+        inst.ticking = Some(ticking);
         Ok(inst)
     }
 
@@ -196,6 +203,7 @@ impl Inner {
             return;
         }
         inst.since = Instant::now();
+        inst.ticking = None;
         self.warm.lock().unwrap().push(inst);
         // The reaper clears `reaping` under the lock when it finds no warm instance: either it
         // saw this one, or this sees `false` and starts a new reaper.
@@ -225,9 +233,13 @@ impl Inner {
     /// (of any app installed from the same file), the resident pages of its code go, and the
     /// heap's free memory goes back to the system.
     fn release(&self) {
-        // A load under way (the lock held) is for a call about to run.
-        if let Ok(slot) = self.pre.try_lock()
-            && let Some(Ok(pre)) = &*slot
+        // A load under way (the lock held) is for a call about to run. The lock is not held
+        // while the pages go: a call (or the app's `runtime`) meanwhile finds its code loaded.
+        let pre = match self.pre.try_lock().as_deref() {
+            Ok(Some(Ok(pre))) => Some(pre.clone()),
+            _ => None,
+        };
+        if let Some(pre) = pre
             && pre.shared().mapped
             && pre.shared().meter.instances() == 0
         {

@@ -31,6 +31,8 @@ pub struct WasmRuntime {
     pub(super) idle: std::time::Duration,
     /// Every live instance of every app.
     pub(crate) meter: Arc<Meter>,
+    /// The epoch ticker, ticking while an instance is checked out.
+    pub(super) ticker: Arc<limits::Ticker>,
     /// Part of a cached listing's name: a listing is kept per component and per build of the
     /// server (the conversion of a component's answers into tools belongs to the build).
     listing_key: u64,
@@ -143,7 +145,7 @@ impl WasmRuntime {
         std::fs::create_dir_all(&apps_dir)?;
         std::fs::create_dir_all(&cache_dir)?;
         // The epoch ticker: CPU deadlines are counted in its ticks.
-        limits::start_ticker(&engine)?;
+        let ticker = limits::start_ticker(&engine)?;
         let listing_key = {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -152,6 +154,7 @@ impl WasmRuntime {
             h.finish()
         };
         Ok(Arc::new(WasmRuntime {
+            ticker,
             idle: crate::knobs::ms("DATANOTES_WASM_IDLE_MS", 60_000),
             meter: Arc::default(),
             listing_key,
