@@ -23,7 +23,8 @@
 //! `X-Datanotes-Caller`). `--tool NAME` adds trivial
 //! tools (to force name collisions); `--bare` serves only those.
 //!
-//! Test knobs: `--json` answers `application/json` (stateless) instead of SSE;
+//! Test knobs: `--json` answers `application/json` (stateless) instead of SSE; `--nagle` leaves
+//! Nagle's algorithm on;
 //! `--slow-open-ms`, `--slow-list-ms`, `--slow-call-ms` delay `initialize`, `tools/list` and
 //! `tools/call`; `--mcp-token` is required as the bearer of every MCP request.
 //!
@@ -80,6 +81,11 @@ struct Args {
     /// Answer `application/json` (stateless) instead of SSE streams.
     #[arg(long)]
     json: bool,
+    /// Leave Nagle's algorithm on (no `TCP_NODELAY`), as a plain `axum::serve` does: an SSE
+    /// answer (a priming event, then the result) then waits for the client's delayed ACK on a
+    /// kept connection.
+    #[arg(long)]
+    nagle: bool,
     /// Require this bearer token on every MCP request (registered as the app's `mcp_token`).
     #[arg(long)]
     mcp_token: Option<String>,
@@ -143,6 +149,8 @@ struct Shared {
     /// `initialize` and `tools/list` requests served.
     initializes: AtomicU64,
     lists: AtomicU64,
+    /// `echo` calls served.
+    echoes: AtomicU64,
 }
 
 impl Shared {
@@ -348,6 +356,13 @@ impl App {
             "session": h("mcp-session-id"),
             "requestId": rc.id,
             "text": a.text,
+            // The engine's end of the connection the call came on, and how many calls of
+            // `echo` this process served (counting this one).
+            "peer": parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.to_string()),
+            "calls": self.s.echoes.fetch_add(1, Ordering::SeqCst) + 1,
         })))
     }
 
@@ -627,6 +642,7 @@ async fn main() -> anyhow::Result<()> {
         feed_error: Mutex::new(None),
         initializes: AtomicU64::new(0),
         lists: AtomicU64::new(0),
+        echoes: AtomicU64::new(0),
     });
     let app = App::new(s.clone());
     let config = if args.json {
@@ -647,11 +663,13 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
     // TCP_NODELAY: an MCP answer is a priming SSE event then the result; without it the result
-    // can wait for the client's delayed ACK.
+    // waits for the client's delayed ACK on a kept connection (unless `--nagle`).
     use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
+    let nodelay = !args.nagle;
+    let listener = listener.tap_io(move |tcp| {
+        let _ = tcp.set_nodelay(nodelay);
     });
+    let router = router.into_make_service_with_connect_info::<SocketAddr>();
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
 
     // Tell the engine where we are (and the bearer it must send us).

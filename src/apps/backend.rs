@@ -249,12 +249,37 @@ struct ActorHeader(Option<http::HeaderValue>, Option<http::HeaderValue>);
 /// says that the connection closed.
 /// It also notes the session id and headers its session posts with ([`Route`]), so that calls
 /// can be posted on the caller's own task (see [`RemoteApp::call_direct`]).
+///
+/// The call session's client keeps its connection to the app open between calls (`pooled`),
+/// while the app's answers come fast. A kept connection is only safe from stalls when the app
+/// sends each answer in one write or sets `TCP_NODELAY`: an app that writes an answer in two
+/// small writes with Nagle's algorithm on (rmcp's SSE server behind a plain `axum::serve`
+/// writes a priming event, then the result) waits for the engine's delayed ACK, ~40 ms per call
+/// on a kept connection (a new connection's first segments are acknowledged at once). So the
+/// first call of an app that takes [`SLOW_ANSWER`] or more turns the kept connections off for
+/// that app (`reuse`, shared by its sessions): a new connection per request, as rmcp's own
+/// client does. The listing session never keeps one (it lists rarely).
 #[derive(Clone)]
 struct ActorClient {
-    http: reqwest::Client,
+    /// A client that opens a new connection for every request.
+    fresh: reqwest::Client,
+    /// A client that keeps up to [`IDLE_PER_APP`] idle connections to the app; used while
+    /// `reuse` holds.
+    pooled: Option<reqwest::Client>,
+    reuse: Arc<AtomicBool>,
     too_big: Arc<AtomicBool>,
     route: Arc<std::sync::Mutex<Option<Route>>>,
 }
+
+/// The most idle connections kept open to one app, between its calls.
+const IDLE_PER_APP: usize = 2;
+/// How long an idle connection to an app is kept: shorter than the usual keep-alive of an
+/// HTTP server (5 s in uvicorn and Node), so that the engine closes it before the app does and
+/// never sends a call on a connection the app is closing (such a call would fail: a call is
+/// never sent twice).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+/// An answer that took this long may have waited for a delayed ACK (see [`ActorClient`]).
+const SLOW_ANSWER: Duration = Duration::from_millis(30);
 
 /// Where and how rmcp's session posts once it is open: its `Mcp-Session-Id` (none when the app
 /// is stateless) and its headers (`MCP-Protocol-Version`, the custom ones).
@@ -295,17 +320,43 @@ impl ActorClient {
         self.route.lock().unwrap().clone()
     }
 
-    fn new(too_big: Arc<AtomicBool>) -> ActorClient {
-        // As rmcp's own client: no idle connection reuse (delayed-ACK stalls), no redirects.
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(0)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
+    /// A client; `reuse`: one that keeps connections open while that flag holds.
+    fn new(too_big: Arc<AtomicBool>, reuse: Option<Arc<AtomicBool>>) -> ActorClient {
+        // No redirects; reqwest sets TCP_NODELAY on its side.
+        let build = |idle: usize| {
+            reqwest::Client::builder()
+                .pool_max_idle_per_host(idle)
+                .pool_idle_timeout(IDLE_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default()
+        };
         ActorClient {
-            http,
+            fresh: build(0),
+            pooled: reuse.is_some().then(|| build(IDLE_PER_APP)),
+            reuse: reuse.unwrap_or_default(),
             too_big,
             route: Arc::new(std::sync::Mutex::new(None)),
+        }
+    }
+
+    /// The client to post with now.
+    fn http(&self) -> &reqwest::Client {
+        match &self.pooled {
+            Some(p) if self.reuse.load(Ordering::Relaxed) => p,
+            _ => &self.fresh,
+        }
+    }
+
+    /// Whether requests go over kept connections.
+    fn reusing(&self) -> bool {
+        self.pooled.is_some() && self.reuse.load(Ordering::Relaxed)
+    }
+
+    /// Notes how long a call's answer took: a slow one turns the kept connections off.
+    fn answered_in(&self, took: Duration) {
+        if took >= SLOW_ANSWER && self.reuse.swap(false, Ordering::Relaxed) {
+            tracing::debug!("a slow answer: new connections from now on");
         }
     }
 
@@ -371,7 +422,7 @@ impl StreamableHttpClient for ActorClient {
         self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
         let r = self
-            .http
+            .http()
             .post_message(uri, message, session_id, auth_header, h)
             .await;
         self.watch(r)
@@ -389,7 +440,7 @@ impl StreamableHttpClient for ActorClient {
         self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
         let r = self
-            .http
+            .http()
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -414,7 +465,7 @@ impl StreamableHttpClient for ActorClient {
         self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
         let r = self
-            .http
+            .http()
             .post_message_with_response_limits(uri, message, session_id, auth_header, h, limits)
             .await;
         self.watch(r)
@@ -427,7 +478,7 @@ impl StreamableHttpClient for ActorClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
     ) -> Result<(), HttpErr> {
-        self.http
+        self.http()
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
     }
@@ -440,7 +491,7 @@ impl StreamableHttpClient for ActorClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
     ) -> SseResult {
-        self.http
+        self.http()
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await
     }
@@ -454,7 +505,7 @@ impl StreamableHttpClient for ActorClient {
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
         max_sse_event_size: usize,
     ) -> SseResult {
-        self.http
+        self.http()
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -489,6 +540,8 @@ pub struct RemoteApp {
     call: tokio::sync::Mutex<Option<Open>>,
     /// The ids of calls posted directly (`datanotes-<n>`: never one of rmcp's numbers).
     next_id: AtomicU64,
+    /// Whether calls keep their connection to the app open (see [`ActorClient`]).
+    reuse: Arc<AtomicBool>,
 }
 
 impl RemoteApp {
@@ -508,6 +561,7 @@ impl RemoteApp {
             list: tokio::sync::Mutex::new(None),
             call: tokio::sync::Mutex::new(None),
             next_id: AtomicU64::new(1),
+            reuse: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -541,7 +595,8 @@ impl RemoteApp {
             Purpose::List => self.too_big.clone(),
             Purpose::Call => Arc::new(AtomicBool::new(false)),
         };
-        let http = ActorClient::new(too_big);
+        let reuse = (p == Purpose::Call).then(|| self.reuse.clone());
+        let http = ActorClient::new(too_big, reuse);
         let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
         let client = match tokio::time::timeout(self.timeouts.open, ().serve(transport)).await {
             Err(_) => {
@@ -656,7 +711,10 @@ impl AppBackend for RemoteApp {
                     break 'direct (open.service, params);
                 };
                 let direct = self.call_direct(&open.client, route, params, who.clone(), ctx);
-                let r = match tokio::time::timeout(self.timeouts.call, direct).await {
+                let t0 = std::time::Instant::now();
+                let r = tokio::time::timeout(self.timeouts.call, direct).await;
+                open.client.answered_in(t0.elapsed());
+                let r = match r {
                     Err(_) => Err(timed_out(tool, self.timeouts.call)),
                     Ok(direct::Direct::Answered(r)) => r,
                     Ok(direct::Direct::Expired(params)) => {

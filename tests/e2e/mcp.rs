@@ -405,6 +405,59 @@ fn a_call_after_the_app_forgot_the_session_opens_a_new_one() {
     );
 }
 
+/// The engine keeps its connection to a remote app between calls; one the app closed (it
+/// restarted on the same port) fails no call and runs none twice; an app whose answers come
+/// slowly (maybe a delayed-ACK stall on a kept connection) gets a new connection per call.
+#[test]
+fn calls_keep_their_connection_to_an_app_and_survive_its_restart() {
+    let s = Server::start();
+    let t = create_app(&s, json!({"name": "planning"}));
+    let mut app = App::start(&s, "planning", &t, &[]);
+    wait_listed(&s, "planning");
+    let echo = |tool: &str, text: &str| {
+        let v = http_call(&s, &s.token, None, tool, json!({ "text": text }));
+        assert_eq!(v["ok"], true, "{v}");
+        let r = v["value"]["structuredContent"].clone();
+        assert_eq!(r["text"], text, "{v}");
+        r
+    };
+    let peers = |tool: &str, n: usize| {
+        let mut seen: Vec<String> = vec![];
+        for i in 0..n {
+            let p = echo(tool, &format!("call {i}"))["peer"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+        }
+        seen.len()
+    };
+    echo("planning_echo", "warm");
+    // A new connection per call would show 8 peers.
+    let n = peers("planning_echo", 8);
+    assert!(n <= 3, "8 calls came on {n} connections");
+    let before = echo("planning_echo", "before");
+
+    // Killed (its connections closed) and back on the same port: the next call answers, and
+    // ran once.
+    app.restart();
+    let after = echo("planning_echo", "after");
+    assert_eq!(after["calls"], 1, "{after}");
+    assert_ne!(after["session"], before["session"], "{after}");
+    let next = echo("planning_echo", "next");
+    assert_eq!(next["calls"], 2, "{next}");
+
+    // Answers that take 40 ms: a new connection for each call.
+    let t = create_app(&s, json!({"name": "slow"}));
+    let _slow = App::start(&s, "slow", &t, &["--slow-call-ms", "40"]);
+    wait_listed(&s, "slow");
+    echo("slow_echo", "warm");
+    echo("slow_echo", "warm again");
+    assert_eq!(peers("slow_echo", 3), 3);
+}
+
 #[test]
 fn the_bearer_token_and_the_actor_reach_the_app() {
     let s = Server::start();

@@ -38,6 +38,22 @@ pub(super) enum Direct {
     Expired(CallToolRequestParams),
 }
 
+/// How long the rest of an answer's stream is read after its result, so that its connection is
+/// kept for the next call (an app ends the stream right after the result).
+const DRAIN: Duration = Duration::from_millis(100);
+
+/// Reads the rest of an answer's stream after its result, off the call's path, when the
+/// connection is to be kept: an HTTP/1.1 connection goes back to the pool only once its answer
+/// was read to the end. Otherwise the stream is dropped, and its connection closed.
+fn drain(client: &ActorClient, mut events: Events) {
+    if client.reusing() {
+        tokio::spawn(async move {
+            let _ =
+                tokio::time::timeout(DRAIN, async { while events.next().await.is_some() {} }).await;
+        });
+    }
+}
+
 /// The most times an answer's stream is resumed after the app closed it.
 const MAX_RESUMES: usize = 100;
 /// The longest wait before resuming that an app may ask for (its SSE `retry`).
@@ -82,16 +98,22 @@ impl RemoteApp {
             Direct::Answered(Err(BackendError(format!("calling {tool} failed: {why}"))))
         };
         let sent = client
-            .http
+            .http()
             .post_message(uri, msg, route.session.clone(), self.token.clone(), headers)
             .await;
         let answer = match sent {
             Err(StreamableHttpError::SessionExpired) => return Direct::Expired(params),
             Err(e) => return failed(plain::error_words(&self.url, Peer::App, &e)),
             Ok(StreamableHttpPostResponse::Json(m, _)) => m,
-            Ok(StreamableHttpPostResponse::Sse(events, _)) => {
-                match self.read_answer(client, &route, events, &id, channel).await {
-                    Ok(m) => m,
+            Ok(StreamableHttpPostResponse::Sse(mut events, _)) => {
+                match self
+                    .read_answer(client, &route, &mut events, &id, channel)
+                    .await
+                {
+                    Ok(m) => {
+                        drain(client, events);
+                        m
+                    }
                     Err(why) => return failed(why),
                 }
             }
@@ -117,7 +139,7 @@ impl RemoteApp {
         &self,
         client: &ActorClient,
         route: &Route,
-        mut events: Events,
+        events: &mut Events,
         id: &NumberOrString,
         channel: Option<&dyn ClientChannel>,
     ) -> Result<ServerJsonRpcMessage, String> {
@@ -183,8 +205,8 @@ impl RemoteApp {
             if let Some(ms) = retry {
                 tokio::time::sleep(Duration::from_millis(ms).min(MAX_RETRY)).await;
             }
-            events = client
-                .http
+            *events = client
+                .http()
                 .get_stream(
                     self.url.as_str().into(),
                     route.session.clone(),
@@ -244,7 +266,7 @@ impl RemoteApp {
             ),
         };
         let _ = client
-            .http
+            .http()
             .post_message(
                 self.url.as_str().into(),
                 msg,
