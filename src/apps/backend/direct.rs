@@ -23,8 +23,9 @@ use super::{
 };
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use rmcp::model::{CustomResult, ProgressToken};
+use rmcp::model::{CallToolResult, CustomResult, ProgressToken, ServerResult};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -36,6 +37,30 @@ pub(super) enum Direct {
     /// The app no longer knows the session (HTTP 404): the call was not made; it goes through
     /// a new session.
     Expired(CallToolRequestParams),
+}
+
+/// A JSON-RPC message with its result left unread.
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    id: Option<NumberOrString>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+}
+
+/// The message `data` as the answer to the call `id`, if it is one with a tool result: read as
+/// a `CallToolResult` at once, rather than through rmcp's untagged message and result types
+/// (which try every kind of message, and 15 kinds of result before a tool's). Anything else
+/// is read the general way.
+fn tool_answer(data: &str, id: &NumberOrString) -> Option<ServerJsonRpcMessage> {
+    let e = serde_json::from_str::<Envelope>(data).ok()?;
+    if e.id.as_ref() != Some(id) {
+        return None;
+    }
+    let result = serde_json::from_str::<CallToolResult>(e.result?.get()).ok()?;
+    Some(ServerJsonRpcMessage::response(
+        ServerResult::CallToolResult(result),
+        id.clone(),
+    ))
 }
 
 /// How long the rest of an answer's stream is read after its result, so that its connection is
@@ -156,6 +181,9 @@ impl RemoteApp {
                 let Some(data) = ev.data.as_deref().filter(|d| !d.trim().is_empty()) else {
                     continue;
                 };
+                if let Some(answer) = tool_answer(data, id) {
+                    return Ok(answer);
+                }
                 let msg = match serde_json::from_str::<ServerJsonRpcMessage>(data) {
                     Ok(m) => m,
                     // A request whose parameters rmcp's types do not read (a newer schema):
