@@ -278,8 +278,10 @@ const IDLE_PER_APP: usize = 2;
 /// never sends a call on a connection the app is closing (such a call would fail: a call is
 /// never sent twice).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
-/// An answer that took this long may have waited for a delayed ACK (see [`ActorClient`]).
-const SLOW_ANSWER: Duration = Duration::from_millis(30);
+/// An answer that took this long may have waited for a delayed ACK (see [`ActorClient`]):
+/// `DATANOTES_APP_SLOW_ANSWER_MS`, 30 ms by default (a delayed ACK is at least 40 ms).
+static SLOW_ANSWER: std::sync::LazyLock<Duration> =
+    std::sync::LazyLock::new(|| crate::knobs::ms("DATANOTES_APP_SLOW_ANSWER_MS", 30));
 
 /// Where and how rmcp's session posts once it is open: its `Mcp-Session-Id` (none when the app
 /// is stateless) and its headers (`MCP-Protocol-Version`, the custom ones).
@@ -355,7 +357,7 @@ impl ActorClient {
 
     /// Notes how long a call's answer took: a slow one turns the kept connections off.
     fn answered_in(&self, took: Duration) {
-        if took >= SLOW_ANSWER && self.reuse.swap(false, Ordering::Relaxed) {
+        if took >= *SLOW_ANSWER && self.reuse.swap(false, Ordering::Relaxed) {
             tracing::debug!("a slow answer: new connections from now on");
         }
     }

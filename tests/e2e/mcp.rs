@@ -410,7 +410,9 @@ fn a_call_after_the_app_forgot_the_session_opens_a_new_one() {
 /// slowly (maybe a delayed-ACK stall on a kept connection) gets a new connection per call.
 #[test]
 fn calls_keep_their_connection_to_an_app_and_survive_its_restart() {
-    let s = Server::start();
+    // A slow answer is one of 250 ms here (30 ms by default): a loaded machine's debug build
+    // does not turn the kept connections off by chance.
+    let s = Server::start_with_env(&[("DATANOTES_APP_SLOW_ANSWER_MS", "250")]);
     let t = create_app(&s, json!({"name": "planning"}));
     let mut app = App::start(&s, "planning", &t, &[]);
     wait_listed(&s, "planning");
@@ -449,9 +451,9 @@ fn calls_keep_their_connection_to_an_app_and_survive_its_restart() {
     let next = echo("planning_echo", "next");
     assert_eq!(next["calls"], 2, "{next}");
 
-    // Answers that take 40 ms: a new connection for each call.
+    // Answers that take 300 ms: a new connection for each call.
     let t = create_app(&s, json!({"name": "slow"}));
-    let _slow = App::start(&s, "slow", &t, &["--slow-call-ms", "40"]);
+    let _slow = App::start(&s, "slow", &t, &["--slow-call-ms", "300"]);
     wait_listed(&s, "slow");
     echo("slow_echo", "warm");
     echo("slow_echo", "warm again");
