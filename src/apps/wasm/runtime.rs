@@ -74,11 +74,13 @@ const POOL_SLOTS: u32 = 1000;
 /// space, not memory: a fresh instance takes a free slot (its memory's reservation, its
 /// copy-on-write image if the slot last held the same component, a fiber stack) instead of
 /// mapping new ones, which took five system calls and their page faults on the path of a call
-/// after eviction; a slot given back keeps no resident pages (they are decommitted), so an idle
-/// app still holds none. Each cap per instance is what an app's limits allow at most (4 GiB
-/// of memory, a table of 512 Mi elements, the counts well above [`MAX_MEMORIES`],
-/// [`MAX_TABLES`], [`MAX_CORE_INSTANCES`]): the limiter still decides, and says why. Where the
-/// address space cannot be reserved, instances are allocated one by one (wasmtime's default).
+/// after eviction. A memory or table slot given back keeps no resident pages (they are
+/// decommitted); a fiber stack given back keeps the pages its calls touched (wasmtime decommits
+/// stacks only with `async_stack_zeroing`, not set here: see BENCHMARKS.md). Each cap per
+/// instance is what an app's limits allow at most (4 GiB of memory, a table of 512 Mi elements,
+/// the counts well above [`MAX_MEMORIES`], [`MAX_TABLES`], [`MAX_CORE_INSTANCES`]): the limiter
+/// still decides, and says why. Where the address space cannot be reserved, instances are
+/// allocated one by one (wasmtime's default).
 fn new_engine() -> wasmtime::Result<wasmtime::Engine> {
     let mut pool = wasmtime::PoolingAllocationConfig::new();
     pool.total_memories(POOL_SLOTS)
