@@ -6,9 +6,9 @@ use super::host::Host;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 use wasmtime::Store;
 
 /// Epoch ticks: the CPU deadline is counted in these.
@@ -291,11 +291,78 @@ pub(super) fn describe_trap(e: &wasmtime::Error, limits: &Limits) -> String {
 
 /// The epoch ticker: CPU deadlines are counted in its ticks. It ticks while guest code may run
 /// (an instance is checked out: instantiating, in a call or a listing) and sleeps otherwise, so
-/// that a server whose apps are idle is not woken 100 times a second.
+/// that a server whose apps are idle is not woken 100 times a second. Its thread also drops
+/// the apps' idle instances when they are due (see [`Ticker::reap_at`]): keeping an instance
+/// warm after a call wakes no thread on the call's path (the ticker is awake then: it ticked
+/// for the call), and an idle server has one sleeping thread for both.
 pub(super) struct Ticker {
     /// Instances checked out now.
     running: AtomicUsize,
     thread: std::thread::Thread,
+    due: std::sync::Mutex<Due>,
+}
+
+/// The apps whose warm instances the ticker thread drops, and until when it sleeps.
+#[derive(Default)]
+struct Due {
+    /// When an app's first warm instance has been idle long enough (`pool::reap`).
+    apps: Vec<(Instant, Weak<super::Inner>)>,
+    /// While the ticker thread sleeps (no instance checked out): until when.
+    parked_until: Option<Instant>,
+}
+
+impl Ticker {
+    /// Drops `app`'s idle instances at `at` (or soon after): the ticker thread runs
+    /// `Inner::reap` then. Wakes it only if it sleeps past `at`.
+    pub(super) fn reap_at(&self, at: Instant, app: Weak<super::Inner>) {
+        let mut due = self.due.lock().unwrap();
+        due.apps.push((at, app));
+        let wake = due.parked_until.is_some_and(|p| at < p);
+        drop(due);
+        if wake {
+            self.thread.unpark();
+        }
+    }
+
+    /// Drops every warm instance of every app now, wherever this is called (the instance
+    /// pool is full and a call needs a slot).
+    pub(super) fn reap_all(&self) {
+        let apps: Vec<Weak<super::Inner>> = self
+            .due
+            .lock()
+            .unwrap()
+            .apps
+            .iter()
+            .map(|(_, a)| a.clone())
+            .collect();
+        for app in apps.iter().filter_map(Weak::upgrade) {
+            app.drop_warm();
+        }
+    }
+
+    /// Reaps the apps that are due (their instances are dropped off this thread).
+    fn reap_due(&self) {
+        let now = Instant::now();
+        let ready: Vec<Weak<super::Inner>> = {
+            let mut due = self.due.lock().unwrap();
+            if !due.apps.iter().any(|(at, _)| *at <= now) {
+                return;
+            }
+            let (ready, kept) = due.apps.drain(..).partition(|(at, _)| *at <= now);
+            due.apps = kept;
+            ready.into_iter().map(|(_, app)| app).collect()
+        };
+        for app in ready {
+            let Some(app) = app.upgrade() else { continue };
+            if let Some(next) = app.reap() {
+                self.due
+                    .lock()
+                    .unwrap()
+                    .apps
+                    .push((next, Arc::downgrade(&app)));
+            }
+        }
+    }
 }
 
 /// Keeps the ticker ticking while it is held (one per checked-out instance).
@@ -318,6 +385,10 @@ impl Drop for Ticking {
     }
 }
 
+/// How long the ticker thread sleeps at most while nothing runs and nothing is due: it checks
+/// then whether the engine is gone.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
 /// Starts the epoch ticker of `engine`. It stops when the engine is dropped (within a second
 /// while it sleeps).
 pub(super) fn start_ticker(engine: &wasmtime::Engine) -> std::io::Result<Arc<Ticker>> {
@@ -328,9 +399,24 @@ pub(super) fn start_ticker(engine: &wasmtime::Engine) -> std::io::Result<Arc<Tic
         .spawn(move || {
             let Ok(ticker) = rx.recv() else { return };
             loop {
+                ticker.reap_due();
                 if ticker.running.load(Ordering::SeqCst) == 0 {
-                    // Asleep until an instance is checked out (`Ticking::new` unparks it).
-                    std::thread::park_timeout(Duration::from_secs(1));
+                    // Asleep until an instance is checked out (`Ticking::new` unparks it) or
+                    // an app's idle instances are due (`Ticker::reap_at`). Its time is set under
+                    // the lock `reap_at` takes: a reap registered meanwhile is counted in, or
+                    // sees it and wakes the thread.
+                    let now = Instant::now();
+                    let until = {
+                        let mut due = ticker.due.lock().unwrap();
+                        let first = due.apps.iter().map(|(at, _)| *at).min();
+                        let until = first.map_or(now + IDLE_CHECK, |f| f.min(now + IDLE_CHECK));
+                        due.parked_until = Some(until);
+                        until
+                    };
+                    if ticker.running.load(Ordering::SeqCst) == 0 {
+                        std::thread::park_timeout(until.saturating_duration_since(now));
+                    }
+                    ticker.due.lock().unwrap().parked_until = None;
                     if weak.upgrade().is_none() {
                         return;
                     }
@@ -344,6 +430,7 @@ pub(super) fn start_ticker(engine: &wasmtime::Engine) -> std::io::Result<Arc<Tic
     let ticker = Arc::new(Ticker {
         running: AtomicUsize::new(0),
         thread: thread.thread().clone(),
+        due: Default::default(),
     });
     let _ = tx.send(ticker.clone());
     Ok(ticker)

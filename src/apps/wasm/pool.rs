@@ -11,8 +11,8 @@ use super::net::Outgoing;
 use super::typed::{Guest, Pre};
 use crate::engine::Actor;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use wasmtime::Store;
 use wasmtime::component::ResourceTable;
@@ -63,9 +63,27 @@ impl Inner {
             .map_err(|_| WasmError::Panicked("loading the component".into()))?
     }
 
-    /// A fresh instance: a store of its own, under the app's limits.
+    /// A fresh instance: a store of its own, under the app's limits. When the instance pool
+    /// is full, every app's warm instances are dropped (their slots freed) and it is tried once
+    /// more.
     async fn instantiate(self: &Arc<Self>) -> Result<Instance, WasmError> {
         let pre = self.loaded().await?;
+        match self.instantiate_in(&pre).await {
+            Err(Fresh::PoolFull(why)) => {
+                tracing::warn!(app = %self.scope.name, "{why}: dropping every warm instance");
+                self.rt.ticker.reap_all();
+                self.instantiate_in(&pre).await
+            }
+            r => r,
+        }
+        .map_err(|e| match e {
+            Fresh::Failed(e) => e,
+            Fresh::PoolFull(why) => WasmError::Instantiate(Box::new(WasmError::Wasmtime(why))),
+        })
+    }
+
+    /// [`Inner::instantiate`], once.
+    async fn instantiate_in(self: &Arc<Self>, pre: &Pre) -> Result<Instance, Fresh> {
         let (stdout, stderr) = (LogPipe::default(), LogPipe::default());
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
@@ -103,6 +121,12 @@ impl Inner {
         limits::limit(&mut store);
         let app = match pre.instantiate_async(&mut store).await {
             Ok(app) => app,
+            Err(e)
+                if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                    .is_some() =>
+            {
+                return Err(Fresh::PoolFull(format!("{e:#}")));
+            }
             Err(e) => {
                 let text = format!("{e:#}");
                 let why = match (store.data().limits.refused.clone(), describe_count(&text)) {
@@ -110,7 +134,7 @@ impl Inner {
                     (None, Some(count)) => count,
                     (None, None) => WasmError::Wasmtime(text),
                 };
-                return Err(WasmError::Instantiate(Box::new(why)));
+                return Err(Fresh::Failed(WasmError::Instantiate(Box::new(why))));
             }
         };
         Ok(Instance {
@@ -190,8 +214,8 @@ impl Inner {
         self.limits.idle(self.rt.idle)
     }
 
-    /// Keeps an instance for the next call, until it has been idle for [`Inner::idle`] (a
-    /// reaper task of the app's drops it then; one runs while the app has warm instances).
+    /// Keeps an instance for the next call, until it has been idle for [`Inner::idle`] (the
+    /// ticker thread drops it then, see [`Inner::reap`]).
     fn keep_warm(self: &Arc<Self>, mut inst: Instance) {
         let idle = self.idle();
         if idle.is_zero() {
@@ -202,16 +226,16 @@ impl Inner {
             drop(self.rt.guests.handle().spawn_blocking(move || me.release()));
             return;
         }
-        inst.since = Instant::now();
+        let since = Instant::now();
+        inst.since = since;
         inst.ticking = None;
         self.warm.lock().unwrap().push(inst);
-        // The reaper clears `reaping` under the lock when it finds no warm instance: either it
-        // saw this one, or this sees `false` and starts a new reaper.
+        // `Inner::reap` clears `reaping` under the lock when it finds no warm instance: either
+        // it saw this one, or this sees `false` and asks for a reap again. The ticker thread
+        // runs it (awake now: it ticked for this call), so that no thread is woken here, on the
+        // call's path.
         if !self.reaping.swap(true, Ordering::SeqCst) {
-            self.rt
-                .guests
-                .handle()
-                .spawn(reap(Arc::downgrade(self), idle));
+            self.rt.ticker.reap_at(since + idle, Arc::downgrade(self));
         }
     }
 
@@ -249,38 +273,46 @@ impl Inner {
     }
 }
 
-/// Drops the app's instances idle for `idle`, until it has none (or the app is gone); with the
-/// last one, the resident pages of its code go too: an app nobody calls holds its code mapped,
-/// not in memory.
-async fn reap(app: Weak<Inner>, idle: Duration) {
-    loop {
-        let (gone, next, me) = {
-            let Some(me) = app.upgrade() else { return };
-            let now = Instant::now();
-            let mut warm = me.warm.lock().unwrap();
-            let (gone, kept): (Vec<Instance>, Vec<Instance>) = warm
-                .drain(..)
-                .partition(|i| now.duration_since(i.since) >= idle);
-            *warm = kept;
-            let next = warm.iter().map(|i| i.since + idle).min();
-            if next.is_none() {
-                me.reaping.store(false, Ordering::SeqCst);
-            }
-            drop(warm);
-            (gone, next, me)
-        };
+/// Why [`Inner::instantiate_in`] made no instance.
+enum Fresh {
+    /// The instance pool has no free slot (of a kind): wasmtime's message.
+    PoolFull(String),
+    Failed(WasmError),
+}
+
+impl Inner {
+    /// Drops every warm instance of the app now (the instance pool is full, see
+    /// [`Inner::instantiate`]).
+    pub(super) fn drop_warm(&self) {
+        let gone = std::mem::take(&mut *self.warm.lock().unwrap());
+        drop(gone);
+    }
+
+    /// Drops the app's instances idle for its `idle_ms` (called by the ticker thread, see
+    /// [`limits::Ticker::reap_at`]): their memories are unmapped, and with the last one the
+    /// resident pages of its code go too, in a blocking thread. Answers when the next warm
+    /// instance is due, or `None` (and clears `reaping`) when none is left: an app nobody calls
+    /// holds its code mapped, not in memory.
+    pub(super) fn reap(self: &Arc<Self>) -> Option<Instant> {
+        let idle = self.idle();
+        let now = Instant::now();
+        let mut warm = self.warm.lock().unwrap();
+        let (gone, kept): (Vec<Instance>, Vec<Instance>) = warm
+            .drain(..)
+            .partition(|i| now.duration_since(i.since) >= idle);
+        *warm = kept;
+        let next = warm.iter().map(|i| i.since + idle).min();
+        if next.is_none() {
+            self.reaping.store(false, Ordering::SeqCst);
+        }
+        drop(warm);
         if !gone.is_empty() {
-            // Unmapping their memories (and the component's code) and giving the heap back:
-            // off the guests' threads.
-            let _ = tokio::task::spawn_blocking(move || {
+            let me = self.clone();
+            drop(self.rt.guests.handle().spawn_blocking(move || {
                 drop(gone);
                 me.release();
-            })
-            .await;
-        } else {
-            drop(me);
+            }));
         }
-        let Some(next) = next else { return };
-        tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+        next
     }
 }

@@ -61,9 +61,48 @@ fn engine_config() -> wasmtime::Config {
     // A fresh instance maps its memory's initial image copy-on-write from the compile cache
     // file (loaded with `deserialize_file`, which maps it rather than reading it): instances
     // come and go (dropped when idle), and a new one costs a mapping, not a copy of the heap.
-    // The default on-demand allocator (not the pooling one): an idle app reserves no slots.
     config.memory_init_cow(true);
     config
+}
+
+/// The slots of the instance pool (of each kind: memories, tables, fiber stacks, component
+/// instances; ten times as many core instances): how many instances, in calls or warm, all
+/// apps may have at once before warm ones are dropped to make room.
+const POOL_SLOTS: u32 = 1000;
+
+/// The engine: [`engine_config`] with the pooling allocator. Its slots are reserved address
+/// space, not memory: a fresh instance takes a free slot (its memory's reservation, its
+/// copy-on-write image if the slot last held the same component, a fiber stack) instead of
+/// mapping new ones, which took five system calls and their page faults on the path of a call
+/// after eviction. A memory or table slot given back keeps no resident pages (they are
+/// decommitted); a fiber stack given back keeps the pages its calls touched (wasmtime decommits
+/// stacks only with `async_stack_zeroing`, not set here: see BENCHMARKS.md). Each cap per
+/// instance is what an app's limits allow at most (4 GiB of memory, a table of 512 Mi elements,
+/// the counts well above [`MAX_MEMORIES`], [`MAX_TABLES`], [`MAX_CORE_INSTANCES`]): the limiter
+/// still decides, and says why. Where the address space cannot be reserved, instances are
+/// allocated one by one (wasmtime's default).
+fn new_engine() -> wasmtime::Result<wasmtime::Engine> {
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    pool.total_memories(POOL_SLOTS)
+        .total_tables(POOL_SLOTS)
+        .total_stacks(POOL_SLOTS)
+        .total_component_instances(POOL_SLOTS)
+        .total_core_instances(POOL_SLOTS * 10)
+        .max_memories_per_component(POOL_SLOTS)
+        .max_tables_per_component(POOL_SLOTS)
+        .max_core_instances_per_component(POOL_SLOTS)
+        .max_memories_per_module(POOL_SLOTS)
+        .max_tables_per_module(POOL_SLOTS)
+        .max_memory_size(4 << 30)
+        .table_elements(1 << 29);
+    let mut config = engine_config();
+    config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    wasmtime::Engine::new(&config).or_else(|e| {
+        tracing::warn!(
+            "cannot reserve the WASM instance pool ({e:#}): instances are allocated one by one"
+        );
+        wasmtime::Engine::new(&engine_config())
+    })
 }
 
 /// The guests' runtime: `DATANOTES_WASM_THREADS` worker threads (2 by default), at a lower
@@ -127,12 +166,18 @@ impl WasmRuntime {
         // first such buffer is freed, and memory at the top of a thread's arena is never given
         // back (not even by `malloc_trim`), which left a server tens of MiB larger per install.
         // SAFETY: mallopt only tunes the allocator.
+        // Nor is free memory kept at the top of a heap when it shrinks (glibc keeps 128 KiB by
+        // default): `malloc_trim` gives back the top of the main heap only, and a thread's heap
+        // shrinks only when a free leaves its top free, down to this pad. What loading a
+        // component left free at the top of the loading thread's heap (~170 KiB for a Python
+        // app) otherwise stayed with an idle app.
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         unsafe {
             libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+            libc::mallopt(libc::M_TOP_PAD, 0);
         }
         let wt = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
-        let engine = wasmtime::Engine::new(&engine_config()).map_err(wt)?;
+        let engine = new_engine().map_err(wt)?;
         let mut linker = Linker::<Host>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wt)?;
         // Every request is checked against the app's allow_hosts (`net::Outgoing`).
@@ -481,7 +526,7 @@ pub fn compile_main(input: &Path, output: &Path) -> i32 {
         eprintln!("{msg}");
         COMPILE_FAILED
     };
-    let engine = match wasmtime::Engine::new(&engine_config()) {
+    let engine = match new_engine() {
         Ok(e) => e,
         Err(e) => return fail(format!("{e:#}")),
     };
