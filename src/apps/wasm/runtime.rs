@@ -81,7 +81,11 @@ const POOL_SLOTS: u32 = 1000;
 /// the counts well above [`MAX_MEMORIES`], [`MAX_TABLES`], [`MAX_CORE_INSTANCES`]): the limiter
 /// still decides, and says why. Where the address space cannot be reserved, instances are
 /// allocated one by one (wasmtime's default).
+/// `DATANOTES_WASM_POOL=0` turns the pool off (instances allocated one by one).
 fn new_engine() -> wasmtime::Result<wasmtime::Engine> {
+    if crate::knobs::num("DATANOTES_WASM_POOL", 1) == 0 {
+        return wasmtime::Engine::new(&engine_config());
+    }
     let mut pool = wasmtime::PoolingAllocationConfig::new();
     pool.total_memories(POOL_SLOTS)
         .total_tables(POOL_SLOTS)
