@@ -18,6 +18,7 @@ use crate::ops::{self, Ctx};
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -52,7 +53,9 @@ struct Slot {
     /// The error while unreachable, and when; on recovery it becomes `previous_error`.
     last_error: Option<(String, String)>,
     previous_error: Option<(String, String)>,
-    last_seen: Option<String>,
+    /// When the app last answered (Unix milliseconds; 0: never): set by every call, so kept as
+    /// a number, written out when an entry is read.
+    last_seen: AtomicI64,
     /// Listings failed in a row, and when the next probe is due (exponential backoff).
     failures: u32,
     next_probe: Option<tokio::time::Instant>,
@@ -281,7 +284,7 @@ impl Aggregator {
                             reachable: None,
                             last_error: None,
                             previous_error: None,
-                            last_seen: None,
+                            last_seen: AtomicI64::new(0),
                             failures: 0,
                             next_probe: None,
                         });
@@ -586,7 +589,11 @@ impl Aggregator {
                     .as_ref()
                     .map(|(m, at)| json!({"message": m, "at": at}))
             );
-            e["lastSeen"] = json!(s.last_seen);
+            e["lastSeen"] = json!(
+                Some(s.last_seen.load(Ordering::Relaxed))
+                    .filter(|&ms| ms != 0)
+                    .map(crate::engine::journal::time_of_ms)
+            );
             if let Some(st) = s.backend.stats() {
                 e["runtime"] = st;
             }
@@ -714,16 +721,16 @@ impl Aggregator {
                 is_mcp_result: false,
             };
         };
-        let app = ns.tools[i].0.clone();
-        let slot = {
+        let app = &ns.tools[i].0;
+        let backend = {
             let slots = self.slots.read().unwrap();
             slots
                 .iter()
-                .find(|s| s.name == app)
-                .map(|s| (s.backend.clone(), s.fingerprint.clone()))
+                .find(|s| &s.name == app)
+                .map(|s| s.backend.clone())
         };
-        let Some((backend, fp)) = slot else {
-            return unreachable(&app, "it has no backend");
+        let Some(backend) = backend else {
+            return unreachable(app, "it has no backend");
         };
         let cc = CallContext {
             actor: match (&ctx.actor.harness, &ctx.actor.model) {
@@ -738,15 +745,28 @@ impl Aggregator {
         let t0 = std::time::Instant::now();
         let r = backend.call(tool, args, &cc).await;
         tracing::debug!(app = %app, tool, us = t0.elapsed().as_micros() as u64, ok = r.is_ok(), "app call");
-        {
+        // The slot of this backend (not of a newer one, after an update): an answer from an app
+        // known to be reachable only moves `last_seen` (under the read lock); anything else
+        // (a failure, a recovery) is recorded under the write lock.
+        let same = |s: &Slot| &s.name == app && Arc::ptr_eq(&s.backend, &backend);
+        let seen = r.is_ok() && {
+            let slots = self.slots.read().unwrap();
+            slots.iter().find(|s| same(s)).is_none_or(|s| {
+                let steady = s.reachable == Some(true) && s.last_error.is_none();
+                if steady {
+                    s.last_seen
+                        .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+                }
+                steady
+            })
+        };
+        if !seen {
             let mut slots = self.slots.write().unwrap();
-            if let Some(s) = slots
-                .iter_mut()
-                .find(|s| s.name == app && s.fingerprint == fp)
-            {
+            if let Some(s) = slots.iter_mut().find(|s| same(s)) {
                 record(s, r.as_ref().err());
             }
         }
+        let app = app.clone();
         match r {
             Ok(mut v) => {
                 structured_as_object(&mut v);
@@ -780,7 +800,8 @@ fn record(s: &mut Slot, err: Option<&BackendError>) {
                 tracing::info!(app = %s.name, "app {} is reachable again", s.name);
             }
             s.reachable = Some(true);
-            s.last_seen = Some(crate::engine::journal::now());
+            s.last_seen
+                .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
             if let Some(e) = s.last_error.take() {
                 s.previous_error = Some(e);
             }
