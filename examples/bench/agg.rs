@@ -317,6 +317,7 @@ pub(crate) fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
             Figure::new(S, "mcp_wasm_call_p99_over_p50", lw.p99 / lw.p50, "x")
                 .target(Target::AtMost(2.0)),
         );
+        mcp_figs.extend(wasm_breakdown(rt, http, &url, &token, &raw_session, calls));
         s.call("apps/delete", json!({"name": "planning"}));
     }
     let mut out = vec![
@@ -349,4 +350,60 @@ pub(crate) fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
     out.push(Figure::new(S, "apps_call_over_direct", ratio, "x").target(Target::AtMost(1.3)));
     out.extend(mcp_figs);
     out
+}
+
+/// A breakdown of the WASM call's cost over the ping, in a loop of its own after the figures
+/// above (which it does not change), on the same session, interleaved: `ping`; `tools/call` of a
+/// name no tool has (the door, the request's parsing, the aggregator's refusal, the answer and
+/// its tool-call event, without an app); the trivial WASM call. Ratios to the ping's p50.
+fn wasm_breakdown(
+    rt: &tokio::runtime::Runtime,
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    sid: &str,
+    calls: usize,
+) -> Vec<Figure> {
+    const S: &str = "agg";
+    let call = |name: &str| {
+        let t0 = Instant::now();
+        rt.block_on(mcp_raw_request(
+            http,
+            url,
+            token,
+            sid,
+            "tools/call",
+            json!({"name": name, "arguments": {}}),
+        ));
+        t0.elapsed()
+    };
+    let (mut ping, mut none, mut wasm) = (vec![], vec![], vec![]);
+    for i in 0..20 + calls * 4 {
+        let t0 = Instant::now();
+        rt.block_on(mcp_raw_call(http, url, token, sid, "ping"));
+        let d1 = t0.elapsed();
+        let d2 = call("no_such_tool_here");
+        let d3 = call("planning_complete_task");
+        if i >= 20 {
+            ping.push(d1);
+            none.push(d2);
+            wasm.push(d3);
+        }
+    }
+    let (lp, ln, lw) = (Latency::of(&ping), Latency::of(&none), Latency::of(&wasm));
+    progress(format!(
+        "breakdown: ping p50 {:.3} ms; tools/call of no tool {:.3} ms = {:.2}x; trivial WASM tool {:.3} ms = {:.2}x",
+        lp.p50,
+        ln.p50,
+        ln.p50 / lp.p50,
+        lw.p50,
+        lw.p50 / lp.p50
+    ));
+    vec![
+        Figure::new(S, "breakdown_ping_p50_ms", lp.p50, "ms"),
+        Figure::new(S, "breakdown_no_tool_p50_ms", ln.p50, "ms"),
+        Figure::new(S, "breakdown_wasm_call_p50_ms", lw.p50, "ms"),
+        Figure::new(S, "breakdown_no_tool_over_ping", ln.p50 / lp.p50, "x"),
+        Figure::new(S, "breakdown_wasm_call_over_ping", lw.p50 / lp.p50, "x"),
+    ]
 }
