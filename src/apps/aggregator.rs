@@ -4,20 +4,20 @@
 //! in the app's `skippedTools`. Listing never waits on an app: it serves the last known tools.
 //! Written once, above [`AppBackend`], for every kind of app.
 
-use super::backend::{
-    AppBackend, BackendError, CallContext, ClientChannel, Listing, RemoteApp, Timeouts,
-    structured_as_object,
-};
+mod call;
+
+use super::backend::{AppBackend, BackendError, Listing, RemoteApp, Timeouts};
 use super::limits::{ListingCaps, backoff};
 use super::wasm::{WasmApp, WasmRuntime};
 use super::{AppRecord, Registry};
 use crate::auth::{self, Access, Caller, Target};
 use crate::engine::Engine;
-use crate::error::{Error, Result};
-use crate::ops::{self, Ctx};
+use crate::error::Result;
+use crate::ops;
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -52,7 +52,9 @@ struct Slot {
     /// The error while unreachable, and when; on recovery it becomes `previous_error`.
     last_error: Option<(String, String)>,
     previous_error: Option<(String, String)>,
-    last_seen: Option<String>,
+    /// When the app last answered (Unix milliseconds; 0: never): set by every call, so kept as
+    /// a number, written out when an entry is read.
+    last_seen: AtomicI64,
     /// Listings failed in a row, and when the next probe is due (exponential backoff).
     failures: u32,
     next_probe: Option<tokio::time::Instant>,
@@ -281,7 +283,7 @@ impl Aggregator {
                             reachable: None,
                             last_error: None,
                             previous_error: None,
-                            last_seen: None,
+                            last_seen: AtomicI64::new(0),
                             failures: 0,
                             next_probe: None,
                         });
@@ -586,7 +588,11 @@ impl Aggregator {
                     .as_ref()
                     .map(|(m, at)| json!({"message": m, "at": at}))
             );
-            e["lastSeen"] = json!(s.last_seen);
+            e["lastSeen"] = json!(
+                Some(s.last_seen.load(Ordering::Relaxed))
+                    .filter(|&ms| ms != 0)
+                    .map(crate::engine::journal::time_of_ms)
+            );
             if let Some(st) = s.backend.stats() {
                 e["runtime"] = st;
             }
@@ -658,118 +664,6 @@ impl Aggregator {
         }
         s
     }
-
-    /// Calls a tool of the namespace for a caller (if its `call_tools` let it: the check is
-    /// `auth::authorize`'s, before anything else, so a refused name says nothing of the tool).
-    pub async fn call(&self, tool: &str, args: Value, ctx: Ctx) -> CallOutcome {
-        self.call_with(tool, args, ctx, None).await
-    }
-
-    /// [`Self::call`], with the caller's side of the call (`client`): where an app's log
-    /// messages and progress go and who answers its requests while the call runs.
-    pub async fn call_with(
-        &self,
-        tool: &str,
-        args: Value,
-        ctx: Ctx,
-        client: Option<Arc<dyn ClientChannel>>,
-    ) -> CallOutcome {
-        if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
-            return CallOutcome {
-                ok: false,
-                value: e.to_json(),
-                served_by: "engine".into(),
-                is_mcp_result: false,
-            };
-        }
-        if ops::find(tool).is_some() {
-            let engine = self.engine.clone();
-            let name = tool.to_string();
-            let r = tokio::task::spawn_blocking(move || ops::call(&engine, &ctx, &name, args))
-                .await
-                .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
-            return match r {
-                Ok(v) => CallOutcome {
-                    ok: true,
-                    value: v,
-                    served_by: "engine".into(),
-                    is_mcp_result: false,
-                },
-                Err(e) => CallOutcome {
-                    ok: false,
-                    value: e.to_json(),
-                    served_by: "engine".into(),
-                    is_mcp_result: false,
-                },
-            };
-        }
-        let ns = self.ns.read().unwrap().clone();
-        let Some(&i) = ns.by_name.get(tool) else {
-            let e = Error::not_found(format!("no tool {tool:?}"))
-                .hint("tools/list (or apps/tools/) lists the tools");
-            return CallOutcome {
-                ok: false,
-                value: e.to_json(),
-                served_by: "engine".into(),
-                is_mcp_result: false,
-            };
-        };
-        let app = ns.tools[i].0.clone();
-        let slot = {
-            let slots = self.slots.read().unwrap();
-            slots
-                .iter()
-                .find(|s| s.name == app)
-                .map(|s| (s.backend.clone(), s.fingerprint.clone()))
-        };
-        let Some((backend, fp)) = slot else {
-            return unreachable(&app, "it has no backend");
-        };
-        let cc = CallContext {
-            actor: match (&ctx.actor.harness, &ctx.actor.model) {
-                (Some(h), Some(m)) => Some(format!("{h} / {m}")),
-                (Some(h), None) => Some(h.clone()),
-                _ => None,
-            },
-            session: ctx.actor.session.clone(),
-            caller: Some(ctx.caller.token_name()),
-            client,
-        };
-        let t0 = std::time::Instant::now();
-        let r = backend.call(tool, args, &cc).await;
-        tracing::debug!(app = %app, tool, us = t0.elapsed().as_micros() as u64, ok = r.is_ok(), "app call");
-        {
-            let mut slots = self.slots.write().unwrap();
-            if let Some(s) = slots
-                .iter_mut()
-                .find(|s| s.name == app && s.fingerprint == fp)
-            {
-                record(s, r.as_ref().err());
-            }
-        }
-        match r {
-            Ok(mut v) => {
-                structured_as_object(&mut v);
-                let ok = !v.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                CallOutcome {
-                    ok,
-                    value: v,
-                    served_by: app,
-                    is_mcp_result: true,
-                }
-            }
-            Err(e) => unreachable(&app, &e.0),
-        }
-    }
-}
-
-fn unreachable(app: &str, why: &str) -> CallOutcome {
-    CallOutcome {
-        ok: false,
-        value: Value::String(format!("app {app} is not reachable: {why}")),
-        served_by: app.to_string(),
-        is_mcp_result: false,
-    }
 }
 
 /// Notes an app's answer (or failure): one log line per change of reachability, naming the app.
@@ -780,7 +674,8 @@ fn record(s: &mut Slot, err: Option<&BackendError>) {
                 tracing::info!(app = %s.name, "app {} is reachable again", s.name);
             }
             s.reachable = Some(true);
-            s.last_seen = Some(crate::engine::journal::now());
+            s.last_seen
+                .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
             if let Some(e) = s.last_error.take() {
                 s.previous_error = Some(e);
             }

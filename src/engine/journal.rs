@@ -295,6 +295,13 @@ pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// A time given in Unix milliseconds, written as [`now`] writes it.
+pub fn time_of_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS migrations(
   seq INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -189,8 +189,8 @@ impl Mcp {
                 None,
             ));
         };
-        let client = rc.peer.peer_info().map(|i| i.client_info.name.clone());
-        self.server_ctx(parts, client)
+        let info = rc.peer.peer_info();
+        self.server_ctx(parts, info.as_ref().map(|i| i.client_info.name.as_str()))
     }
 
     /// The caller: the token's (checked once, by [`require_token`]), the session, and the
@@ -198,7 +198,7 @@ impl Mcp {
     fn server_ctx(
         &self,
         parts: &http::request::Parts,
-        client: Option<String>,
+        client: Option<&str>,
     ) -> Result<Ctx, ErrorData> {
         let ctx = match parts.extensions.get::<Ctx>() {
             Some(c) => c.clone(),
@@ -216,7 +216,7 @@ impl Mcp {
 /// (`harness / model`) when the caller sent one, else the MCP client's name (`clientInfo.name`)
 /// as the harness and no model (a client's version is never taken as a model); the session is
 /// the `Mcp-Session-Id`.
-fn client_actor(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ctx {
+fn client_actor(mut ctx: Ctx, headers: &HeaderMap, client: Option<&str>) -> Ctx {
     if ctx.actor.session.is_none() {
         ctx.actor.session = headers
             .get("mcp-session-id")
@@ -224,17 +224,15 @@ fn client_actor(mut ctx: Ctx, headers: &HeaderMap, client: Option<String>) -> Ct
             .map(|s| crate::feed::cut(s, crate::engine::journal::ACTOR_FIELD_CHARS));
     }
     if ctx.actor.harness.is_none()
-        && let Some(name) = client
-            .map(|n| n.trim().to_string())
-            .filter(|n| !n.is_empty())
+        && let Some(name) = client.map(str::trim).filter(|n| !n.is_empty())
     {
         // Actor::new cuts the name at 200 characters; a `/` in it is part of the name.
         ctx.actor = crate::engine::Actor::new(
-            Some(name),
+            Some(name.to_string()),
             None,
-            ctx.actor.app.clone(),
-            ctx.actor.session.clone(),
-            ctx.actor.token.clone(),
+            ctx.actor.app.take(),
+            ctx.actor.session.take(),
+            ctx.actor.token.take(),
         );
     }
     ctx
@@ -552,7 +550,7 @@ impl Door {
                 if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
                     return None;
                 }
-                let ctx = self.mcp.server_ctx(parts, session.client.clone()).ok()?;
+                let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
                 to_answer(
                     rpc_id,
                     &ListToolsResult::with_all_items(server.agg.tools(&ctx.caller)),
@@ -572,7 +570,7 @@ impl Door {
                     Some(a @ Value::Object(_)) => a,
                     Some(_) => return None,
                 };
-                let ctx = self.mcp.server_ctx(parts, session.client.clone()).ok()?;
+                let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
                 to_answer(rpc_id, &serve_call(server, ctx, tool, args, None).await)?
             }
             _ => return None,
@@ -742,13 +740,13 @@ mod tests {
     fn the_client_name_is_the_harness_and_no_model() {
         let none = Actor::new(None, None, None, None, Some("owner".into()));
         let h = headers(&[("mcp-session-id", "s1")]);
-        let c = client_actor(owner(none.clone()), &h, Some(" claude/desktop ".into()));
+        let c = client_actor(owner(none.clone()), &h, Some(" claude/desktop "));
         assert_eq!(c.actor.harness.as_deref(), Some("claude/desktop"));
         assert_eq!(c.actor.model, None);
         assert_eq!(c.actor.session.as_deref(), Some("s1"));
         assert_eq!(c.actor.label, "claude/desktop");
         // No name: no harness; the token names the actor.
-        let c = client_actor(owner(none), &h, Some("  ".into()));
+        let c = client_actor(owner(none), &h, Some("  "));
         assert_eq!(c.actor.harness, None);
         assert_eq!(c.actor.label, "owner");
     }
@@ -757,7 +755,7 @@ mod tests {
     #[test]
     fn the_actor_header_wins() {
         let sent = Actor::new(Some("cli".into()), Some("m1".into()), None, None, None);
-        let c = client_actor(owner(sent), &HeaderMap::new(), Some("rmcp".into()));
+        let c = client_actor(owner(sent), &HeaderMap::new(), Some("rmcp"));
         assert_eq!(c.actor.label, "cli / m1");
     }
 }

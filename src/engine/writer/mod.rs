@@ -425,12 +425,18 @@ impl Writer {
             // stays even if the job is refused.
             self.hand_edits_first(&job.cmd);
             let m0 = self.migs.len();
-            let r = self.in_savepoint(|w| {
-                let f0 = w.fops.len();
-                let v = w.apply(job.cmd, &job.actor)?;
-                w.check_folders(f0)?;
-                Ok(v)
-            });
+            let r = match job.cmd {
+                // An event touches neither the index, the files, the tables nor the settings,
+                // and adds its migration only once its report is built: nothing to roll back,
+                // so no savepoint (two statements and a copy of the tables per event).
+                Cmd::Event { op, call } => self.event(op, call, job.actor),
+                cmd => self.in_savepoint(|w| {
+                    let f0 = w.fops.len();
+                    let v = w.apply(cmd, &job.actor)?;
+                    w.check_folders(f0)?;
+                    Ok(v)
+                }),
+            };
             results.push((job.reply, r, m0..self.migs.len()));
         }
         self.solo_scan = false;
@@ -561,23 +567,26 @@ impl Writer {
             Cmd::Undo(a) => self.undo(a.seq, actor),
             Cmd::Restore(a) => self.restore(a, actor),
             Cmd::Scan { table, id } => self.scan(table, id),
-            Cmd::Event { op, call } => {
-                let call = (call.0)()?;
-                self.migs.push(Migration {
-                    seq: 0,
-                    ts: String::new(),
-                    op,
-                    table: None,
-                    row: None,
-                    before: Value::Null,
-                    after: Value::Null,
-                    actor: actor.clone(),
-                    call: Some(call),
-                });
-                Ok(json!({"seq": null}))
-            }
+            Cmd::Event { op, call } => self.event(op, call, actor.clone()),
             Cmd::Vacuum(_) | Cmd::RebuildIndex => unreachable!("run outside batches"),
         }
+    }
+
+    /// A non-row event: its report is built here, then journaled with the batch.
+    fn event(&mut self, op: Op, call: EventCall, actor: Actor) -> Result<Value> {
+        let call = (call.0)()?;
+        self.migs.push(Migration {
+            seq: 0,
+            ts: String::new(),
+            op,
+            table: None,
+            row: None,
+            before: Value::Null,
+            after: Value::Null,
+            actor,
+            call: Some(call),
+        });
+        Ok(json!({"seq": null}))
     }
 
     // ---- rows ----

@@ -1,0 +1,138 @@
+//! Calls of the namespace's tools: the permission check, engine operations, an app's tool
+//! through its backend, and the slot's bookkeeping of the answer.
+
+use super::{Aggregator, CallOutcome, Slot, record};
+use crate::apps::backend::{CallContext, ClientChannel, structured_as_object};
+use crate::auth::{self, Access, Target};
+use crate::error::Error;
+use crate::ops::{self, Ctx};
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+impl Aggregator {
+    /// Calls a tool of the namespace for a caller (if its `call_tools` let it: the check is
+    /// `auth::authorize`'s, before anything else, so a refused name says nothing of the tool).
+    pub async fn call(&self, tool: &str, args: Value, ctx: Ctx) -> CallOutcome {
+        self.call_with(tool, args, ctx, None).await
+    }
+
+    /// [`Self::call`], with the caller's side of the call (`client`): where an app's log
+    /// messages and progress go and who answers its requests while the call runs.
+    pub async fn call_with(
+        &self,
+        tool: &str,
+        args: Value,
+        ctx: Ctx,
+        client: Option<Arc<dyn ClientChannel>>,
+    ) -> CallOutcome {
+        if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
+            return CallOutcome {
+                ok: false,
+                value: e.to_json(),
+                served_by: "engine".into(),
+                is_mcp_result: false,
+            };
+        }
+        if ops::find(tool).is_some() {
+            let engine = self.engine.clone();
+            let name = tool.to_string();
+            let r = tokio::task::spawn_blocking(move || ops::call(&engine, &ctx, &name, args))
+                .await
+                .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
+            return match r {
+                Ok(v) => CallOutcome {
+                    ok: true,
+                    value: v,
+                    served_by: "engine".into(),
+                    is_mcp_result: false,
+                },
+                Err(e) => CallOutcome {
+                    ok: false,
+                    value: e.to_json(),
+                    served_by: "engine".into(),
+                    is_mcp_result: false,
+                },
+            };
+        }
+        let ns = self.ns.read().unwrap().clone();
+        let Some(&i) = ns.by_name.get(tool) else {
+            let e = Error::not_found(format!("no tool {tool:?}"))
+                .hint("tools/list (or apps/tools/) lists the tools");
+            return CallOutcome {
+                ok: false,
+                value: e.to_json(),
+                served_by: "engine".into(),
+                is_mcp_result: false,
+            };
+        };
+        let app = &ns.tools[i].0;
+        let backend = {
+            let slots = self.slots.read().unwrap();
+            slots
+                .iter()
+                .find(|s| &s.name == app)
+                .map(|s| s.backend.clone())
+        };
+        let Some(backend) = backend else {
+            return unreachable(app, "it has no backend");
+        };
+        let cc = CallContext {
+            actor: match (&ctx.actor.harness, &ctx.actor.model) {
+                (Some(h), Some(m)) => Some(format!("{h} / {m}")),
+                (Some(h), None) => Some(h.clone()),
+                _ => None,
+            },
+            session: ctx.actor.session.clone(),
+            caller: Some(ctx.caller.token_name()),
+            client,
+        };
+        let t0 = std::time::Instant::now();
+        let r = backend.call(tool, args, &cc).await;
+        tracing::debug!(app = %app, tool, us = t0.elapsed().as_micros() as u64, ok = r.is_ok(), "app call");
+        // The slot of this backend (not of a newer one, after an update): an answer from an app
+        // known to be reachable only moves `last_seen` (under the read lock); anything else
+        // (a failure, a recovery) is recorded under the write lock.
+        let same = |s: &Slot| &s.name == app && Arc::ptr_eq(&s.backend, &backend);
+        let seen = r.is_ok() && {
+            let slots = self.slots.read().unwrap();
+            slots.iter().find(|s| same(s)).is_none_or(|s| {
+                let steady = s.reachable == Some(true) && s.last_error.is_none();
+                if steady {
+                    s.last_seen
+                        .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+                }
+                steady
+            })
+        };
+        if !seen {
+            let mut slots = self.slots.write().unwrap();
+            if let Some(s) = slots.iter_mut().find(|s| same(s)) {
+                record(s, r.as_ref().err());
+            }
+        }
+        let app = app.clone();
+        match r {
+            Ok(mut v) => {
+                structured_as_object(&mut v);
+                let ok = !v.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                CallOutcome {
+                    ok,
+                    value: v,
+                    served_by: app,
+                    is_mcp_result: true,
+                }
+            }
+            Err(e) => unreachable(&app, &e.0),
+        }
+    }
+}
+
+fn unreachable(app: &str, why: &str) -> CallOutcome {
+    CallOutcome {
+        ok: false,
+        value: Value::String(format!("app {app} is not reachable: {why}")),
+        served_by: app.to_string(),
+        is_mcp_result: false,
+    }
+}
