@@ -666,6 +666,14 @@ impl Aggregator {
     }
 }
 
+impl Slot {
+    /// Notes that the app answered now.
+    fn seen_now(&self) {
+        self.last_seen
+            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+    }
+}
+
 /// Notes an app's answer (or failure): one log line per change of reachability, naming the app.
 fn record(s: &mut Slot, err: Option<&BackendError>) {
     match err {
@@ -674,8 +682,7 @@ fn record(s: &mut Slot, err: Option<&BackendError>) {
                 tracing::info!(app = %s.name, "app {} is reachable again", s.name);
             }
             s.reachable = Some(true);
-            s.last_seen
-                .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+            s.seen_now();
             if let Some(e) = s.last_error.take() {
                 s.previous_error = Some(e);
             }

@@ -292,7 +292,7 @@ pub struct Migration {
 }
 
 pub fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    time_of_ms(chrono::Utc::now().timestamp_millis())
 }
 
 /// A time given in Unix milliseconds, written as [`now`] writes it.

@@ -8,7 +8,6 @@ use crate::error::Error;
 use crate::ops::{self, Ctx};
 use serde_json::Value;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 impl Aggregator {
     /// Calls a tool of the namespace for a caller (if its `call_tools` let it: the check is
@@ -99,8 +98,7 @@ impl Aggregator {
             slots.iter().find(|s| same(s)).is_none_or(|s| {
                 let steady = s.reachable == Some(true) && s.last_error.is_none();
                 if steady {
-                    s.last_seen
-                        .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+                    s.seen_now();
                 }
                 steady
             })
