@@ -319,8 +319,10 @@ fn mcp_floor(
     wasm_tool: Option<&str>,
 ) -> Vec<Figure> {
     const S: &str = "agg";
+    // A p99 needs samples: at least 1,000 of each (half a second), in the quick run too.
+    let n = (calls * 4).max(1000);
     let (mut ping, mut none, mut wasm) = (vec![], vec![], vec![]);
-    for i in 0..20 + calls * 4 {
+    for i in 0..20 + n {
         let d1 = mcp_ping(rt, http, url, token, sid);
         let d2 = mcp_tool_call(rt, http, url, token, sid, "no_such_tool_here");
         let d3 = wasm_tool.map(|t| mcp_tool_call(rt, http, url, token, sid, t));
@@ -331,7 +333,7 @@ fn mcp_floor(
         }
     }
     let (mut lt_mcp, mut lt_http, mut after) = (vec![], vec![], vec![]);
-    for i in 0..20 + calls * 4 {
+    for i in 0..20 + n {
         let d1 = mcp_tool_call(rt, http, url, token, sid, "list_tables");
         let t0 = Instant::now();
         rt.block_on(async {

@@ -27,7 +27,7 @@ pub struct Change {
 /// JSON parts are either the migration's own values (a change just committed) or the journal's
 /// stored text, kept as it is (`RawValue`): one shape, one field order, for both.
 #[derive(Serialize)]
-struct Wire<'a, J: Serialize, A: Serialize> {
+struct Wire<'a, J: Serialize, A: Serialize, C: Serialize> {
     seq: i64,
     ts: &'a str,
     op: Op,
@@ -37,10 +37,10 @@ struct Wire<'a, J: Serialize, A: Serialize> {
     after: J,
     actor: A,
     #[serde(skip_serializing_if = "Option::is_none")]
-    call: Option<J>,
+    call: Option<C>,
 }
 
-impl<J: Serialize, A: Serialize> Wire<'_, J, A> {
+impl<J: Serialize, A: Serialize, C: Serialize> Wire<'_, J, A, C> {
     /// The one encoder of a change's JSON.
     fn encode(&self, table: Option<String>) -> Result<Change> {
         let json = serde_json::to_string(self)
@@ -71,7 +71,7 @@ impl Stored {
             after: js(&m.after),
             actor: serde_json::to_string(&m.actor)
                 .map_err(|e| Error::internal(format!("the actor cannot be written: {e}")))?,
-            call: m.call.as_ref().map(serde_json::Value::to_string),
+            call: m.call.as_ref().map(|c| c.get().to_owned()),
         })
     }
 }
@@ -102,7 +102,7 @@ impl Change {
             before: &m.before,
             after: &m.after,
             actor: &m.actor,
-            call: m.call.as_ref(),
+            call: m.call.as_deref(),
         }
         .encode(m.table.clone())
     }
@@ -408,7 +408,7 @@ mod tests {
             ),
             Migration {
                 call: Some(
-                    json!({"tool": "t", "args": "{\"a\":1}", "ok": true, "durationMs": 1.25, "session": null}),
+                    serde_json::value::to_raw_value(&json!({"tool": "t", "args": "{\"a\":1}", "ok": true, "durationMs": 1.25, "session": null})).unwrap(),
                 ),
                 ..m(Op::ToolCall, None, None, Value::Null, Value::Null)
             },

@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -287,8 +288,9 @@ pub struct Migration {
     /// Who made it.
     pub actor: Actor,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    /// A tool call's report, for `tool_call` events.
-    pub call: Option<Value>,
+    /// A tool call's report, for `tool_call` events: its JSON text, encoded once (by the
+    /// writer, when it takes the event) and copied as it is into the journal and the feed.
+    pub call: Option<Box<RawValue>>,
 }
 
 pub fn now() -> String {
@@ -334,10 +336,10 @@ pub fn get_meta(c: &Connection, key: &str) -> Result<Option<String>> {
 }
 
 pub fn set_meta(c: &Connection, key: &str, value: &str) -> Result<()> {
-    c.execute(
+    c.prepare_cached(
         "INSERT INTO meta(key,value) VALUES(?1,?2) ON CONFLICT(key) DO UPDATE SET value=?2",
-        [key, value],
-    )?;
+    )?
+    .execute([key, value])?;
     Ok(())
 }
 
@@ -410,7 +412,7 @@ pub fn from_row(r: &rusqlite::Row) -> rusqlite::Result<Migration> {
         actor: serde_json::from_str(&actor).unwrap_or_default(),
         call: r
             .get::<_, Option<String>>(8)?
-            .and_then(|s| serde_json::from_str(&s).ok()),
+            .and_then(|s| RawValue::from_string(s).ok()),
     })
 }
 

@@ -274,7 +274,7 @@ impl ToolCallRecord {
     /// The `call` of its `tool_call` change, with every text field cut: `tool`, `servedBy` and
     /// `session` at 200 characters, `summary` at 300, `args` (as JSON text) at 300, `value` at
     /// 1,000.
-    pub fn event(self) -> Result<serde_json::Value> {
+    pub fn event(self) -> Result<Box<serde_json::value::RawValue>> {
         let value = match &self.value {
             serde_json::Value::String(s) => cut(s, TOOL_CALL_VALUE_CHARS),
             other => cut_json(other, TOOL_CALL_VALUE_CHARS),
@@ -294,7 +294,7 @@ impl ToolCallRecord {
             result_chars: self.result_chars,
             result_tokens: self.result_tokens,
         };
-        serde_json::to_value(cut_record)
+        serde_json::value::to_raw_value(&cut_record)
             .map_err(|e| Error::internal(format!("the tool call cannot be recorded: {e}")))
     }
 
@@ -348,7 +348,7 @@ mod tests {
             "resultChars": 10,
             "resultTokens": 3,
         });
-        assert_eq!(r.event().unwrap().to_string(), want.to_string());
+        assert_eq!(r.event().unwrap().get(), want.to_string());
         assert!(ToolCallRecord::parse(json!({"tool": "t", "extra": 1})).is_err());
     }
 

@@ -130,7 +130,7 @@ impl Queue {
 mod tests {
     use super::*;
     use crate::engine::{Actor, EventCall};
-    use serde_json::{Value, json};
+    use serde_json::Value;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -138,7 +138,7 @@ mod tests {
         Msg::Job(Box::new(Job {
             cmd: Cmd::Event {
                 op: crate::engine::Op::ToolCall,
-                call: EventCall::later(move || Ok(json!(n))),
+                call: EventCall::later(move || Ok(serde_json::value::to_raw_value(&n).unwrap())),
             },
             actor: Actor::default(),
             reply: None,
@@ -162,7 +162,7 @@ mod tests {
     fn what(m: Msg) -> i64 {
         match m {
             Msg::Job(j) => match j.cmd {
-                Cmd::Event { call, .. } => (call.0)().unwrap().as_i64().unwrap(),
+                Cmd::Event { call, .. } => (call.0)().unwrap().get().parse::<i64>().unwrap(),
                 _ => -1,
             },
             Msg::Stop => -2,
