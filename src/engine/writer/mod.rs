@@ -169,12 +169,13 @@ const EVENT_INTERVAL: Duration = Duration::from_millis(5);
 
 /// How much work the writer does at most, while it builds and journals events nobody waits for,
 /// before it offers its core to another thread (see [`Pacer`]).
-const EVENT_SLICE: Duration = Duration::from_micros(50);
+const EVENT_SLICE: Duration = Duration::from_micros(20);
 
 /// Events are committed while the next calls are being answered, and on a small machine the
 /// writer shares a core with those calls' threads: the events of an interval are a burst of work
 /// (10–20 µs each: half a millisecond at 2,000 calls a second) that a call's thread, woken on
-/// that core meanwhile, used to wait behind. So while it works on events the writer yields its
+/// that core meanwhile, used to wait behind (see BENCHMARKS.md, the tail of a call through
+/// `/mcp`). So while it works on events the writer yields its
 /// core every [`EVENT_SLICE`] (a system call, which does nothing when no thread waits for it).
 struct Pacer(Instant);
 
