@@ -175,15 +175,28 @@ const EVENT_SLICE: Duration = Duration::from_micros(20);
 /// writer shares a core with those calls' threads: the events of an interval are a burst of work
 /// (10–20 µs each: half a millisecond at 2,000 calls a second) that a call's thread, woken on
 /// that core meanwhile, used to wait behind (see BENCHMARKS.md, the tail of a call through
-/// `/mcp`). So while it works on events the writer yields its
-/// core every [`EVENT_SLICE`] (a system call, which does nothing when no thread waits for it).
-struct Pacer(Instant);
+/// `/mcp`). So while it works on a batch of events nobody waits for, the writer yields its core
+/// every [`EVENT_SLICE`] (a system call, which does nothing when no thread waits for it). A batch
+/// someone waits for is not paced.
+struct Pacer {
+    /// Since when it has worked without a yield.
+    since: Instant,
+    /// The batch is paced.
+    on: bool,
+}
 
 impl Pacer {
+    /// A new batch: paced if nobody waits for it.
+    fn start(&mut self, quiet: bool) {
+        self.on = quiet;
+        self.since = Instant::now();
+    }
+
+    /// Called between two pieces of a batch's work.
     fn pace(&mut self) {
-        if self.0.elapsed() >= EVENT_SLICE {
+        if self.on && self.since.elapsed() >= EVENT_SLICE {
             std::thread::yield_now();
-            self.0 = Instant::now();
+            self.since = Instant::now();
         }
     }
 }
@@ -357,7 +370,10 @@ impl Writer {
             job_base: Default::default(),
             solo_scan: false,
             real_dirs: HashSet::new(),
-            pacer: Pacer(Instant::now()),
+            pacer: Pacer {
+                since: Instant::now(),
+                on: false,
+            },
         }
     }
 
@@ -440,6 +456,10 @@ impl Writer {
         }
         let started = std::time::Instant::now();
         let n_jobs = jobs.len();
+        self.pacer.start(
+            jobs.iter()
+                .all(|j| j.reply.is_none() && matches!(j.cmd, Cmd::Event { .. })),
+        );
         self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });
         self.batch_base = (self.tables.clone(), self.settings.clone());
         self.real_dirs.clear();
