@@ -287,9 +287,7 @@ impl Writer {
             for m in self.migs.iter_mut() {
                 m.ts = ts.clone();
                 journal::append(&self.jr, m)?;
-                if m.call.is_some() {
-                    self.pacer.pace();
-                }
+                self.pacer.pace();
             }
             self.jr.execute_batch("COMMIT")?;
             Ok::<_, Error>(())

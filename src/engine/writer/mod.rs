@@ -100,6 +100,13 @@ struct Job {
     reply: Option<mpsc::SyncSender<Result<Value>>>,
 }
 
+impl Job {
+    /// An event nobody waits for (a tool call's report).
+    fn quiet(&self) -> bool {
+        self.reply.is_none() && matches!(self.cmd, Cmd::Event { .. })
+    }
+}
+
 pub struct Handle {
     queue: Arc<Queue>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -245,11 +252,7 @@ pub fn spawn(mut w: Writer) -> Handle {
                 // Events alone: gather the interval's events (queued without waking this
                 // thread) and commit them together; a write someone waits for ends the
                 // interval at once.
-                let events_only = |jobs: &[Job]| {
-                    jobs.iter()
-                        .all(|j| j.reply.is_none() && matches!(j.cmd, Cmd::Event { .. }))
-                };
-                if !stop && jobs.len() < MAX_BATCH && events_only(&jobs) {
+                if !stop && jobs.len() < MAX_BATCH && jobs.iter().all(Job::quiet) {
                     q.gather(Instant::now() + EVENT_INTERVAL);
                     take(&mut jobs, &mut stop);
                 }
@@ -456,10 +459,7 @@ impl Writer {
         }
         let started = std::time::Instant::now();
         let n_jobs = jobs.len();
-        self.pacer.start(
-            jobs.iter()
-                .all(|j| j.reply.is_none() && matches!(j.cmd, Cmd::Event { .. })),
-        );
+        self.pacer.start(jobs.iter().all(Job::quiet));
         self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });
         self.batch_base = (self.tables.clone(), self.settings.clone());
         self.real_dirs.clear();

@@ -6,7 +6,7 @@
 //! next events are queued without a wake, and the interval ends at its deadline, at the first
 //! job that is not an event, or when a batch's worth of jobs is waiting.
 
-use super::{Cmd, Job, MAX_BATCH};
+use super::{Job, MAX_BATCH};
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
@@ -20,7 +20,7 @@ pub(super) enum Msg {
 impl Msg {
     /// An event nobody waits for: it does not end an interval of events.
     fn quiet(&self) -> bool {
-        matches!(self, Msg::Job(j) if j.reply.is_none() && matches!(j.cmd, Cmd::Event { .. }))
+        matches!(self, Msg::Job(j) if j.quiet())
     }
 }
 
@@ -129,7 +129,7 @@ impl Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Actor, EventCall};
+    use crate::engine::{Actor, Cmd, EventCall};
     use serde_json::Value;
     use std::sync::Arc;
     use std::time::Duration;
