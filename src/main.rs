@@ -165,9 +165,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 idle_timeout_ms = limits.idle.as_millis() as u64,
                 "connection limits"
             );
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
+            let rt = datanotes::start::runtime()?;
             rt.block_on(async {
                 let listener = tokio::net::TcpListener::bind(listen).await?;
                 let addr = listener.local_addr()?;

@@ -213,3 +213,73 @@ fn serve_raises_its_open_files_limit_to_the_hard_one() {
     );
     assert_ne!(soft, "256");
 }
+
+/// The time slice (`se.slice`, ns) of each thread of `pid` named `name`, from
+/// `/proc/PID/task/*/sched`; empty where the kernel does not show it.
+fn slices_of(pid: u32, name: &str) -> Vec<u64> {
+    let mut out = vec![];
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let sched = std::fs::read_to_string(t.path().join("sched")).unwrap_or_default();
+        let slice = sched
+            .lines()
+            .find(|l| l.starts_with("se.slice"))
+            .and_then(|l| l.rsplit(':').next())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        out.extend(slice);
+    }
+    out
+}
+
+/// Whether this kernel takes a custom time slice from `sched_setattr` (Linux 6.12 and later).
+fn custom_slices() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 12)
+}
+
+#[test]
+fn the_servers_request_threads_ask_for_a_short_time_slice() {
+    if !custom_slices() || !std::path::Path::new("/proc/self/sched").exists() {
+        eprintln!("skipped: this kernel takes no custom time slice, or does not show it");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let slices = |env: &[(&str, &str)]| {
+        let mut started = Launch::new(dir.path()).envs(env).spawn();
+        let pid = started.child.id();
+        let r = (
+            slices_of(pid, "tokio-rt-worker"),
+            slices_of(pid, "datanotes-write"),
+        );
+        let _ = started.child.kill();
+        let _ = started.child.wait();
+        r
+    };
+    // By default the request threads take the kernel's least slice (100 µs); the writer keeps
+    // the kernel's own, so that a request preempts it.
+    let (workers, writer) = slices(&[]);
+    assert!(!workers.is_empty(), "no tokio worker thread found");
+    assert!(
+        workers.iter().all(|&s| s == 100_000),
+        "workers' slices: {workers:?}"
+    );
+    assert!(
+        writer.iter().all(|&s| s > 100_000),
+        "writer's slice: {writer:?}"
+    );
+    // `DATANOTES_SLICE_US=0` leaves them the kernel's.
+    let (workers, _) = slices(&[("DATANOTES_SLICE_US", "0")]);
+    assert!(
+        workers.iter().all(|&s| s > 100_000),
+        "workers' slices: {workers:?}"
+    );
+}
