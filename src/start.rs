@@ -27,7 +27,7 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 const SLICE_US: u64 = 100;
 
 /// Asks the kernel for a time slice of `us` µs for this thread (Linux 6.12 and later: a custom
-/// slice of the fair scheduler; `0` keeps the kernel's, about 3 ms). A thread with a short slice
+/// slice of the fair scheduler; `0` keeps the kernel's, 1.4 ms on a 2-core machine). A thread with a short slice
 /// that wakes up preempts one with a longer slice on its core at once: a request's thread waits
 /// less behind the writer thread's commits (issue 13: a call through `/mcp` waited up to a
 /// slice behind them when the other core was busy). Older kernels ignore it or refuse it

@@ -268,6 +268,7 @@ fn the_servers_request_threads_ask_for_a_short_time_slice() {
     // the kernel's own, so that a request preempts it.
     let (workers, writer) = slices(&[]);
     assert!(!workers.is_empty(), "no tokio worker thread found");
+    assert!(!writer.is_empty(), "no writer thread found");
     assert!(
         workers.iter().all(|&s| s == 100_000),
         "workers' slices: {workers:?}"
@@ -278,6 +279,7 @@ fn the_servers_request_threads_ask_for_a_short_time_slice() {
     );
     // `DATANOTES_SLICE_US=0` leaves them the kernel's.
     let (workers, _) = slices(&[("DATANOTES_SLICE_US", "0")]);
+    assert!(!workers.is_empty(), "no tokio worker thread found");
     assert!(
         workers.iter().all(|&s| s > 100_000),
         "workers' slices: {workers:?}"
