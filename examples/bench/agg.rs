@@ -96,8 +96,9 @@ pub(crate) fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
     let remote_bin = kit::example("remote_app");
     if !remote_bin.is_file() {
         progress(format!(
-            "skipped: no {} (cargo build --release --example remote_app)",
-            remote_bin.display()
+            "skipped: no {} (cargo build{} --example remote_app)",
+            remote_bin.display(),
+            crate::RELEASE_FLAG
         ));
         return vec![];
     }

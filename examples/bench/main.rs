@@ -11,7 +11,9 @@
 //!
 //! The server binary is `target/release/datanotes`, found next to this example's own executable
 //! (`DATANOTES_BIN` overrides it). When run through cargo, the bench first asks cargo to bring that
-//! binary up to date, so it never measures a stale build (`--no-build` skips that).
+//! binary up to date, so it never measures a stale build (`--no-build` skips that). Built without
+//! `--release`, it runs the debug server and gives no verdicts (`scripts/test` does that: it checks
+//! that every section runs, without a second, optimised build of everything).
 //!
 //! Each section is one file here with one function `fn(&mut Bench) -> Vec<Figure>` listed in
 //! [`SECTIONS`]; they share a server (`Bench::server`, `Bench::restart`, in `server.rs`) and the
@@ -94,9 +96,20 @@ fn build_server(opts: &Opts) {
     if std::env::var_os("DATANOTES_BIN").is_some() {
         return;
     }
-    progress("cargo build --release --bin datanotes --example remote_app");
+    // The profile this bench was built with: its server sits next to it.
+    let profile = if RELEASE { "release" } else { "dev" };
+    progress(format!(
+        "cargo build --profile {profile} --bin datanotes --example remote_app"
+    ));
     let ok = Command::new(cargo)
-        .args(["build", "--release", "--quiet", "--bin", "datanotes"])
+        .args([
+            "build",
+            "--profile",
+            profile,
+            "--quiet",
+            "--bin",
+            "datanotes",
+        ])
         .args(["--example", "remote_app"])
         .arg("--manifest-path")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
@@ -105,10 +118,17 @@ fn build_server(opts: &Opts) {
         .map(|s| s.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!("building the server failed; run `cargo build --release` and retry");
+        eprintln!("building the server failed; run `cargo build{RELEASE_FLAG}` and retry");
         std::process::exit(1);
     }
 }
+
+/// Built with optimisations: only then are the figures the product's, and checked against their
+/// targets. A debug build (`scripts/test` runs one, to check that every section runs without a
+/// second, optimised build of everything) reports its figures without a verdict.
+const RELEASE: bool = !cfg!(debug_assertions);
+/// What builds the server this bench runs.
+const RELEASE_FLAG: &str = if RELEASE { " --release" } else { "" };
 
 fn fmt_value(v: f64) -> String {
     if v.is_nan() {
@@ -128,7 +148,7 @@ fn main() {
     let bin = server_bin();
     if !bin.is_file() {
         eprintln!(
-            "no server binary at {}: run `cargo build --release` first (or set DATANOTES_BIN)",
+            "no server binary at {}: run `cargo build{RELEASE_FLAG}` first (or set DATANOTES_BIN)",
             bin.display()
         );
         std::process::exit(1);
@@ -145,6 +165,9 @@ fn main() {
         opts.rows,
         if opts.quick { ", quick" } else { "" }
     ));
+    if !RELEASE {
+        progress(DEBUG_NOTE);
+    }
     let mut b = Bench {
         opts,
         bin,
@@ -166,13 +189,14 @@ fn main() {
     if b.opts.json {
         let mut o = Map::new();
         o.insert("quick".into(), json!(b.opts.quick));
+        o.insert("release_build".into(), json!(RELEASE));
         for f in &figures {
             o.insert(f.name.clone(), json!(f.value));
         }
         o.insert("bench_total_s".into(), json!(total));
         let missed: Vec<&str> = figures
             .iter()
-            .filter(|f| f.met() == Some(false))
+            .filter(|f| verdict(f) == Some(false))
             .map(|f| f.name.as_str())
             .collect();
         o.insert("missed_targets".into(), json!(missed));
@@ -189,7 +213,7 @@ fn main() {
             Some(Target::AtMost(x)) => format!("<= {}", fmt_value(x)),
             Some(Target::AtLeast(x)) => format!(">= {}", fmt_value(x)),
         };
-        let mark = match f.met() {
+        let mark = match verdict(f) {
             Some(true) => "ok",
             Some(false) => "MISSED",
             None => "",
@@ -204,4 +228,15 @@ fn main() {
         );
     }
     println!("(bench ran {total:.1} s)");
+    if !RELEASE {
+        println!("{DEBUG_NOTE}");
+    }
+}
+
+const DEBUG_NOTE: &str = "a debug build: the figures are not the product's and are not checked \
+    against their targets (cargo run --release --example bench checks them)";
+
+/// Whether a figure met its target; never said of a debug build's figures.
+fn verdict(f: &Figure) -> Option<bool> {
+    if RELEASE { f.met() } else { None }
 }
