@@ -229,3 +229,64 @@ fn a_scan_batched_after_a_write_sees_no_hand_edit() {
     let row = index::get_row(&w.idx, &t, "x").unwrap().unwrap();
     assert_eq!((row.version, &row.values["title"]), (2, &json!("two")));
 }
+
+/// A tool-call event nobody waits for.
+fn event(n: i64) -> Job {
+    Job {
+        cmd: Cmd::Event {
+            op: Op::ToolCall,
+            call: crate::engine::EventCall::later(move || {
+                Ok(serde_json::value::to_raw_value(&json!({ "tool": format!("t{n}") })).unwrap())
+            }),
+        },
+        actor: Actor::default(),
+        reply: None,
+    }
+}
+
+fn fsync_setting(w: &Writer) -> i64 {
+    w.jr.query_row("PRAGMA synchronous", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A batch of events alone is journaled without an fsync and held; the next fsynced commit (a
+/// write's, or one made for them) releases them, in order, and every other journal transaction
+/// is fsynced (`synchronous` back to FULL, 2, after each held batch).
+#[test]
+fn events_alone_are_held_until_an_fsynced_commit_releases_them() {
+    let (_tmp, mut w) = writer();
+    assert_eq!(fsync_setting(&w), 2);
+    w.run(vec![event(1), event(2)]);
+    w.run(vec![event(3)]);
+    assert_eq!(w.held.iter().map(|m| m.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert!(w.held_since.is_some());
+    assert_eq!(journal::last_seq(&w.jr).unwrap(), 3, "journaled at once");
+    assert_eq!(fsync_setting(&w), 2);
+
+    // A write: one fsynced commit serves both; the events are released before its own changes.
+    let out = run(
+        &mut w,
+        vec![Cmd::CreateTable(args(
+            json!({"table": "a.b.c", "columns": {"title": {"type": "text"}}}),
+        ))],
+    );
+    assert_eq!(out[0]["seq"], 4);
+    assert!(w.held.is_empty() && w.held_since.is_none());
+
+    // A write and events in one batch: not held.
+    let (j, rx) = job(Cmd::Insert(args(
+        json!({"table": "a.b.c", "values": {"title": "x"}}),
+    )));
+    w.run(vec![event(5), j, event(6)]);
+    rx.recv().unwrap().unwrap();
+    assert!(w.held.is_empty());
+
+    // Events alone again, then made durable on their own (the writer thread does this
+    // EVENT_SYNC after the first of them).
+    w.run(vec![event(8)]);
+    assert_eq!(w.held.len(), 1);
+    w.sync_held();
+    assert!(w.held.is_empty() && w.held_since.is_none());
+    assert_eq!(journal::last_seq(&w.jr).unwrap(), 8);
+    assert_eq!(fsync_setting(&w), 2);
+}
