@@ -131,22 +131,16 @@ impl Change {
     }
 }
 
-/// Reads up to `max` changes after `cursor` and up to `upto` (the newest published seq: the
-/// journal may hold events that are not durable yet, see `held` in the writer) from the journal,
-/// in one read transaction, with the newest seq it read up to.
-pub fn from_journal(
-    c: &Connection,
-    cursor: i64,
-    upto: i64,
-    max: i64,
-) -> Result<(Vec<Arc<Change>>, i64)> {
+/// Reads up to `max` changes after `cursor` from the journal, in one read transaction, with the
+/// journal's newest seq.
+pub fn from_journal(c: &Connection, cursor: i64, max: i64) -> Result<(Vec<Arc<Change>>, i64)> {
     c.execute_batch("BEGIN")?;
     let r = (|| -> Result<(Vec<Arc<Change>>, i64)> {
-        let high = super::journal::last_seq(c)?.min(upto);
+        let high = super::journal::last_seq(c)?;
         let mut st = c.prepare_cached(
-            "SELECT seq,ts,op,tbl,row,before,after,actor,call FROM migrations WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+            "SELECT seq,ts,op,tbl,row,before,after,actor,call FROM migrations WHERE seq > ?1 ORDER BY seq LIMIT ?2",
         )?;
-        let mut rows = st.query(rusqlite::params![cursor, high, max])?;
+        let mut rows = st.query(rusqlite::params![cursor, max])?;
         let mut out = vec![];
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
@@ -422,7 +416,7 @@ mod tests {
         for x in migs.iter_mut() {
             journal::append(&c, x).unwrap();
         }
-        let (read, high) = from_journal(&c, 0, i64::MAX, 100).unwrap();
+        let (read, high) = from_journal(&c, 0, 100).unwrap();
         assert_eq!(high, migs.len() as i64);
         assert_eq!(read.len(), migs.len());
         for (x, r) in migs.iter().zip(&read) {

@@ -327,15 +327,6 @@ pub fn open(path: &Path, writer: bool) -> Result<Connection> {
     Ok(c)
 }
 
-/// Whether the journal's next commits are fsynced (`FULL`, the default) or only written, to be
-/// fsynced by a later commit (`NORMAL`: the writer's batches of events alone, see `held` in
-/// `writer`). Either way a commit is in the file system's cache at once: a crash of the process
-/// loses nothing committed, a power cut may take back what no `FULL` commit has fsynced yet.
-pub fn set_fsync(c: &Connection, fsync: bool) -> Result<()> {
-    c.pragma_update(None, "synchronous", if fsync { "FULL" } else { "NORMAL" })?;
-    Ok(())
-}
-
 /// A value of the `meta` table (the journal's and the index's have the same shape).
 pub fn get_meta(c: &Connection, key: &str) -> Result<Option<String>> {
     Ok(

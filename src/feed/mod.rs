@@ -144,8 +144,7 @@ pub fn read(engine: &Engine, since: i64, limit: usize, filter: &Filter) -> Resul
     loop {
         let (chunk, high) = match engine.recent.after(cursor, 1000) {
             Some(x) => x,
-            None => engine
-                .with_journal(|c| changes::from_journal(c, cursor, engine.last_seq(), 1000))?,
+            None => engine.with_journal(|c| changes::from_journal(c, cursor, 1000))?,
         };
         if chunk.is_empty() {
             cursor = cursor.max(high);

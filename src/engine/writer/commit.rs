@@ -135,7 +135,6 @@ impl Writer {
     /// Journal, files, index, publish. On error nothing was acknowledged.
     pub(super) fn commit(&mut self) -> Result<()> {
         let t0 = std::time::Instant::now();
-        self.holding = self.events_only();
         let plan = FilePlan::new(std::mem::take(&mut self.fops));
         // The row files are staged (temp files written and fsynced) while the journal commits:
         // a temp file is not a row, and nothing is renamed into place before the journal holds
@@ -213,13 +212,9 @@ impl Writer {
                 self.files_seq = last;
             }
         }
-        // A batch of events alone is published once it is durable (see `held`).
-        if self.holding {
-            return Ok(());
-        }
-        let tables = std::mem::take(&mut self.tables_dirty).then(|| self.tables.clone());
-        let settings = std::mem::take(&mut self.settings_dirty).then(|| self.settings.clone());
         if let Some(engine) = self.engine.upgrade() {
+            let tables = std::mem::take(&mut self.tables_dirty).then(|| self.tables.clone());
+            let settings = std::mem::take(&mut self.settings_dirty).then(|| self.settings.clone());
             engine.publish(
                 tables,
                 settings,
@@ -259,12 +254,6 @@ impl Writer {
         if self.behind.is_none() {
             return true;
         }
-        if self.fsync_lost {
-            if journal::set_fsync(&self.jr, true).is_err() {
-                return false;
-            }
-            self.fsync_lost = false;
-        }
         self.unsynced.clear();
         let mut tables = self.tables.clone();
         match crate::engine::recovery::redo(&self.root, &self.jr, &mut tables) {
@@ -286,39 +275,11 @@ impl Writer {
         }
     }
 
-    /// A batch of tool-call events alone: no file, no table, no setting, nobody waiting.
-    fn events_only(&self) -> bool {
-        !self.migs.is_empty()
-            && self.fops.is_empty()
-            && !self.tables_dirty
-            && !self.settings_dirty
-            && self.migs.iter().all(|m| m.op == Op::ToolCall)
-    }
-
-    /// Appends the batch's migrations to the journal and commits: with an fsync, which makes the
-    /// held events durable too (they are published first), or, for a batch of events alone
-    /// (`holding`), without.
+    /// Appends the batch's migrations to the journal and commits (fsync).
     fn commit_journal(&mut self) -> Result<()> {
         if self.migs.is_empty() {
             return Ok(());
         }
-        journal::set_fsync(&self.jr, !self.holding)?;
-        let r = self.append_and_commit();
-        if self.holding {
-            // Every other journal transaction (a write's, vacuum, a scan) counts on an fsync.
-            if let Err(e) = journal::set_fsync(&self.jr, true) {
-                self.fsync_lost = true;
-                self.fall_behind(&format!(
-                    "the journal cannot be set to fsync its commits: {e}"
-                ));
-            }
-        } else if r.is_ok() {
-            self.release_held();
-        }
-        r
-    }
-
-    fn append_and_commit(&mut self) -> Result<()> {
         let ts = journal::now();
         self.jr.execute_batch("BEGIN IMMEDIATE")?;
         let r = (|| {
@@ -438,40 +399,12 @@ impl Writer {
         }
     }
 
-    /// Records the files checkpoint so that the next start has nothing to redo (an fsynced
-    /// commit: the held events are durable after it).
+    /// Records the files checkpoint so that the next start has nothing to redo.
     pub(super) fn checkpoint(&mut self) {
         self.sync_unsynced();
         if let Err(e) = journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string()) {
             // The next start redoes from the checkpoint recorded last (idempotent): slower, safe.
             tracing::error!("recording the files checkpoint at stop failed: {e}");
-            return;
-        }
-        self.release_held();
-    }
-
-    /// Makes the held events durable (one fsynced commit, of the files checkpoint) and publishes
-    /// them. Should it fail they stay held, and it is tried again [`EVENT_SYNC`] later.
-    pub(super) fn sync_held(&mut self) {
-        if self.held.is_empty() {
-            self.held_since = None;
-            return;
-        }
-        match journal::set_meta(&self.jr, "files_seq", &self.files_seq.to_string()) {
-            Ok(()) => self.release_held(),
-            Err(e) => {
-                tracing::error!("the tool-call events cannot be made durable: {e}");
-                self.held_since = Some(std::time::Instant::now());
-            }
-        }
-    }
-
-    /// The held events are durable: they are published, in order.
-    fn release_held(&mut self) {
-        self.held_since = None;
-        let held = std::mem::take(&mut self.held);
-        if let (Some(last), Some(engine)) = (held.last().map(|m| m.seq), self.engine.upgrade()) {
-            engine.publish(None, None, last, &held);
         }
     }
 }

@@ -174,15 +174,6 @@ const LINGER: Duration = Duration::from_millis(2);
 /// the writer. A crash loses at most the events of the interval being gathered or committed.
 const EVENT_INTERVAL: Duration = Duration::from_millis(5);
 
-/// How long a batch of events alone may stay journaled but not fsynced (see `Writer::held`): its
-/// commit is written without an fsync, and the next fsynced commit (a write's, or one made for
-/// them once this much time has passed) makes it durable. Events are published (the feed, the
-/// console's Live view) only then, so nobody sees one that a power cut could take back. A batch
-/// of events no longer costs an fsync each (200 a second at `EVENT_INTERVAL`): the block layer's
-/// fsync work, run at a high priority, was most of what a call through `/mcp` waited behind on a
-/// small machine (see BENCHMARKS.md).
-const EVENT_SYNC: Duration = Duration::from_millis(50);
-
 /// How much work the writer does at most, while it builds and journals events nobody waits for,
 /// before it offers its core to another thread (see [`Pacer`]).
 const EVENT_SLICE: Duration = Duration::from_micros(20);
@@ -231,29 +222,16 @@ pub fn spawn(mut w: Writer) -> Handle {
             // The callers the previous batch answered, and when.
             let mut answered = (0, Instant::now());
             while !stop {
-                // Events held past their time are made durable first, however busy the writer.
-                let held_until = w.held_since.map(|t| t + EVENT_SYNC);
-                if held_until.is_some_and(|t| t <= Instant::now()) {
-                    w.sync_held();
-                    continue;
-                }
-                let idle_until = (!w.unsynced.is_empty()).then(|| Instant::now() + IDLE_SYNC);
-                let deadline = match (held_until, idle_until) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                let first = match q.recv(deadline) {
-                    Some(m) => Some(m),
-                    None if deadline.is_some() => {
-                        if held_until.is_some_and(|t| t <= Instant::now()) {
-                            w.sync_held();
-                        }
-                        if idle_until.is_some_and(|t| t <= Instant::now()) {
+                let first = if w.unsynced.is_empty() {
+                    q.recv(None)
+                } else {
+                    match q.recv(Some(Instant::now() + IDLE_SYNC)) {
+                        Some(m) => Some(m),
+                        None => {
                             w.sync_unsynced();
+                            continue;
                         }
-                        continue;
                     }
-                    None => None,
                 };
                 let Some(first) = first else { break };
                 let mut jobs = vec![];
@@ -340,17 +318,6 @@ pub struct Writer {
     /// Folders found to be real folders (not links) during this batch (see `check_folders`).
     real_dirs: HashSet<PathBuf>,
     pacer: Pacer,
-    /// Events journaled by commits without an fsync (batches of events alone), oldest first, not
-    /// yet published: the next fsynced journal commit makes them durable, and they are published
-    /// then, before that commit's own changes. Held since `held_since`, at most [`EVENT_SYNC`].
-    held: Vec<Migration>,
-    held_since: Option<Instant>,
-    /// The batch being committed is one of events alone: its commit is not fsynced, and its
-    /// migrations go to `held` once its callers (none wait) are answered.
-    holding: bool,
-    /// The journal's connection could not be set back to fsynced commits: writes are refused
-    /// (as when the files are behind) until it can.
-    fsync_lost: bool,
 }
 
 /// The hand edits a folder scan journals per commit: a folder of new files (a first start over
@@ -410,10 +377,6 @@ impl Writer {
                 since: Instant::now(),
                 on: false,
             },
-            held: vec![],
-            held_since: None,
-            holding: false,
-            fsync_lost: false,
         }
     }
 
@@ -541,7 +504,6 @@ impl Writer {
         }
         let migs = std::mem::take(&mut self.migs);
         let unplaced = self.unplaced.take();
-        let hold = std::mem::take(&mut self.holding) && outcome.is_ok();
         for (reply, r, range) in results {
             let r = match (&outcome, r) {
                 (Err(e), _) => Err(e.clone()),
@@ -562,10 +524,6 @@ impl Writer {
             if let Some(tx) = reply {
                 let _ = tx.send(r);
             }
-        }
-        if hold && !migs.is_empty() {
-            self.held.extend(migs);
-            self.held_since.get_or_insert_with(Instant::now);
         }
     }
 
