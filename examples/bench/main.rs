@@ -9,9 +9,10 @@
 //! cargo run --release --example bench -- --only feed,wasm    # the load section, then these
 //! ```
 //!
-//! The server binary is `target/release/datanotes`, found next to this example's own executable
-//! (`DATANOTES_BIN` overrides it). When run through cargo, the bench first asks cargo to bring that
-//! binary up to date, so it never measures a stale build (`--no-build` skips that). Built without
+//! The server binary is `target/release/datanotes` (`target/debug/` for a debug build of the
+//! bench), found next to this example's own executable (`DATANOTES_BIN` overrides it). When run
+//! through cargo, the bench first asks cargo to bring that binary up to date, so it never
+//! measures a stale build (`--no-build` skips that). Built without
 //! `--release`, it runs the debug server and gives no verdicts (`scripts/test` does that: it checks
 //! that every section runs, without a second, optimised build of everything).
 //!
@@ -96,20 +97,13 @@ fn build_server(opts: &Opts) {
     if std::env::var_os("DATANOTES_BIN").is_some() {
         return;
     }
-    // The profile this bench was built with: its server sits next to it.
-    let profile = if RELEASE { "release" } else { "dev" };
+    // With the profile this bench was built with: its server sits next to it.
     progress(format!(
-        "cargo build --profile {profile} --bin datanotes --example remote_app"
+        "cargo build{RELEASE_FLAG} --bin datanotes --example remote_app"
     ));
     let ok = Command::new(cargo)
-        .args([
-            "build",
-            "--profile",
-            profile,
-            "--quiet",
-            "--bin",
-            "datanotes",
-        ])
+        .args(["build", "--quiet", "--bin", "datanotes"])
+        .args(RELEASE.then_some("--release"))
         .args(["--example", "remote_app"])
         .arg("--manifest-path")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
