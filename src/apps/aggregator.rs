@@ -15,6 +15,8 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::ops;
 use rmcp::model::Tool;
+use serde::ser::SerializeMap;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -65,6 +67,8 @@ struct Slot {
 struct Namespace {
     /// (app, tool) in listing order.
     tools: Vec<(String, Tool)>,
+    /// Each tool of `tools` as `tools/list` writes it, written once per namespace.
+    json: Vec<Box<RawValue>>,
     by_name: HashMap<String, usize>,
     skipped: HashMap<String, Vec<Value>>,
     /// Each app's section of the instructions, in registration order.
@@ -82,6 +86,8 @@ pub struct Aggregator {
     slots: RwLock<Vec<Slot>>,
     ns: RwLock<Arc<Namespace>>,
     op_tools: Vec<Tool>,
+    /// Each operation's tool as `tools/list` writes it.
+    op_json: Vec<Box<RawValue>>,
     /// The WASM apps' runtime (shared by every WASM app).
     pub wasm: Arc<WasmRuntime>,
     /// Bumped whenever the namespace's tools change (MCP `notifications/tools/list_changed`).
@@ -115,6 +121,11 @@ pub fn declared_tables(t: &Tool) -> Vec<String> {
 }
 
 /// The engine's operations as MCP tools.
+/// A tool as `tools/list` writes it.
+fn tool_json(t: &Tool) -> Box<RawValue> {
+    serde_json::value::to_raw_value(t).expect("a tool is JSON")
+}
+
 fn operation_tools() -> Vec<Tool> {
     ops::describe_all()
         .iter()
@@ -126,6 +137,39 @@ fn operation_tools() -> Vec<Tool> {
             serde_json::from_value(t).ok()
         })
         .collect()
+}
+
+/// MCP's `tools/list` result (`{"tools": [...]}`), as [`Aggregator::tool_list`] picks it.
+pub struct ToolList<'a> {
+    ops: &'a [Box<RawValue>],
+    ns: Arc<Namespace>,
+    picks: Vec<usize>,
+}
+
+impl ToolList<'_> {
+    fn tool(&self, i: usize) -> &RawValue {
+        match self.ops.get(i) {
+            Some(t) => t,
+            None => &self.ns.json[i - self.ops.len()],
+        }
+    }
+}
+
+impl serde::Serialize for ToolList<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        struct Tools<'b, 'a>(&'b ToolList<'a>);
+        impl serde::Serialize for Tools<'_, '_> {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.picks.iter().map(|&i| self.0.tool(i)))
+            }
+        }
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry("tools", &Tools(self))?;
+        m.end()
+    }
 }
 
 impl Aggregator {
@@ -148,6 +192,7 @@ impl Aggregator {
             slots: RwLock::new(vec![]),
             ns: RwLock::new(Arc::new(Namespace::default())),
             op_tools: operation_tools(),
+            op_json: operation_tools().iter().map(tool_json).collect(),
             changed: tokio::sync::watch::Sender::new(0),
             resolving: std::sync::Mutex::new(()),
         });
@@ -400,6 +445,7 @@ impl Aggregator {
             }
         }
         ns.instructions = instructions;
+        ns.json = ns.tools.iter().map(|(_, t)| tool_json(t)).collect();
         // describe_table shows the tools that declare each table.
         let mut per_table: HashMap<String, Vec<Value>> = HashMap::new();
         for (app, t) in &ns.tools {
@@ -605,14 +651,41 @@ impl Aggregator {
     /// (`engine` for operations).
     fn visible(&self, caller: &Caller) -> Vec<(String, Tool)> {
         let ns = self.ns.read().unwrap().clone();
+        let ops = self.op_tools.iter().map(|t| ("engine", t));
+        let all: Vec<_> = ops
+            .chain(ns.tools.iter().map(|(a, t)| (&a[..], t)))
+            .collect();
+        self.picks(caller, &ns)
+            .into_iter()
+            .map(|i| (all[i].0.to_string(), all[i].1.clone()))
+            .collect()
+    }
+
+    /// Which tools a caller may list and call: indices into the operations' tools followed by
+    /// the namespace's.
+    fn picks(&self, caller: &Caller, ns: &Namespace) -> Vec<usize> {
         let may =
             |t: &Tool| auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok();
-        let ops = self.op_tools.iter().map(|t| ("engine".to_string(), t));
-        let apps = ns.tools.iter().map(|(a, t)| (a.clone(), t));
-        ops.chain(apps)
+        let apps = ns.tools.iter().map(|(_, t)| t);
+        self.op_tools
+            .iter()
+            .chain(apps)
+            .enumerate()
             .filter(|(_, t)| may(t))
-            .map(|(a, t)| (a, t.clone()))
+            .map(|(i, _)| i)
             .collect()
+    }
+
+    /// MCP's `tools/list` result for a caller (every tool a caller may list and call, the
+    /// engine's operations first), written from each tool's JSON as the namespace holds it:
+    /// no tool is copied or written again per listing.
+    pub fn tool_list(&self, caller: &Caller) -> ToolList<'_> {
+        let ns = self.ns.read().unwrap().clone();
+        ToolList {
+            picks: self.picks(caller, &ns),
+            ops: &self.op_json,
+            ns,
+        }
     }
 
     /// Every tool a caller may list and call: the engine's operations first, then the apps'.

@@ -551,10 +551,7 @@ impl Door {
                     return None;
                 }
                 let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
-                to_answer(
-                    rpc_id,
-                    &ListToolsResult::with_all_items(server.agg.tools(&ctx.caller)),
-                )?
+                to_answer(rpc_id, &server.agg.tool_list(&ctx.caller))?
             }
             "tools/call" => {
                 let tool = msg.pointer("/params/name")?.as_str()?.to_string();

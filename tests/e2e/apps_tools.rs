@@ -463,3 +463,62 @@ fn mcp_answers_the_hosts_of_its_listen_address_and_public_names() {
     let agent = Agent::connect(&format!("{}/mcp", s.url), Some(&s.token), None);
     assert!(agent.names().contains(&"select_rows".to_string()));
 }
+
+/// `/mcp` `tools/list` writes each tool once per namespace and copies it into every listing:
+/// what an agent reads is each tool whole (description, schema, annotations) as `apps/tools`
+/// lists it, for the owner and for a token that may call fewer tools, and a change of the
+/// namespace shows in the next listing.
+#[test]
+fn mcp_lists_each_tool_whole_as_apps_tools_does() {
+    let s = server();
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "planning", "wasm_path": component("planning"),
+                "write": ["personal.tasks.items"], "ddl": true}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let helper = create_app(
+        &s,
+        json!({"name": "helper", "call_tools": ["planning_*", "describe_table"]}),
+    );
+    let listed = |token: &str| {
+        let tools = Agent::engine(&s, token, None).tools();
+        serde_json::to_value(tools).unwrap()
+    };
+    let apps_tools = |token: &str| {
+        let (st, mut v) = s.call_as(Some(token), "apps/tools", &json!({}), &[]);
+        assert_eq!(st, 200, "{v}");
+        let mut tools = v["tools"].take();
+        for t in tools.as_array_mut().unwrap() {
+            t.as_object_mut().unwrap().remove("app");
+        }
+        tools
+    };
+    for token in [&s.token, &helper] {
+        let mcp = listed(token);
+        assert_eq!(mcp, apps_tools(token));
+        let add = mcp
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "planning_add_task")
+            .expect("planning_add_task listed");
+        assert!(add["description"].as_str().is_some_and(|d| !d.is_empty()));
+        assert_eq!(add["inputSchema"]["type"], "object", "{add}");
+    }
+    assert_eq!(listed(&helper).as_array().unwrap().len(), 4);
+    // The namespace changes: the next listing is the new one.
+    s.ok_route("apps/delete", json!({"name": "planning"}));
+    let after = listed(&s.token);
+    assert!(
+        after
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| !t["name"].as_str().unwrap().starts_with("planning_")),
+        "{after}"
+    );
+    assert_eq!(after, apps_tools(&s.token));
+    assert_eq!(listed(&helper).as_array().unwrap().len(), 1);
+}
