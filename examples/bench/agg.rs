@@ -303,7 +303,8 @@ fn mcp_ping(
     t0.elapsed()
 }
 
-/// MCP against its floor and against HTTP, on one raw keep-alive session, in two loops:
+/// MCP against its floor and against HTTP, on one raw keep-alive session: pings alone (the
+/// tail of a request that leaves the writer nothing to do), then two loops:
 /// 1. `ping`, `tools/call` of a name no tool has (the door, parsing, the aggregator's refusal,
 ///    the answer and its tool-call event, no app), `tools/call` of the trivial WASM tool
 ///    (when there is one), in turn: each follows an MCP request on the session;
@@ -322,6 +323,15 @@ fn mcp_floor(
     const S: &str = "agg";
     // A p99 needs samples: at least 1,000 of each (half a second), in the quick run too.
     let n = (calls * 4).max(1000);
+    // 0. Pings alone: no tool call, so no tool-call event and nothing for the writer to do.
+    //    Their tail is the machine's (and the door's) floor for the tail of any request.
+    let mut alone = vec![];
+    for i in 0..20 + n {
+        let d = mcp_ping(rt, http, url, token, sid);
+        if i >= 20 {
+            alone.push(d);
+        }
+    }
     let (mut ping, mut none, mut wasm) = (vec![], vec![], vec![]);
     for i in 0..20 + n {
         let d1 = mcp_ping(rt, http, url, token, sid);
@@ -375,7 +385,20 @@ fn mcp_floor(
         lh.p50,
         lm.p50 / lh.p50
     ));
+    let l0 = Latency::of(&alone);
+    progress(format!(
+        "MCP pings alone: p50 {:.3} ms, p99 {:.3} ms = {:.2}x its p50 (the floor of a tail here)",
+        l0.p50,
+        l0.p99,
+        l0.p99 / l0.p50
+    ));
     let mut out = vec![];
+    out.push(Figure::new(
+        S,
+        "mcp_ping_alone_p99_over_p50",
+        l0.p99 / l0.p50,
+        "x",
+    ));
     out.extend(lp.figures(S, "mcp_ping", None).into_iter().take(2));
     out.extend(lm.figures(S, "mcp_list_tables", None).into_iter().take(2));
     out.extend(lh.figures(S, "http_list_tables", None).into_iter().take(2));

@@ -307,6 +307,19 @@ fn at_rest(b: &Bench, plugins: &Path) -> Vec<Figure> {
         p.p50, p.max
     ));
     out.push(Figure::new(S, "call_after_pause_rust_ms", p.p50, "ms"));
+    // The floor of any request after the same pause: `GET /datanotes/health`, which touches
+    // no app. A first call after eviction cannot cost less than this on the same machine.
+    let mut empty = vec![];
+    for _ in 0..rounds {
+        evicted();
+        empty.push(client.health());
+    }
+    let e = Latency::of(&empty);
+    progress(format!(
+        "an empty request (health) after the same pause: p50 {:.3} ms, max {:.3} ms",
+        e.p50, e.max
+    ));
+    out.push(Figure::new(S, "health_after_pause_ms", e.p50, "ms"));
     out.extend(shared_copies(&s, &client, plugins, IDLE_MS));
     drop(client);
     s.stop();
