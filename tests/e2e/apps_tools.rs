@@ -28,6 +28,18 @@ fn server() -> Server {
     Server::start_with_env(&[("DATANOTES_CACHE_DIR", d.to_str().unwrap())])
 }
 
+/// Installs the `planning` WASM app (it may write the tasks table); the answer of `apps/create`.
+fn install_planning(s: &Server) -> Value {
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"name": "planning", "wasm_path": component("planning"),
+                "write": ["personal.tasks.items"], "ddl": true}),
+    );
+    assert_eq!(st, 200, "{v}");
+    v
+}
+
 fn names(v: &Value) -> Vec<String> {
     v["tools"]
         .as_array()
@@ -65,13 +77,7 @@ fn last_migration(s: &Server) -> Value {
 #[test]
 fn call_tools_limit_what_a_token_lists_and_calls_through_every_door() {
     let s = server();
-    let (st, v) = s.post(
-        "/datanotes/apps/create/",
-        Some(&s.token),
-        &json!({"name": "planning", "wasm_path": component("planning"),
-                "write": ["personal.tasks.items"], "ddl": true}),
-    );
-    assert_eq!(st, 200, "{v}");
+    let v = install_planning(&s);
     // Every tool by default.
     assert_eq!(v["app"]["call_tools"], json!(["*"]), "{v}");
     let reader = create_app(
@@ -471,13 +477,7 @@ fn mcp_answers_the_hosts_of_its_listen_address_and_public_names() {
 #[test]
 fn mcp_lists_each_tool_whole_as_apps_tools_does() {
     let s = server();
-    let (st, v) = s.post(
-        "/datanotes/apps/create/",
-        Some(&s.token),
-        &json!({"name": "planning", "wasm_path": component("planning"),
-                "write": ["personal.tasks.items"], "ddl": true}),
-    );
-    assert_eq!(st, 200, "{v}");
+    install_planning(&s);
     let helper = create_app(
         &s,
         json!({"name": "helper", "call_tools": ["planning_*", "describe_table"]}),
