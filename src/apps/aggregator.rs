@@ -120,12 +120,12 @@ pub fn declared_tables(t: &Tool) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The engine's operations as MCP tools.
 /// A tool as `tools/list` writes it.
 fn tool_json(t: &Tool) -> Box<RawValue> {
     serde_json::value::to_raw_value(t).expect("a tool is JSON")
 }
 
+/// The engine's operations as MCP tools.
 fn operation_tools() -> Vec<Tool> {
     ops::describe_all()
         .iter()
@@ -179,6 +179,7 @@ impl Aggregator {
         registry: Arc<Registry>,
         wasm: Arc<WasmRuntime>,
     ) -> Arc<Aggregator> {
+        let op_tools = operation_tools();
         let agg = Arc::new(Aggregator {
             wasm,
             engine,
@@ -191,8 +192,8 @@ impl Aggregator {
             ),
             slots: RwLock::new(vec![]),
             ns: RwLock::new(Arc::new(Namespace::default())),
-            op_tools: operation_tools(),
-            op_json: operation_tools().iter().map(tool_json).collect(),
+            op_json: op_tools.iter().map(tool_json).collect(),
+            op_tools,
             changed: tokio::sync::watch::Sender::new(0),
             resolving: std::sync::Mutex::new(()),
         });
