@@ -568,7 +568,11 @@ impl Door {
                     Some(_) => return None,
                 };
                 let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
-                to_answer(rpc_id, &serve_call(server, ctx, tool, args, None).await)?
+                let mut result = serve_call(server, ctx, tool, args, None).await;
+                // This path serves versions before 2026-07-28 only (`known_version`), whose
+                // results carry no `resultType`: rmcp leaves it out for them too.
+                result.result_type = None;
+                to_answer(rpc_id, &result)?
             }
             _ => return None,
         };

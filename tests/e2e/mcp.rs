@@ -798,6 +798,93 @@ fn delete_ends_a_session_with_204() {
     assert_eq!(r.status(), 404);
 }
 
+/// The lean path (one JSON answer for `tools/list` and `tools/call` on an open session) answers
+/// what rmcp's own path answers the same session: a listing with a cursor and a call that asks
+/// for progress stay on rmcp's path (an SSE stream), and their results are the lean ones, to
+/// the field (no `resultType` for a peer of a version before 2026-07-28).
+#[test]
+fn the_lean_path_answers_what_rmcp_answers() {
+    let s = Server::start();
+    tasks_table(&s);
+    let http = reqwest::blocking::Client::new();
+    let post = |sid: Option<&str>, body: Value| {
+        let mut r = http
+            .post(format!("{}/mcp", s.url))
+            .bearer_auth(&s.token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(id) = sid {
+            r = r
+                .header("mcp-session-id", id)
+                .header("mcp-protocol-version", "2025-06-18");
+        }
+        r.send().unwrap()
+    };
+    // The JSON-RPC answer of a POST, as one JSON answer or as the data of an SSE event; and
+    // whether it came as JSON.
+    let answer = |r: reqwest::blocking::Response| -> (bool, Value) {
+        let json = r.headers()["content-type"] == "application/json";
+        let text = r.text().unwrap();
+        if json {
+            return (true, serde_json::from_str(&text).unwrap());
+        }
+        let data = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .find(|d| d.starts_with('{'))
+            .unwrap_or_else(|| panic!("no JSON-RPC answer in {text}"));
+        (false, serde_json::from_str(data).unwrap())
+    };
+    let r = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let _ = r.text();
+    post(
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    eventually("the session is open", || {
+        let r = post(
+            Some(&sid),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+        );
+        answer(r).0
+    });
+    let list = |params: Value| {
+        answer(post(
+            Some(&sid),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": params}),
+        ))
+    };
+    let (lean_json, lean) = list(json!({}));
+    let (rmcp_json, rmcp) = list(json!({"cursor": "0"}));
+    assert!(lean_json && !rmcp_json, "one answer on each path");
+    assert!(
+        lean["result"]["tools"].as_array().unwrap().len() > 10,
+        "{lean}"
+    );
+    assert_eq!(lean["result"], rmcp["result"]);
+
+    let call = |meta: Value| {
+        answer(post(
+            Some(&sid),
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+                "name": "select_rows", "arguments": {"table": "personal.tasks.items"},
+                "_meta": meta}}),
+        ))
+    };
+    let (lean_json, lean) = call(json!({}));
+    let (rmcp_json, rmcp) = call(json!({"progressToken": 7}));
+    assert!(lean_json && !rmcp_json, "one answer on each path");
+    assert_eq!(lean["result"]["structuredContent"]["total"], 0, "{lean}");
+    assert!(lean["result"].get("resultType").is_none(), "{lean}");
+    assert_eq!(lean["result"], rmcp["result"]);
+}
+
 #[test]
 fn last_known_tools_survive_a_restart_with_the_app_down() {
     let env = [("DATANOTES_APP_PROBE_MS", "100")];
