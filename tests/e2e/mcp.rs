@@ -727,87 +727,39 @@ fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
     });
 }
 
-#[test]
-fn delete_ends_a_session_with_204() {
-    let s = Server::start();
-    let http = reqwest::blocking::Client::new();
-    let post = |sid: Option<&str>, body: Value| {
-        let mut r = http
-            .post(format!("{}/mcp", s.url))
-            .bearer_auth(&s.token)
-            .header("accept", "application/json, text/event-stream")
-            .json(&body);
-        if let Some(id) = sid {
-            r = r.header("mcp-session-id", id);
-        }
-        r.send().unwrap()
-    };
-    let r = post(
-        None,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "9.9"}}}),
-    );
-    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
-    let _ = r.text();
-    post(
-        Some(&sid),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
-    // A call on the lean path: one JSON answer.
-    let mut r = None;
-    eventually("the session is open", || {
-        let x = post(
-            Some(&sid),
-            json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
-        );
-        let json = x.headers()["content-type"] == "application/json";
-        r = Some(x);
-        json
-    });
-    let v: Value = r.unwrap().json().unwrap();
-    assert_eq!(v, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
-    let since = seq(&s);
-    let r = post(
-        Some(&sid),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-               "params": {"name": "list_tables", "arguments": {}}}),
-    );
-    let v: Value = r.json().unwrap();
-    assert_eq!(v["result"]["structuredContent"]["tables"], json!([]), "{v}");
-    let mut ev = vec![];
-    eventually("the tool_call event", || {
-        ev = changes(&s, since, Some(&["tool_call"]));
-        !ev.is_empty()
-    });
-    // The client's name is the harness; its version is not a model.
-    assert_eq!(ev[0]["actor"]["harness"], "raw", "{ev:?}");
-    assert_eq!(ev[0]["actor"]["model"], Value::Null, "{ev:?}");
-
-    let r = http
-        .delete(format!("{}/mcp", s.url))
-        .bearer_auth(&s.token)
-        .header("mcp-session-id", &sid)
-        .send()
-        .unwrap();
-    assert!(matches!(r.status().as_u16(), 200 | 204), "{}", r.status());
-    let r = post(
-        Some(&sid),
-        json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}),
-    );
-    assert_eq!(r.status(), 404);
+/// A raw session on the engine's `/mcp` (reqwest, no MCP client) of protocol 2025-06-18:
+/// `initialize` and `notifications/initialized` sent.
+struct RawSession<'a> {
+    s: &'a Server,
+    http: reqwest::blocking::Client,
+    sid: String,
 }
 
-/// The lean path (one JSON answer for `tools/list` and `tools/call` on an open session) answers
-/// what rmcp's own path answers the same session: a listing with a cursor and a call that asks
-/// for progress stay on rmcp's path (an SSE stream), and their results are the lean ones, to
-/// the field (no `resultType` for a peer of a version before 2026-07-28).
-#[test]
-fn the_lean_path_answers_what_rmcp_answers() {
-    let s = Server::start();
-    tasks_table(&s);
-    let http = reqwest::blocking::Client::new();
-    let post = |sid: Option<&str>, body: Value| {
+impl RawSession<'_> {
+    fn open(s: &Server) -> RawSession<'_> {
+        let http = reqwest::blocking::Client::new();
+        let r = RawSession::request(
+            s,
+            &http,
+            None,
+            json!({"jsonrpc": "2.0", "id": 1,
+            "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "9.9"}}}),
+        );
+        let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+        let _ = r.text();
+        let raw = RawSession { s, http, sid };
+        raw.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        raw
+    }
+
+    fn request(
+        s: &Server,
+        http: &reqwest::blocking::Client,
+        sid: Option<&str>,
+        body: Value,
+    ) -> reqwest::blocking::Response {
         let mut r = http
             .post(format!("{}/mcp", s.url))
             .bearer_auth(&s.token)
@@ -819,7 +771,64 @@ fn the_lean_path_answers_what_rmcp_answers() {
                 .header("mcp-protocol-version", "2025-06-18");
         }
         r.send().unwrap()
-    };
+    }
+
+    /// A POST on the session.
+    fn post(&self, body: Value) -> reqwest::blocking::Response {
+        RawSession::request(self.s, &self.http, Some(&self.sid), body)
+    }
+}
+
+#[test]
+fn delete_ends_a_session_with_204() {
+    let s = Server::start();
+    let raw = RawSession::open(&s);
+    let sid = raw.sid.clone();
+    // A call on the lean path: one JSON answer.
+    let mut r = None;
+    eventually("the session is open", || {
+        let x = raw.post(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+        let json = x.headers()["content-type"] == "application/json";
+        r = Some(x);
+        json
+    });
+    let v: Value = r.unwrap().json().unwrap();
+    assert_eq!(v, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+    let since = seq(&s);
+    let r = raw.post(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "list_tables", "arguments": {}}}));
+    let v: Value = r.json().unwrap();
+    assert_eq!(v["result"]["structuredContent"]["tables"], json!([]), "{v}");
+    let mut ev = vec![];
+    eventually("the tool_call event", || {
+        ev = changes(&s, since, Some(&["tool_call"]));
+        !ev.is_empty()
+    });
+    // The client's name is the harness; its version is not a model.
+    assert_eq!(ev[0]["actor"]["harness"], "raw", "{ev:?}");
+    assert_eq!(ev[0]["actor"]["model"], Value::Null, "{ev:?}");
+
+    let r = raw
+        .http
+        .delete(format!("{}/mcp", s.url))
+        .bearer_auth(&s.token)
+        .header("mcp-session-id", &sid)
+        .send()
+        .unwrap();
+    assert!(matches!(r.status().as_u16(), 200 | 204), "{}", r.status());
+    let r = raw.post(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
+    assert_eq!(r.status(), 404);
+}
+
+/// The lean path (one JSON answer for `tools/list` and `tools/call` on an open session) answers
+/// what rmcp's own path answers the same session: a listing with a cursor and a call that asks
+/// for progress stay on rmcp's path (an SSE stream), and their results are the lean ones, to
+/// the field (no `resultType` for a peer of a version before 2026-07-28).
+#[test]
+fn the_lean_path_answers_what_rmcp_answers() {
+    let s = Server::start();
+    tasks_table(&s);
+    let raw = RawSession::open(&s);
     // The JSON-RPC answer of a POST, as one JSON answer or as the data of an SSE event; and
     // whether it came as JSON.
     let answer = |r: reqwest::blocking::Response| -> (bool, Value) {
@@ -835,30 +844,14 @@ fn the_lean_path_answers_what_rmcp_answers() {
             .unwrap_or_else(|| panic!("no JSON-RPC answer in {text}"));
         (false, serde_json::from_str(data).unwrap())
     };
-    let r = post(
-        None,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-    );
-    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
-    let _ = r.text();
-    post(
-        Some(&sid),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
     eventually("the session is open", || {
-        let r = post(
-            Some(&sid),
-            json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
-        );
+        let r = raw.post(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
         answer(r).0
     });
     let list = |params: Value| {
-        answer(post(
-            Some(&sid),
-            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": params}),
-        ))
+        answer(
+            raw.post(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": params})),
+        )
     };
     let (lean_json, lean) = list(json!({}));
     let (rmcp_json, rmcp) = list(json!({"cursor": "0"}));
@@ -870,8 +863,7 @@ fn the_lean_path_answers_what_rmcp_answers() {
     assert_eq!(lean["result"], rmcp["result"]);
 
     let call = |meta: Value| {
-        answer(post(
-            Some(&sid),
+        answer(raw.post(
             json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
                 "name": "select_rows", "arguments": {"table": "personal.tasks.items"},
                 "_meta": meta}}),
