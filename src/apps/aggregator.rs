@@ -15,7 +15,6 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::ops;
 use rmcp::model::Tool;
-use serde::ser::SerializeMap;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -157,18 +156,12 @@ impl ToolList<'_> {
 
 impl serde::Serialize for ToolList<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        struct Tools<'b, 'a>(&'b ToolList<'a>);
-        impl serde::Serialize for Tools<'_, '_> {
-            fn serialize<S: serde::Serializer>(
-                &self,
-                s: S,
-            ) -> std::result::Result<S::Ok, S::Error> {
-                s.collect_seq(self.0.picks.iter().map(|&i| self.0.tool(i)))
-            }
+        #[derive(serde::Serialize)]
+        struct Out<'b> {
+            tools: Vec<&'b RawValue>,
         }
-        let mut m = s.serialize_map(Some(1))?;
-        m.serialize_entry("tools", &Tools(self))?;
-        m.end()
+        let tools = self.picks.iter().map(|&i| self.tool(i)).collect();
+        Out { tools }.serialize(s)
     }
 }
 
