@@ -38,7 +38,7 @@ use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
     ContentBlock as Content, Implementation, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, ServerResult,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -568,10 +568,12 @@ impl Door {
                     Some(_) => return None,
                 };
                 let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
-                let mut result = serve_call(server, ctx, tool, args, None).await;
-                // This path serves versions before 2026-07-28 only (`known_version`), whose
-                // results carry no `resultType`: rmcp leaves it out for them too.
-                result.result_type = None;
+                let result = serve_call(server, ctx, tool, args, None).await;
+                // This path serves versions before 2026-07-28 only (`known_version`): the
+                // result in the shape rmcp gives those peers (no `resultType`).
+                let mut result = ServerResult::CallToolResult(result);
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
                 to_answer(rpc_id, &result)?
             }
             _ => return None,
