@@ -742,10 +742,9 @@ impl RawSession<'_> {
             s,
             &http,
             None,
-            json!({"jsonrpc": "2.0", "id": 1,
-            "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "9.9"}}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "9.9"}}}),
         );
         let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
         let _ = r.text();
