@@ -152,6 +152,18 @@ async function main() {
   check(rows.body.rows && rows.body.rows.length === 1, "the row the tool added is not in the table");
   ok("call a tool from the form generated from its schema", out.split("\n")[0]);
 
+  step = "what a WASM app holds now";
+  await page.click('a[data-view="apps"]');
+  const line = await page.locator('[data-app="planning"] .runtime').textContent();
+  const rt = (await api("apps/get", { name: "planning" })).body.app.runtime;
+  check(rt.instances >= 1 && rt.instantiateUs > 0, `the server says: ${JSON.stringify(rt)}`);
+  const held = new RegExp(`now: ${rt.instances} instances? \\(${rt.warm} warm\\), [0-9.]+ MiB of memory · code loaded · an idle instance is dropped after 60 s · its last fresh instance took [0-9.]+ ms to make`);
+  check(held.test(line), `the app's line does not say what it holds (${JSON.stringify(rt)}): ${line}`);
+  const mem = await page.textContent("#server-memory");
+  const m = /^server: ([0-9.]+) MiB resident · WASM apps: ([0-9]+) live instances?, [0-9.]+ MiB of memory$/.exec(mem);
+  check(m && Number(m[1]) > 1 && Number(m[2]) >= rt.instances, `the server's memory is not shown: ${mem}`);
+  ok("the console shows what a WASM app and the server hold now", `${line.trim()}; ${mem}`);
+
   step = "live";
   await page.click('a[data-view="live"]');
   await page.waitForFunction(() => document.querySelector("#live-status")?.textContent === "connected");

@@ -77,6 +77,12 @@ fn idle_instances_are_dropped_and_the_next_call_works() {
             s.tool_ok(tool, args.clone());
             let r = runtime(&s, app);
             assert_eq!(r["codeLoaded"], true, "{app}, round {round}: {r}");
+            // How long its last fresh instance took to make (this call ran on one made since
+            // the install, or made for it).
+            assert!(
+                r["instantiateUs"].as_u64().is_some_and(|us| us > 0),
+                "{app}: {r}"
+            );
             if *app == "bookmarks" {
                 assert_eq!(r["instances"], 0, "idle_ms 0 keeps no instance: {r}");
                 continue;
@@ -155,6 +161,11 @@ fn listing_after_a_restart_comes_from_the_cache_without_an_instance() {
     let r = runtime(&s, "journal");
     assert_eq!(r["instances"], 0, "listing made an instance: {r}");
     assert_eq!(r["codeLoaded"], false, "listing loaded the component: {r}");
+    assert_eq!(
+        r["instantiateUs"],
+        Value::Null,
+        "no instance was made yet: {r}"
+    );
     // A call loads it then, and works.
     s.tool_ok(
         "journal_append",
@@ -163,6 +174,7 @@ fn listing_after_a_restart_comes_from_the_cache_without_an_instance() {
     let r = runtime(&s, "journal");
     assert_eq!(r["codeLoaded"], true, "{r}");
     assert_eq!(r["instances"], 1, "{r}");
+    assert!(r["instantiateUs"].as_u64().is_some_and(|us| us > 0), "{r}");
 }
 
 #[test]

@@ -119,6 +119,8 @@ struct Inner {
     /// The app's live instances and their memory.
     meter: Arc<limits::Meter>,
     slots: Arc<tokio::sync::Semaphore>,
+    /// How long the last fresh instance took to make, in µs (`u64::MAX`: none yet).
+    made_us: std::sync::atomic::AtomicU64,
 }
 
 impl WasmApp {
@@ -143,6 +145,7 @@ impl WasmApp {
             reaping: Default::default(),
             meter: Arc::default(),
             slots,
+            made_us: u64::MAX.into(),
         }))
     }
 }

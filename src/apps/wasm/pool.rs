@@ -84,6 +84,7 @@ impl Inner {
 
     /// [`Inner::instantiate`], once.
     async fn instantiate_in(self: &Arc<Self>, pre: &Pre) -> Result<Instance, Fresh> {
+        let t0 = Instant::now();
         let (stdout, stderr) = (LogPipe::default(), LogPipe::default());
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
@@ -137,10 +138,14 @@ impl Inner {
                 return Err(Fresh::Failed(WasmError::Instantiate(Box::new(why))));
             }
         };
+        let now = Instant::now();
+        let us = now.duration_since(t0).as_micros();
+        self.made_us
+            .store(u64::try_from(us).unwrap_or(u64::MAX - 1), Ordering::Relaxed);
         Ok(Instance {
             store,
             app,
-            since: Instant::now(),
+            since: now,
             ticking: None,
         })
     }
@@ -240,14 +245,17 @@ impl Inner {
     }
 
     /// What the app holds now: its live instances (in a call or warm) and the bytes of their
-    /// memories and tables, and whether its compiled code is loaded.
+    /// memories and tables, whether its compiled code is loaded, and how long its last fresh
+    /// instance took to make (null: none since the server started).
     pub(super) fn stats(&self) -> Value {
+        let made = Some(self.made_us.load(Ordering::Relaxed)).filter(|&us| us != u64::MAX);
         json!({
             "instances": self.meter.instances(),
             "warm": self.warm.lock().unwrap().len(),
             "memoryBytes": self.meter.bytes(),
             "codeLoaded": matches!(self.pre.try_lock().as_deref(), Ok(Some(Ok(_)))),
             "idleMs": self.idle().as_millis() as u64,
+            "instantiateUs": made,
         })
     }
 }

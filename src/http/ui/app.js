@@ -198,6 +198,7 @@ function appCard(a) {
     card.append(h("div", {}, `limits: memory ${l.memory_mb} MiB · cpu ${l.cpu_ms} ms · timeout ${l.timeout_ms} ms · result ${l.max_result_bytes} B · instances ${l.max_instances}`),
       h("div", {}, "allow_hosts: ", a.wasm.allow_hosts && a.wasm.allow_hosts.length ? a.wasm.allow_hosts.join(", ") : "none (no network)"),
       h("div", { class: "muted" }, `component ${String(a.wasm.sha256).slice(0, 12)}… (${(a.wasm.size / 1e6).toFixed(1)} MB)`));
+    if (a.runtime) card.append(runtimeLine(a.runtime));
   }
   if ((a.tools || []).length) card.append(h("details", {}, h("summary", {}, "tools"), h("p", {}, a.tools.join(", "))));
   if ((a.skippedTools || []).length) {
@@ -214,6 +215,30 @@ function appCard(a) {
   }
   card.append(actions, msg);
   return card;
+}
+
+function mib(bytes) { return `${(bytes / 1048576).toFixed(1)} MiB`; }
+
+// What a WASM app holds now (its `runtime`): read again with the list, every 5 s.
+function runtimeLine(r) {
+  const n = r.instances || 0;
+  const parts = [
+    n ? `${n} instance${n === 1 ? "" : "s"} (${r.warm} warm), ${mib(r.memoryBytes)} of memory` : "no instance",
+    r.codeLoaded ? "code loaded" : "code not loaded",
+    r.idleMs ? `an idle instance is dropped after ${r.idleMs / 1000} s` : "no instance is kept between calls",
+    r.instantiateUs == null ? null : `its last fresh instance took ${(r.instantiateUs / 1000).toFixed(2)} ms to make`,
+  ];
+  return h("div", { class: "runtime" }, "now: ", parts.filter(Boolean).join(" · "));
+}
+
+// The owner's view of the server's memory (`GET /datanotes/health` with the owner token).
+async function serverMemory() {
+  const r = await fetch("/datanotes/health", { headers: { Authorization: `Bearer ${state.token}` } });
+  const m = r.ok ? (await r.json().catch(() => ({}))).memory : null;
+  if (!m) return null;
+  const rss = m.rssBytes == null ? "resident memory unknown" : `${mib(m.rssBytes)} resident`;
+  return h("p", { class: "muted", id: "server-memory" },
+    `server: ${rss} · WASM apps: ${m.wasmInstances} live instance${m.wasmInstances === 1 ? "" : "s"}, ${mib(m.wasmMemoryBytes)} of memory`);
 }
 
 async function refreshApp(name, msg) {
@@ -317,11 +342,12 @@ async function appsView() {
   let apps;
   if (state.owner) apps = (await api("apps")).apps;
   else apps = state.self ? [(await api("apps/get", { name: state.self })).app] : [];
+  const memory = state.owner ? await serverMemory() : null;
   if (state.view !== "apps") return;
   const list = h("div", { id: "apps" }, apps.length ? apps.map(appCard) : h("p", { class: "muted" }, state.owner ? "No apps yet." : "Signed in with an app token: the list of apps is the owner's. The app's own sign-in link (…#token=…&app=NAME) shows its entry here."));
   // The forms keep what they show (a new token) across a reload of the list.
   if (state.owner && !forms) forms = [installForm(), remoteForm()];
-  show(h("h1", {}, "Apps"), list, state.owner ? forms : null);
+  show(h("h1", {}, "Apps"), memory, list, state.owner ? forms : null);
 }
 
 // Reachability changes on its own: the list is read again every 5 s while it is shown, unless
@@ -331,7 +357,11 @@ setInterval(async () => {
   if (!state.token || state.view !== "apps" || !list || list.contains(document.activeElement) || $("#dialog").open) return;
   try {
     const apps = state.owner ? (await api("apps")).apps : state.self ? [(await api("apps/get", { name: state.self })).app] : null;
-    if (apps && state.view === "apps" && !list.contains(document.activeElement)) list.replaceChildren(...apps.map(appCard));
+    const memory = state.owner ? await serverMemory() : null;
+    if (apps && state.view === "apps" && !list.contains(document.activeElement)) {
+      list.replaceChildren(...apps.map(appCard));
+      if (memory) $("#server-memory")?.replaceWith(memory);
+    }
   } catch (_) { /* shown at the next action */ }
 }, 5000);
 
