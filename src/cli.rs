@@ -119,14 +119,15 @@ impl AppArgs {
 pub enum AppsCmd {
     /// Register an app; prints its token once.
     Create(AppArgs),
-    /// One line per app: name, kind, reachable, tools, skipped, last error and its age (the
-    /// same as `status`; `--json` for every field).
+    /// One line per app: name, kind, reachable, tools, skipped, a WASM app's live instances and
+    /// their memory, last error and its age (the same as `status`; `--json` for every field).
     List {
         /// Print the apps' entries as JSON instead.
         #[arg(long)]
         json: bool,
     },
-    /// One line per app: name, kind, reachable, tools, skipped, last error and its age.
+    /// One line per app: name, kind, reachable, tools, skipped, a WASM app's live instances and
+    /// their memory, last error and its age.
     Status {
         /// Print the apps' entries as JSON instead.
         #[arg(long)]
@@ -433,7 +434,8 @@ fn age(at: &str, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
     })
 }
 
-/// One app as a line: name, kind, reachable, tools, skipped, last error with its age.
+/// One app as a line: name, kind, reachable, tools, skipped, a WASM app's live instances and
+/// their memory, last error with its age.
 fn status_line(a: &Value, now: chrono::DateTime<chrono::Utc>) -> String {
     let kind = a["kind"].as_str().unwrap_or("?");
     let reach = match (kind, a["reachable"].as_bool()) {
@@ -443,13 +445,20 @@ fn status_line(a: &Value, now: chrono::DateTime<chrono::Utc>) -> String {
         (_, None) => "not checked yet",
     };
     let skipped = a["skippedTools"].as_array().map_or(0, Vec::len);
+    // A WASM app's live instances (in a call or warm) and their memory.
+    let rt = &a["runtime"];
+    let live = match (rt["instances"].as_u64(), rt["memoryBytes"].as_u64()) {
+        (Some(n), Some(b)) => format!("{n} ({:.1} MiB)", b as f64 / 1048576.0),
+        _ => "-".to_string(),
+    };
     let mut line = format!(
-        "{:<20} {:<7} {:<15} {:>5} {:>7}",
+        "{:<20} {:<7} {:<15} {:>5} {:>7}  {:<14}",
         a["name"].as_str().unwrap_or("?"),
         kind,
         reach,
         a["tools"].as_array().map_or(0, Vec::len),
-        skipped
+        skipped,
+        live
     );
     if let Some(e) = a["lastError"].as_str() {
         let when = a["lastErrorAt"]
@@ -457,9 +466,9 @@ fn status_line(a: &Value, now: chrono::DateTime<chrono::Utc>) -> String {
             .and_then(|t| age(t, now))
             .map(|a| format!(" ({a})"))
             .unwrap_or_default();
-        line.push_str(&format!("  {e}{when}"));
+        line.push_str(&format!("{e}{when}"));
     }
-    line
+    line.trim_end().to_string()
 }
 
 /// The apps, one line each, after a header; and the skipped tools with who holds each name.
@@ -470,8 +479,8 @@ fn print_status(apps: &[Value]) {
     }
     let now = chrono::Utc::now();
     println!(
-        "{:<20} {:<7} {:<15} {:>5} {:>7}  LAST ERROR",
-        "NAME", "KIND", "REACHABLE", "TOOLS", "SKIPPED"
+        "{:<20} {:<7} {:<15} {:>5} {:>7}  {:<14}LAST ERROR",
+        "NAME", "KIND", "REACHABLE", "TOOLS", "SKIPPED", "INSTANCES"
     );
     for a in apps {
         println!("{}", status_line(a, now));
@@ -502,6 +511,13 @@ mod tests {
         assert!(l.contains("NOT REACHABLE"), "{l}");
         let nums: Vec<&str> = l.split_whitespace().skip(4).take(2).collect();
         assert_eq!(nums, ["0", "1"], "tools, skipped: {l}");
-        assert!(l.ends_with("  connection refused (1 min ago)"), "{l}");
+        assert!(
+            l.ends_with("  -             connection refused (1 min ago)"),
+            "{l}"
+        );
+        let a = json!({"name": "planning", "kind": "wasm", "reachable": true, "tools": [1, 2],
+            "runtime": {"instances": 1, "memoryBytes": 1179648}});
+        let l = status_line(&a, now);
+        assert!(l.ends_with("  2       0  1 (1.1 MiB)"), "{l}");
     }
 }

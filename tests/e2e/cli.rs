@@ -208,6 +208,16 @@ fn apps_status_shows_up_down_and_skipped_apps() {
         ["planning", "wasm", "reachable", "3", "0"],
         "{out}"
     );
+    // What a WASM app holds now: its live instances and their memory (`runtime` in apps/get).
+    let held = |name: &str| {
+        let rt = srv.ok_route("apps/get", json!({"name": name}))["app"]["runtime"].clone();
+        let mib = rt["memoryBytes"].as_u64().unwrap() as f64 / 1048576.0;
+        format!("{} ({mib:.1} MiB)", rt["instances"])
+    };
+    assert!(
+        line("planning").join(" ").contains(&held("planning")),
+        "{out}"
+    );
     assert_eq!(
         line("copycat")[..5],
         ["copycat", "wasm", "reachable", "0", "3"],
@@ -227,6 +237,18 @@ fn apps_status_shows_up_down_and_skipped_apps() {
         out.contains("skipped planning_add_task: the name is held by planning"),
         "{out}"
     );
+    // After a call, its instance is warm (the default idle_ms is 60 s) and listed.
+    srv.ok_route(
+        "apps/call",
+        json!({"tool": "planning_list_tasks", "arguments": {}}),
+    );
+    let (code, out, err) = cli(&["apps", "status", "--database", s(&srv.dir)]);
+    assert_eq!(code, 0, "{err}");
+    let planning = out.lines().find(|l| l.starts_with("planning ")).unwrap();
+    assert!(planning.contains("  1 ("), "{out}");
+    assert!(planning.contains(&held("planning")), "{out}");
+    let weather = out.lines().find(|l| l.starts_with("weather ")).unwrap();
+    assert!(weather.contains(" 0  -  "), "{out}");
     // One app, and a refresh that says what changed.
     let (code, out, _) = cli(&["apps", "get", "planning", "--database", s(&srv.dir)]);
     assert_eq!(code, 0);
