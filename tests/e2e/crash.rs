@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const TABLE: &str = "bench.crash.items";
@@ -117,6 +117,7 @@ impl Client {
         token: &str,
         cycle: usize,
         stop: &AtomicBool,
+        acked: &AtomicUsize,
     ) -> Result<(), String> {
         let http = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(60))
@@ -200,6 +201,7 @@ impl Client {
                         after,
                         cycle,
                     });
+                    acked.fetch_add(1, Ordering::Relaxed);
                 }
                 Sent::Refused(status, v) => {
                     return Err(format!("{op_name} {args} was refused ({status}): {v}"));
@@ -485,21 +487,27 @@ fn kill_9_loses_no_acknowledged_write() {
     let mut floor = 0i64;
     for cycle in 0..CYCLES {
         let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(AtomicUsize::new(0));
         let (url, token) = (s.url.clone(), s.token.clone());
         let handles: Vec<_> = clients
             .drain(..)
             .map(|mut c| {
-                let (url, token, stop) = (url.clone(), token.clone(), stop.clone());
+                let (url, token, stop, acked) =
+                    (url.clone(), token.clone(), stop.clone(), acked.clone());
                 std::thread::spawn(move || {
-                    let r = c.run(&url, &token, cycle, &stop);
+                    let r = c.run(&url, &token, cycle, &stop, &acked);
                     (c, r)
                 })
             })
             .collect();
-        // Let the stream run, then kill the server in its middle.
+        // Let the stream run, then kill the server in its middle: once it has acknowledged a
+        // write, however long the first one takes on a loaded machine.
         let wait = Duration::from_millis(300 + rng.below(900));
         let t0 = Instant::now();
         std::thread::sleep(wait);
+        while acked.load(Ordering::Relaxed) == 0 && t0.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         s.kill();
         stop.store(true, Ordering::Relaxed);
         for h in handles {
