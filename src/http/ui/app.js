@@ -338,11 +338,19 @@ function remoteForm() {
 }
 
 let forms = null;
+// What the Apps view shows: the owner's list of apps and the server's memory, or an app
+// token's own entry.
+async function readApps() {
+  if (!state.owner) {
+    const apps = state.self ? [(await api("apps/get", { name: state.self })).app] : [];
+    return { apps, memory: null };
+  }
+  const [apps, memory] = await Promise.all([api("apps"), serverMemory()]);
+  return { apps: apps.apps, memory };
+}
+
 async function appsView() {
-  let apps;
-  if (state.owner) apps = (await api("apps")).apps;
-  else apps = state.self ? [(await api("apps/get", { name: state.self })).app] : [];
-  const memory = state.owner ? await serverMemory() : null;
+  const { apps, memory } = await readApps();
   if (state.view !== "apps") return;
   const list = h("div", { id: "apps" }, apps.length ? apps.map(appCard) : h("p", { class: "muted" }, state.owner ? "No apps yet." : "Signed in with an app token: the list of apps is the owner's. The app's own sign-in link (…#token=…&app=NAME) shows its entry here."));
   // The forms keep what they show (a new token) across a reload of the list.
@@ -355,10 +363,10 @@ async function appsView() {
 setInterval(async () => {
   const list = $("#apps");
   if (!state.token || state.view !== "apps" || !list || list.contains(document.activeElement) || $("#dialog").open) return;
+  if (!state.owner && !state.self) return;
   try {
-    const apps = state.owner ? (await api("apps")).apps : state.self ? [(await api("apps/get", { name: state.self })).app] : null;
-    const memory = state.owner ? await serverMemory() : null;
-    if (apps && state.view === "apps" && !list.contains(document.activeElement)) {
+    const { apps, memory } = await readApps();
+    if (state.view === "apps" && !list.contains(document.activeElement)) {
       list.replaceChildren(...apps.map(appCard));
       if (memory) $("#server-memory")?.replaceWith(memory);
     }
