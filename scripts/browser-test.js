@@ -256,6 +256,122 @@ async function main() {
   await page.waitForSelector('#history td:text("insert")');
   ok("tables: describe (invalid rows, declaring tools), browse, a row's history");
 
+  step = "search";
+  // A few notes; the target ("Buy oat milk", about groceries) has none of the query's words.
+  const notes = "personal.notes.misc";
+  const made = await api("create_table", { table: notes, description: "Loose notes", columns: { title: { type: "text", required: true } } });
+  check(made.status === 200, `create_table: ${JSON.stringify(made.body)}`);
+  for (const [id, title, body] of [
+    ["oat-milk", "Buy oat milk", "Groceries for the week: oat milk for the coffee, since we avoid lactose. Also bananas and bread."],
+    ["almond-milk", "Almond milk at home", "Soak almonds overnight, blend them with water and strain: a plant-based milk for breakfast."],
+    ["bike-brakes", "Fix the bike brakes", "The rear brake pads are worn; order new ones and adjust the cable."],
+    ["tax-return", "File the tax return", "Gather the receipts and the bank statements before the deadline in April."],
+    ["conference-talk", "Prepare the conference talk", "Slides about the storage engine, a live demo and ten minutes of questions."],
+  ]) {
+    const r = await api("insert_row", { table: notes, id, values: { title }, body });
+    check(r.status === 200, `insert_row ${id}: ${JSON.stringify(r.body)}`);
+  }
+  // The semantic index catches up with the journal (the owner's health says how far it is).
+  const health = async () => (await (await fetch(`${base}/datanotes/health`, { headers: { Authorization: `Bearer ${token}` } })).json());
+  const lastSeq = (await health()).seq;
+  const i0 = Date.now();
+  let sem;
+  for (;;) {
+    sem = (await health()).semantic;
+    check(sem && sem.status, `health has no semantic state: ${JSON.stringify(sem)}`);
+    check(sem.state !== "unavailable", `the semantic index is unavailable: ${sem.status}`);
+    if (sem.state === "ready" && sem.pending === 0 && sem.indexedThrough >= lastSeq) break;
+    check(Date.now() - i0 < 60000, `the semantic index did not catch up in 60 s: ${JSON.stringify(sem)}`);
+    await page.waitForTimeout(200);
+  }
+  const caughtUp = Date.now() - i0;
+  await page.click('a[data-view="tables"]');
+  await page.click(`#table-list a[href="#tables/${notes}"]`);
+  await page.waitForSelector("#table-semantic");
+  const described = await page.textContent("#table-semantic");
+  check(/semantic index: on/.test(described) && /ready/.test(described), `the table's semantic state is not shown: ${described}`);
+  await page.waitForFunction(() => /^semantic index: ready/.test(document.querySelector("#semantic-status").textContent));
+  const statusLine = await page.textContent("#semantic-status");
+  check(/potion-base-8M/.test(statusLine) && /\d+ rows, \d+ chunks/.test(statusLine), `the index's state is not shown: ${statusLine}`);
+
+  // Hybrid (the default), every table: the target is found by meaning only.
+  check((await page.inputValue("#search-mode")) === "hybrid", "hybrid is not the default mode");
+  await page.selectOption("#search-scope", "");
+  await page.fill("#search-query", "dairy-free drink shopping");
+  await page.click("#search-form button[type=submit]");
+  await page.waitForSelector('#search-results .answer[data-mode="hybrid"]');
+  const target = `#search-results li.hit[data-table="${notes}"][data-id="oat-milk"]`;
+  const listed = async (sel) => page.$$eval(sel, (xs) => xs.map((x) => `${x.dataset.table}/${x.dataset.id} [${x.querySelector(".hit-ranks")?.textContent || ""}]`));
+  check((await page.locator(target).count()) === 1, `hybrid did not find the note: ${await listed("#search-results li.hit")}`);
+  const ranks = await page.textContent(`${target} .hit-ranks`);
+  const place = /semantic #(\d+)/.exec(ranks);
+  check(place && Number(place[1]) <= 3, `the note is not among the 3 nearest in meaning: ${ranks}; hits ${await listed("#search-results li.hit")}`);
+  check(!/text #/.test(ranks), `full text found a note without the query's words: ${ranks}`);
+  check(/indexed through seq \d+/.test(await page.textContent("#search-results .answer")), "the answer does not say how far it is indexed");
+  const hybridHits = await listed("#search-results li.hit");
+
+  // Text mode: every word must appear, so the note is not found.
+  await page.selectOption("#search-mode", "text");
+  await page.waitForSelector('#search-results .answer[data-mode="text"]');
+  check((await page.locator(target).count()) === 0, "text mode found a note without the query's words");
+  // A word it has: found by full text, the word marked in its snippet (as text, not HTML).
+  await page.fill("#search-query", "lactose");
+  await page.click("#search-form button[type=submit]");
+  await page.waitForSelector(`${target} .snippet mark`);
+  check((await page.textContent(`${target} .hit-ranks`)) === "text #1", `text ranks: ${await page.textContent(`${target} .hit-ranks`)}`);
+  check((await page.textContent(`${target} .snippet mark`)) === "lactose", "the marked word is not lactose");
+  check(!(await page.textContent(`${target} .snippet`)).includes("**"), "the snippet shows its marks");
+  ok("search: hybrid finds a note by meaning (semantic rank), text mode needs the words and marks them", `${hybridHits.slice(0, 3).join(", ")}; index caught up in ${caughtUp} ms`);
+
+  step = "similar notes";
+  await page.click(`${target} a.hit-id`);
+  await page.waitForSelector('#history h2:text("History of oat-milk")');
+  await page.waitForSelector('#history td:text("insert")');
+  check(page.url().endsWith(`#tables/${notes}/oat-milk`), `the hit did not open its row: ${page.url()}`);
+  check((await page.locator(target).count()) === 1, "the search's answer is gone after opening a hit");
+  await page.click("#history button.similar");
+  await page.waitForSelector("#similar .answer");
+  const similar = await page.$$eval("#similar li.hit", (xs) => xs.map((x) => ({ table: x.dataset.table, id: x.dataset.id, ranks: x.querySelector(".hit-ranks")?.textContent || "" })));
+  const shown = similar.map((x) => `${x.table}/${x.id} [${x.ranks}]`).join(", ");
+  const almond = similar.findIndex((x) => x.table === notes && x.id === "almond-milk");
+  check(almond >= 0, `the related note is not listed: ${shown}`);
+  check(/^semantic #\d+$/.test(similar[almond].ranks), `similar notes' ranks: ${shown}`);
+  check(!similar.some((x) => x.table === notes && x.id === "oat-milk"), `the row is listed as similar to itself: ${shown}`);
+  for (const far of ["bike-brakes", "tax-return"]) {
+    const i = similar.findIndex((x) => x.table === notes && x.id === far);
+    check(i < 0 || i > almond, `${far} is nearer than almond-milk: ${shown}`);
+  }
+  ok("similar notes of a row list a related note", shown.split(", ").slice(0, 3).join(", "));
+
+  step = "search scope";
+  await page.fill("#search-query", "milk");
+  await page.selectOption("#search-scope", "personal.tasks.items");
+  await page.waitForFunction(() => {
+    const a = document.querySelector("#search-results .answer");
+    const hits = [...document.querySelectorAll("#search-results li.hit")];
+    return a && a.dataset.mode === "text" && hits.length > 0 && hits.every((x) => x.dataset.table === "personal.tasks.items");
+  });
+  await page.selectOption("#search-scope", notes);
+  await page.waitForFunction((t) => {
+    const hits = [...document.querySelectorAll("#search-results li.hit")];
+    return hits.length >= 2 && hits.every((x) => x.dataset.table === t);
+  }, notes);
+  ok("search within one table");
+
+  step = "search error";
+  // A table chosen as the scope, then dropped: the server's 404 is shown with its hint.
+  check((await api("create_table", { table: "personal.notes.scratch", columns: { title: { type: "text" } } })).status === 200, "create_table scratch");
+  await page.click('a[data-view="tables"]');
+  await page.waitForSelector('#search-scope option[value="personal.notes.scratch"]', { state: "attached" });
+  await page.selectOption("#search-mode", "hybrid");
+  await page.waitForSelector('#search-results .answer[data-mode="hybrid"]');
+  check((await api("drop_table", { table: "personal.notes.scratch" })).status === 200, "drop_table scratch");
+  await page.selectOption("#search-scope", "personal.notes.scratch");
+  await page.waitForSelector("#search-results .error");
+  const refused = await page.textContent("#search-results .error");
+  check(/no table personal\.notes\.scratch/.test(refused) && /list_tables/.test(refused), `the error is not shown with its hint: ${refused}`);
+  ok("a refused search shows the server's error and hint", refused);
+
   step = "keyboard";
   await page.goto("about:blank");
   await page.goto(`${ui}#apps`);
@@ -282,7 +398,8 @@ async function main() {
   step = "end";
   check(outside.length === 0, `requests left the server: ${outside.join(", ")}`);
   ok("no request left the server");
-  const unexpected = errors.filter((e) => !(e.step === "wrong token" && /status of 401/.test(e.text)));
+  const unexpected = errors.filter((e) => !(e.step === "wrong token" && /status of 401/.test(e.text)) &&
+    !(e.step === "search error" && /status of 404/.test(e.text)));
   check(unexpected.length === 0, `browser console errors: ${JSON.stringify(unexpected)}`);
   ok("no errors in the browser console");
   await browser.close();

@@ -42,6 +42,11 @@ enum Command {
         /// it as Host and Origin too (DNS rebinding protection refuses other names). Repeatable.
         #[arg(long = "public-host", value_name = "NAME")]
         public_host: Vec<String>,
+        /// The semantic index's model: a model2vec folder (config.json, tokenizer.json,
+        /// model.safetensors; `bash scripts/fetch-model` installs one). The setting
+        /// `semantic_model` wins when set; without a model, search is full text only.
+        #[arg(long, env = "DATANOTES_MODEL", value_name = "DIR")]
+        model: Option<PathBuf>,
     },
     /// Manage apps on a running server (the owner's commands).
     Apps {
@@ -142,6 +147,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             demo,
             listen,
             public_host,
+            model,
         } => {
             // This binary compiles WASM components in a child process of its own.
             datanotes::apps::wasm::compile_in_child();
@@ -150,6 +156,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if demo {
                 datanotes::demo::seed(&engine)?;
             }
+            // Relative to where serve was started (the setting's is to the database folder).
+            let model = model
+                .filter(|m| !m.as_os_str().is_empty())
+                .map(|m| std::path::absolute(&m).unwrap_or(m));
+            engine.semantic.set_default_model(model);
             // Connections hold file descriptors: as many as the system lets this process have.
             match datanotes::listen::raise_nofile() {
                 Some((old, new)) if new > old => {

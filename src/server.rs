@@ -150,5 +150,5 @@ fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
     // it (`X-Datanotes-Caller`), kept as the app says it (`Server::caller` drops it for a token
     // that is not a remote app's).
     .with_caller(caller.app().and(h("x-datanotes-caller")).map(Into::into));
-    Ctx { caller, actor }
+    Ctx::new(caller, actor)
 }

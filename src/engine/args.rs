@@ -1,7 +1,7 @@
 //! The arguments of every engine operation: one struct each, deserialized strictly (unknown fields
 //! are refused) and described by JSON Schema for the operation catalog.
 
-use super::schema::ColumnDef;
+use super::schema::{ColumnDef, SemanticDef};
 use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -68,11 +68,43 @@ pub struct SelectRows {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchNotes {
-    /// Words to look for (all must appear).
+    /// What to look for: words (mode text: all must appear) or a question in your own words.
     pub query: String,
     /// Only in these tables.
     #[serde(default)]
     pub tables: Option<Vec<String>>,
+    /// At most this many hits, 1 to 1000 (default 20).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// hybrid (default when the semantic index is ready: full text and meaning fused), text
+    /// (every word must appear) or semantic (nearest in meaning).
+    #[serde(default)]
+    pub mode: Option<SearchMode>,
+}
+
+/// How `search_notes` ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchMode {
+    /// Full text and meaning, fused (reciprocal rank fusion).
+    Hybrid,
+    /// Full text only: every word must appear.
+    Text,
+    /// Meaning only: the notes nearest to the query.
+    Semantic,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SimilarNotes {
+    /// The table of the row.
+    pub table: String,
+    /// The row whose related notes to find.
+    pub id: String,
+    /// Only in these tables.
+    #[serde(default)]
+    pub tables: Option<Vec<String>>,
+    /// At most this many hits, 1 to 1000 (default 10).
     #[serde(default)]
     pub limit: Option<i64>,
 }
@@ -136,6 +168,10 @@ pub struct CreateTable {
     pub description: Option<String>,
     /// Column name to definition: {"type": text|integer|number|boolean|date|datetime|enum|list|link, "required", "unique", "default", "min", "max", "pattern", "values" (enum), "table" (link)}.
     pub columns: IndexMap<String, ColumnDef>,
+    /// In the semantic index? true (default: text, enum and list columns and the body), false,
+    /// or {"columns": [...]} to choose the columns embedded with the body.
+    #[serde(default)]
+    pub semantic: Option<SemanticDef>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -156,6 +192,9 @@ pub struct AlterTable {
     /// Columns whose definition (type, constraints) changes; refused if an existing row would break it.
     #[serde(default)]
     pub change: IndexMap<String, ColumnDef>,
+    /// The table's place in the semantic index: true, false, or {"columns": [...]}.
+    #[serde(default)]
+    pub semantic: Option<SemanticDef>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

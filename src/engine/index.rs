@@ -565,12 +565,14 @@ pub fn select(c: &Connection, t: &Table, q: &Query) -> Result<(Vec<IndexedRow>, 
     Ok((rows, total))
 }
 
-/// Ranked full-text search. Returns (table, id, score, snippet).
+/// Ranked full-text search (BM25): rows with every word of `query`, or with any of them
+/// (`any`). Returns (table, id, score, snippet).
 pub fn search(
     c: &Connection,
     query: &str,
     tables: &[String],
     limit: i64,
+    any: bool,
 ) -> Result<Vec<(String, String, f64, String)>> {
     // Each word becomes a quoted FTS5 string: no query syntax reaches FTS5 from callers.
     let terms: Vec<String> = query
@@ -581,7 +583,7 @@ pub fn search(
     if terms.is_empty() {
         return Ok(vec![]);
     }
-    let fts_q = terms.join(" ");
+    let fts_q = terms.join(if any { " OR " } else { " " });
     let mut sql = String::from(
         "SELECT files.tbl, files.id, -bm25(fts), snippet(fts, 0, '**', '**', '…', 12)
          FROM fts JOIN files ON files.fid = fts.rowid WHERE fts MATCH ?1",

@@ -123,11 +123,13 @@ pub enum Op {
     HandEdit,
     /// A tool call served (an event: it changes nothing).
     ToolCall,
+    /// The semantic index rebuilt (an event: it changes nothing).
+    SemanticIndex,
 }
 
 impl Op {
     /// Every op, in the order the feed's error hint lists them.
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; 12] = [
         Op::Insert,
         Op::Update,
         Op::Delete,
@@ -139,6 +141,7 @@ impl Op {
         Op::Settings,
         Op::HandEdit,
         Op::ToolCall,
+        Op::SemanticIndex,
     ];
 
     /// The op's name, as stored in the journal and written in the feed.
@@ -155,7 +158,14 @@ impl Op {
             Op::Settings => "settings",
             Op::HandEdit => "hand_edit",
             Op::ToolCall => "tool_call",
+            Op::SemanticIndex => "semantic_index",
         }
+    }
+
+    /// An event (a tool call, a rebuilt index): it changes nothing, cannot be undone, and
+    /// reaches only the feed's consumers that name it.
+    pub fn is_event(self) -> bool {
+        matches!(self, Op::ToolCall | Op::SemanticIndex)
     }
 
     /// The op of a name (exact, lowercase), if there is one.
@@ -484,6 +494,40 @@ pub fn list(c: &Connection, f: &Filter) -> Result<Vec<Migration>> {
     let rows = st.query_map(rusqlite::params_from_iter(args), from_row)?;
     rows.collect::<rusqlite::Result<Vec<_>>>()
         .map_err(Error::from)
+}
+
+/// What the migrations after `after` touched, oldest first, at most `limit` of them (tool calls
+/// left out): (seq, op, table, row).
+#[allow(clippy::type_complexity)]
+pub fn touched_after(
+    c: &Connection,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<(i64, Op, Option<String>, Option<String>)>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT seq, op, tbl, row FROM migrations WHERE seq > ?1 AND op != '{}' ORDER BY seq LIMIT ?2",
+        Op::ToolCall.as_str()
+    ))?;
+    let v = st
+        .query_map(params![after, limit], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
+/// The rows that row migrations after `after` changed (each once), up to `cap`.
+pub fn rows_touched_after(c: &Connection, after: i64, cap: i64) -> Result<i64> {
+    Ok(c.prepare_cached(
+        "SELECT count(*) FROM (SELECT DISTINCT tbl, row FROM migrations
+             WHERE seq > ?1 AND row IS NOT NULL LIMIT ?2)",
+    )?
+    .query_row(params![after, cap], |r| r.get(0))?)
+}
+
+/// The oldest seq the journal still has.
+pub fn first_seq(c: &Connection) -> Result<Option<i64>> {
+    Ok(c.query_row("SELECT min(seq) FROM migrations", [], |r| r.get(0))?)
 }
 
 /// The newest migration of a row at or before `seq`.

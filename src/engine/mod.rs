@@ -20,6 +20,8 @@ pub(crate) mod journal;
 pub(crate) mod lock;
 mod recovery;
 pub mod schema;
+mod search;
+pub mod semantic;
 pub(crate) mod settings;
 mod watch;
 mod writer;
@@ -34,6 +36,7 @@ use settings::Settings;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
+pub use search::ProgressFn;
 pub use writer::{Cmd, EventCall};
 
 /// The served tables by full name.
@@ -89,6 +92,8 @@ pub struct Engine {
     _watcher: Mutex<Option<watch::Watcher>>,
     /// The folder's lock (one process per folder), held until `shutdown` or drop.
     lock: Mutex<Option<lock::FolderLock>>,
+    /// The semantic index (its worker follows the commits).
+    pub semantic: Arc<semantic::Semantic>,
 }
 
 /// The most changes the feed's ring of recent changes keeps.
@@ -152,6 +157,7 @@ impl Engine {
             table_tools: RwLock::new(Default::default()),
             _watcher: Mutex::new(None),
             lock: Mutex::new(Some(folder_lock)),
+            semantic: Default::default(),
         });
         // Hand edits made while the engine was stopped. A scan that cannot run (files behind
         // the journal) is reported and the engine serves what it has.
@@ -164,6 +170,8 @@ impl Engine {
         ) {
             tracing::error!("the folder scan at start did not run: {}", e.message);
         }
+        semantic::spawn(&engine);
+        engine.semantic.nudge();
         if watch_files {
             match watch::Watcher::start(&engine) {
                 Ok(w) => *engine._watcher.lock().unwrap() = Some(w),
@@ -263,6 +271,11 @@ impl Engine {
                 "rows": index::count(c, &t.name)?,
                 "invalid": invalid,
                 "tools": self.table_tools.read().unwrap().get(&t.name).cloned().unwrap_or_default(),
+                "semantic": {
+                    "enabled": semantic::chunk::columns(&t).is_some(),
+                    "columns": semantic::chunk::columns(&t),
+                    "status": self.semantic.state().text(),
+                },
             }))
         })
     }
@@ -391,21 +404,6 @@ impl Engine {
         Ok(json!({"rows": rows, "total": total}))
     }
 
-    /// Operation `search_notes`.
-    pub fn search_notes(&self, a: args::SearchNotes) -> Result<Value> {
-        let tables = a.tables.unwrap_or_default();
-        for t in &tables {
-            self.table(t)?;
-        }
-        let limit = a.limit.unwrap_or(20).clamp(1, 1000);
-        let hits = self.with_index(|c| index::search(c, &a.query, &tables, limit))?;
-        let hits: Vec<Value> = hits
-            .into_iter()
-            .map(|(table, id, score, snippet)| json!({"table": table, "id": id, "score": score, "snippet": snippet}))
-            .collect();
-        Ok(json!({ "hits": hits }))
-    }
-
     /// Operation `list_migrations`.
     pub fn list_migrations(&self, a: args::ListMigrations) -> Result<Value> {
         let max = self.settings().max_limit;
@@ -451,11 +449,13 @@ impl Engine {
             *v = last_seq;
             changed
         });
+        self.semantic.committed(last_seq);
     }
 
     /// Stops the writer after the writes in flight (files and journal are consistent at every
     /// step anyway; this only saves the next start a redo), then releases the folder's lock.
     pub fn shutdown(&self) {
+        self.semantic.stop();
         self._watcher.lock().unwrap().take();
         self.writer.stop();
         self.lock.lock().unwrap().take();

@@ -93,6 +93,57 @@ pub struct TableDef {
     pub description: String,
     /// The columns, in order.
     pub columns: IndexMap<String, ColumnDef>,
+    /// Whether (and from which columns) the table's rows are in the semantic index; absent: yes,
+    /// from its text, enum and list columns and the body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic: Option<SemanticDef>,
+}
+
+/// A table's place in the semantic index (`semantic:` in `_table.yaml`): `false` keeps it out,
+/// `true` is the default, `{columns: [...]}` names the columns embedded with the body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SemanticDef {
+    /// `true` (the default: text, enum and list columns and the body) or `false` (left out).
+    Enabled(bool),
+    /// The columns embedded with the body.
+    Columns(SemanticColumns),
+}
+
+/// `semantic: {columns: [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SemanticColumns {
+    /// The columns whose values are embedded with the body, in this order.
+    pub columns: Vec<String>,
+}
+
+impl SemanticDef {
+    /// Whether the table is in the semantic index.
+    pub fn enabled(&self) -> bool {
+        !matches!(self, SemanticDef::Enabled(false))
+    }
+    /// The columns it names, if it names some.
+    pub fn columns(&self) -> Option<&[String]> {
+        match self {
+            SemanticDef::Columns(c) => Some(&c.columns),
+            SemanticDef::Enabled(_) => None,
+        }
+    }
+    /// The same choice once columns are renamed (old to new) or dropped.
+    pub fn renamed(&self, rename: &IndexMap<String, String>, drop: &[String]) -> SemanticDef {
+        match self {
+            SemanticDef::Columns(c) => SemanticDef::Columns(SemanticColumns {
+                columns: c
+                    .columns
+                    .iter()
+                    .filter(|c| !drop.contains(c))
+                    .map(|c| rename.get(c).cloned().unwrap_or_else(|| c.clone()))
+                    .collect(),
+            }),
+            other => other.clone(),
+        }
+    }
 }
 
 /// A compiled definition: the def plus its checked regexes.
@@ -119,6 +170,21 @@ impl Table {
         let mut patterns = IndexMap::new();
         if def.columns.len() > 200 {
             return Err(Error::invalid("a table has at most 200 columns").table(name));
+        }
+        if let Some(cols) = def.semantic.as_ref().and_then(SemanticDef::columns) {
+            for c in cols {
+                if !def.columns.contains_key(c) {
+                    return Err(Error::invalid(format!(
+                        "semantic.columns names {c}, which is not a column of {name}"
+                    ))
+                    .table(name)
+                    .column(c.as_str())
+                    .rule("semantic")
+                    .hint(
+                        "name columns of the table, or use semantic: true for its text columns",
+                    ));
+                }
+            }
         }
         for (cname, c) in &def.columns {
             names::check_column_name(name, cname)?;

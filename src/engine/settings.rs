@@ -16,6 +16,10 @@ pub struct Settings {
     pub max_body_bytes: i64,
     /// Watch the folder while serving and journal hand edits as they happen.
     pub watch_files: bool,
+    /// The semantic index's model: a folder (relative to the database folder, or absolute);
+    /// empty: the one given to `serve --model` or `DATANOTES_MODEL`, if any. Changing it
+    /// re-embeds every row in the background.
+    pub semantic_model: String,
 }
 
 impl Default for Settings {
@@ -25,6 +29,7 @@ impl Default for Settings {
             max_limit: 10_000,
             max_body_bytes: 1 << 20,
             watch_files: true,
+            semantic_model: String::new(),
         }
     }
 }

@@ -66,11 +66,11 @@ impl Filter {
         }
     }
 
-    /// Tool-call events reach only consumers that name `tool_call` in `ops`.
+    /// Events (`tool_call`, `semantic_index`) reach only consumers that name them in `ops`.
     pub fn matches(&self, op: Op, table: Option<&str>) -> bool {
         let op_ok = match &self.ops {
             Some(ops) => ops.contains(&op),
-            None => op != Op::ToolCall,
+            None => !op.is_event(),
         };
         let table_ok = match &self.tables {
             None => true,

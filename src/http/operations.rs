@@ -31,8 +31,9 @@ pub(super) async fn run(
 /// `GET /datanotes/health`: no token needed. The owner also gets the server's memory: its
 /// resident set (RSS) and what the WASM apps' live instances hold.
 pub(super) async fn health(State(s): State<Shared>, headers: axum::http::HeaderMap) -> Response {
-    let mut v = json!({"ok": true, "seq": s.engine.last_seq()});
-    if s.is_owner(&headers) {
+    let owner = s.is_owner(&headers);
+    let mut v = json!({"ok": true, "seq": s.engine.last_seq(), "semantic": s.engine.semantic.status(owner)});
+    if owner {
         let m = &s.agg.wasm.meter;
         v["memory"] = json!({
             "rssBytes": rss_bytes(),

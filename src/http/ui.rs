@@ -23,6 +23,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("ui/app.js"),
     ),
     (
+        "search.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/search.js"),
+    ),
+    (
         "app.css",
         "text/css; charset=utf-8",
         include_str!("ui/app.css"),

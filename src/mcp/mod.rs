@@ -732,10 +732,7 @@ mod tests {
     }
 
     fn owner(actor: Actor) -> Ctx {
-        Ctx {
-            caller: Caller::Owner,
-            actor,
-        }
+        Ctx::new(Caller::Owner, actor)
     }
 
     /// The client's name is the harness, whole (a `/` in it too), and there is no model.

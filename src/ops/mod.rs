@@ -16,15 +16,36 @@ pub struct Ctx {
     pub caller: Caller,
     /// Who the writes are recorded under.
     pub actor: Actor,
+    /// Where a long operation reports its progress (an MCP caller that gave a progress token).
+    pub progress: Option<Progress>,
+}
+
+/// A long operation's progress: `(done, total, message)`.
+#[derive(Clone)]
+pub struct Progress(pub std::sync::Arc<crate::engine::ProgressFn>);
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
 }
 
 impl Ctx {
+    /// A caller's context, with no progress to report to.
+    pub fn new(caller: Caller, actor: Actor) -> Ctx {
+        Ctx {
+            caller,
+            actor,
+            progress: None,
+        }
+    }
+
     /// The owner, working through `harness` (the CLI, the bench).
     pub fn owner(harness: &str) -> Ctx {
-        Ctx {
-            caller: Caller::Owner,
-            actor: Actor::new(Some(harness.into()), None, None, None, Some("owner".into())),
-        }
+        Ctx::new(
+            Caller::Owner,
+            Actor::new(Some(harness.into()), None, None, None, Some("owner".into())),
+        )
     }
 }
 
@@ -105,10 +126,17 @@ pub static CATALOG: &[Operation] = &[
     },
     Operation {
         name: "search_notes",
-        description: "Ranked full-text search over text columns and bodies, optionally within some tables. Answers {hits: [{table, id, score, snippet}]}.",
+        description: "Search notes by words and by meaning, optionally within some tables. mode: hybrid (default while the semantic index is ready: full text and meaning fused, so a question in your own words finds notes written with other words), text (every word must appear) or semantic (nearest in meaning). Answers {hits: [{table, id, score, snippet, ranks: {text?, semantic?}}], mode, indexedThrough, pending}.",
         access: Access::Read,
         schema: schema::<args::SearchNotes>,
         run: |e, _, a| e.search_notes(parse("search_notes", a)?),
+    },
+    Operation {
+        name: "similar_notes",
+        description: "The notes nearest in meaning to a row (related notes), optionally within some tables. Answers {hits: [{table, id, score, snippet, version}], indexedThrough, pending}.",
+        access: Access::Read,
+        schema: schema::<args::SimilarNotes>,
+        run: |e, _, a| e.similar_notes(parse("similar_notes", a)?),
     },
     Operation {
         name: "list_migrations",
@@ -174,7 +202,11 @@ pub static CATALOG: &[Operation] = &[
         description: "Change engine settings: {settings: {name: value}}; get_engine_settings lists them.",
         access: Access::Maintain,
         schema: schema::<args::SetSettings>,
-        run: |e, c, a| write(e, c, Cmd::SetSettings(parse("set_engine_settings", a)?)),
+        run: |e, c, a| {
+            let a: args::SetSettings = parse("set_engine_settings", a)?;
+            e.check_semantic_model(&a.settings)?;
+            write(e, c, Cmd::SetSettings(a))
+        },
     },
     Operation {
         name: "undo_migration",
@@ -204,7 +236,19 @@ pub static CATALOG: &[Operation] = &[
         schema: schema::<args::Empty>,
         run: |e, c, a| {
             parse::<args::Empty>("rebuild_index", a)?;
-            write(e, c, Cmd::RebuildIndex)
+            let v = write(e, c, Cmd::RebuildIndex)?;
+            e.semantic.ask_rebuild();
+            Ok(v)
+        },
+    },
+    Operation {
+        name: "rebuild_semantic_index",
+        description: "Embed every row again into a new semantic index (with progress), then switch to it at once; searches are answered from the current one meanwhile. Answers {rows, chunks, ms, model}.",
+        access: Access::Maintain,
+        schema: schema::<args::Empty>,
+        run: |e, c, a| {
+            parse::<args::Empty>("rebuild_semantic_index", a)?;
+            e.rebuild_semantic_index(c.progress.as_ref().map(|p| &*p.0))
         },
     },
 ];

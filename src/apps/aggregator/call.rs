@@ -34,6 +34,10 @@ impl Aggregator {
             };
         }
         if ops::find(tool).is_some() {
+            let mut ctx = ctx;
+            if let Some(client) = client.filter(|c| c.wants_progress()) {
+                ctx.progress = Some(progress_to(client));
+            }
             let engine = self.engine.clone();
             let name = tool.to_string();
             let r = tokio::task::spawn_blocking(move || ops::call(&engine, &ctx, &name, args))
@@ -124,6 +128,19 @@ impl Aggregator {
             Err(e) => unreachable(&app, &e.0),
         }
     }
+}
+
+/// An operation's progress passed on to the MCP client of the call, in order.
+fn progress_to(client: Arc<dyn ClientChannel>) -> ops::Progress {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            client.notify("notifications/progress", p).await;
+        }
+    });
+    ops::Progress(Arc::new(move |done, total, message| {
+        let _ = tx.send(serde_json::json!({"progress": done, "total": total, "message": message}));
+    }))
 }
 
 fn unreachable(app: &str, why: &str) -> CallOutcome {

@@ -29,9 +29,10 @@ impl Writer {
         };
         let table = m.table.clone().unwrap_or_default();
         match (m.op, &m.row) {
-            (Op::ToolCall, _) => {
-                Err(Error::invalid("a tool call changed nothing and cannot be undone").rule("undo"))
-            }
+            (op, _) if op.is_event() => Err(Error::invalid(format!(
+                "a {op} event changed nothing and cannot be undone"
+            ))
+            .rule("undo")),
             (Op::Settings, _) => {
                 if to_json(&self.settings)? != m.after {
                     return Err(conflict("the settings changed since".into()));

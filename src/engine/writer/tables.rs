@@ -53,6 +53,7 @@ impl Writer {
         let def = TableDef {
             description: a.description.unwrap_or_default(),
             columns: a.columns,
+            semantic: a.semantic,
         };
         let t = Table::compile(name.as_str(), def)?;
         self.check_link_targets(&t)?;
@@ -130,6 +131,10 @@ impl Writer {
         if let Some(d) = a.description {
             def.description = d;
         }
+        def.semantic = match a.semantic.clone() {
+            Some(s) => Some(s),
+            None => def.semantic.map(|s| s.renamed(&a.rename, &a.drop)),
+        };
         for c in &a.drop {
             if def.columns.shift_remove(c).is_none() {
                 return Err(bad(

@@ -566,22 +566,25 @@ const PAGE = 25;
 async function tablesView() {
   const parts = location.hash.slice(1).split("/");
   const table = parts[1] ? decodeURIComponent(parts[1]) : null;
+  const rowId = parts[2] ? decodeURIComponent(parts[2]) : null;
   const tables = (await api("list_tables")).tables;
   if (state.view !== "tables") return;
   const list = h("ul", { id: "table-list" }, tables.map((t) => h("li", {}, h("a", { href: `#tables/${encodeURIComponent(t.table)}` }, t.table), h("span", { class: "muted" }, ` — ${t.rows} rows${t.description ? ` · ${t.description}` : ""}`))));
-  if (!table) { show(h("h1", {}, "Tables"), list); return; }
+  if (!table) { show(h("h1", {}, "Tables"), searchCard(tables, null), list); return; }
   const d = await api("describe_table", { table });
+  if (state.view !== "tables") return;
   const cols = Object.entries(d.columns || {});
   const rowsBox = h("div", { id: "rows" });
   const hist = h("div", { id: "history" });
-  show(h("h1", {}, "Tables"), h("details", {}, h("summary", {}, "all tables"), list),
+  show(h("h1", {}, "Tables"), searchCard(tables, table), h("details", {}, h("summary", {}, "all tables"), list),
     h("section", { class: "card" }, h("h2", {}, table), d.description ? h("p", { class: "muted" }, d.description) : null,
       h("div", { class: "scroll" }, h("table", { id: "columns" }, h("thead", {}, h("tr", {}, h("th", {}, "column"), h("th", {}, "type"), h("th", {}, "constraints"))),
         h("tbody", {}, cols.map(([n, c]) => { const { type, ...rest } = c; return h("tr", {}, h("td", {}, n), h("td", {}, type), h("td", {}, Object.keys(rest).length ? JSON.stringify(rest) : "")); })))),
       d.constraints ? h("p", {}, "table constraints: ", JSON.stringify(d.constraints)) : null,
       h("p", {}, `${d.rows} rows · ${(d.invalid || []).length} invalid`),
       (d.invalid || []).length ? h("ul", { class: "error", id: "invalid" }, d.invalid.map((x) => h("li", {}, `${x.id}: ${x.error}`))) : null,
-      h("p", { id: "table-tools" }, "tools that declare it: ", (d.tools || []).length ? d.tools.map((t) => `${t.name} (${t.app})`).join(", ") : "none")),
+      h("p", { id: "table-tools" }, "tools that declare it: ", (d.tools || []).length ? d.tools.map((t) => `${t.name} (${t.app})`).join(", ") : "none"),
+      tableSemantic(d)),
     h("section", { class: "card" }, h("h2", {}, "Rows"), rowsBox), hist);
   const colNames = cols.map(([n]) => n);
   const page = async (offset) => {
@@ -590,13 +593,17 @@ async function tablesView() {
     rowsBox.replaceChildren(
       h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "id"), colNames.map((n) => h("th", {}, n)), h("th", {}, ""))),
         h("tbody", {}, r.rows.map((row) => h("tr", {}, h("td", {}, row.id), colNames.map((n) => h("td", {}, fmt(row.values[n]))),
-          h("td", {}, h("button", { type: "button", class: "history", onclick: () => history_(table, row.id, hist) }, "History"))))))),
+          h("td", { class: "actions" },
+            h("button", { type: "button", class: "history", onclick: () => history_(table, row.id, hist) }, "History"),
+            h("button", { type: "button", class: "similar", onclick: () => history_(table, row.id, hist, true) }, "Similar"))))))),
       h("div", { class: "row" },
         h("button", { type: "button", disabled: offset === 0, onclick: () => page(Math.max(0, offset - PAGE)) }, "Previous"),
         h("span", { class: "muted" }, `${total ? offset + 1 : 0}–${offset + r.rows.length} of ${total}`),
         h("button", { type: "button", disabled: offset + r.rows.length >= total, onclick: () => page(offset + PAGE) }, "Next")));
   };
   await page(0);
+  // #tables/TABLE/ID (a search hit, a similar note): the row itself, as its History button shows it.
+  if (rowId !== null) await history_(table, rowId, hist);
 }
 
 function fmt(v) {
@@ -604,8 +611,9 @@ function fmt(v) {
   return typeof v === "object" ? JSON.stringify(v) : String(v);
 }
 
-/** A row's history: the table's migrations (newest first) that concern the row. */
-async function history_(table, id, box) {
+/** A row: its values and body, the notes similar to it (similar_notes, on demand or at once),
+ * and its history: the table's migrations (newest first) that concern the row. */
+async function history_(table, id, box, similar = false) {
   box.replaceChildren(h("p", { class: "muted" }, "reading the journal…"));
   const found = [];
   let before;
@@ -617,11 +625,19 @@ async function history_(table, id, box) {
     if (m.length < 500) break;
     before = m[m.length - 1].seq;
   }
-  box.replaceChildren(h("section", { class: "card" }, h("h2", {}, `History of ${id}`),
+  const row = await api("get_row", { table, id }).catch(() => null);
+  const sim = h("div", { id: "similar" });
+  box.replaceChildren(h("section", { class: "card" },
+    h("div", { class: "row" }, h("h2", {}, `History of ${id}`),
+      h("button", { type: "button", class: "similar", onclick: () => similarNotes(table, id, sim) }, "Similar notes")),
+    row ? h("details", { class: "row-values" }, h("summary", {}, `${table} / ${id} (version ${row.version})`),
+      h("pre", {}, json(row.values), row.body ? `\n\n${row.body}` : "")) : null,
+    sim,
     found.length ? h("div", { class: "scroll" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "seq"), h("th", {}, "time"), h("th", {}, "op"), h("th", {}, "actor"), h("th", {}, "after"))),
       h("tbody", {}, found.map((x) => h("tr", {}, h("td", {}, x.seq), h("td", {}, new Date(x.ts).toLocaleString()), h("td", {}, x.op), h("td", {}, actorText(x.actor)), h("td", {}, h("code", {}, x.after ? JSON.stringify(x.after.values || x.after) : "deleted")))))))
       : h("p", { class: "muted" }, "no migrations for this row")));
   box.scrollIntoView({ block: "nearest" });
+  if (similar) await similarNotes(table, id, sim);
 }
 
 // ---- start ---------------------------------------------------------------------------------

@@ -13,10 +13,7 @@ impl bindings::datanotes::app::types::Host for Host {}
 
 impl bindings::datanotes::app::engine::Host for Host {
     async fn call(&mut self, op: String, args: String) -> std::result::Result<String, EngineError> {
-        let ctx = Ctx {
-            caller: Caller::App(self.scope.clone()),
-            actor: self.actor.clone(),
-        };
+        let ctx = Ctx::new(Caller::App(self.scope.clone()), self.actor.clone());
         let engine = self.engine.clone();
         // `ops::call` reads SQLite and waits on the writer: not on an executor thread. If the
         // guest's call is cancelled meanwhile, the operation still finishes (it is atomic).

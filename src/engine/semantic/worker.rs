@@ -1,0 +1,628 @@
+//! The semantic index's worker: one thread (at a lower priority than the server's) that loads
+//! the model, reconciles the stored vectors with the index at start, follows the journal after
+//! every commit, and rebuilds on demand. Nothing on a write's path waits for it.
+//!
+//! Catching up: the rows the journal names after `through` (a table-wide migration: every row
+//! of that table) are read from the index at their current version in one read transaction; a
+//! row whose file hash and embedded columns are unchanged is skipped; the others are chunked
+//! and embedded, written to the store with the new `through` in one transaction, then swapped
+//! into the matrix. A crash anywhere leaves a store that the next start reconciles by hash.
+
+use super::chunk;
+use super::matrix::{Matrix, quantize};
+use super::model::Model;
+use super::store::{self, Stored, short_hash};
+use super::{Live, Semantic, State};
+use crate::engine::journal::{self, Op};
+use crate::engine::{Cmd, Engine, EventCall, index};
+use rusqlite::Connection;
+use serde_json::{Value, json};
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// Rows embedded per batch (one store transaction, one matrix update).
+const BATCH: usize = 512;
+/// The most journal entries read per catch-up round.
+const ROUND: i64 = 20_000;
+/// The least time between two catch-up rounds (a burst of writes is embedded in batches).
+const MIN_ROUND: Duration = Duration::from_millis(15);
+
+/// Starts the worker thread of `engine`'s semantic index.
+pub fn spawn(engine: &Arc<Engine>) {
+    let weak = Arc::downgrade(engine);
+    let sem = engine.semantic.clone();
+    let r = std::thread::Builder::new()
+        .name("datanotes-semantic".into())
+        .spawn(move || {
+            #[cfg(target_os = "linux")]
+            // SAFETY: setpriority on this thread's own id (Linux: a thread's nice value).
+            unsafe {
+                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+            }
+            let mut w = Worker {
+                weak,
+                sem,
+                conn: None,
+                model_dir: None,
+                failed: None,
+                configs: HashMap::new(),
+            };
+            w.run();
+        });
+    if let Err(e) = r {
+        engine
+            .semantic
+            .set_state(State::Unavailable(format!("its thread did not start: {e}")));
+    }
+}
+
+struct Worker {
+    weak: Weak<Engine>,
+    sem: Arc<Semantic>,
+    /// The store, once a model is there.
+    conn: Option<Connection>,
+    /// The folder of the model in use.
+    model_dir: Option<PathBuf>,
+    /// A folder that failed to load, and why (tried again when asked to rebuild or when the
+    /// setting changes).
+    failed: Option<(PathBuf, String)>,
+    /// The columns each table's vectors were made from, as stored.
+    configs: HashMap<String, String>,
+}
+
+/// A row to look at again, or a whole table.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Dirty {
+    Row(String, String),
+    Table(String),
+}
+
+/// A table's embedded columns as stored (`None`: the table is not in the index).
+fn config_of(t: &crate::engine::schema::Table) -> Option<(Vec<String>, String)> {
+    let cols = chunk::columns(t)?;
+    let text = serde_json::to_string(&cols).unwrap_or_default();
+    Some((cols, text))
+}
+
+impl Worker {
+    fn run(&mut self) {
+        let mut last_round = Instant::now() - MIN_ROUND;
+        loop {
+            {
+                let mut c = self.sem.control.lock().unwrap();
+                while !c.nudged && !c.stop && c.asked == c.done {
+                    c = self.sem.wake.wait(c).unwrap();
+                }
+                if c.stop {
+                    return;
+                }
+                c.nudged = false;
+            }
+            let since = last_round.elapsed();
+            if since < MIN_ROUND {
+                std::thread::sleep(MIN_ROUND - since);
+            }
+            last_round = Instant::now();
+            let Some(engine) = self.weak.upgrade() else {
+                return;
+            };
+            if let Err(why) = self.step(&engine) {
+                tracing::error!("the semantic index: {why}");
+            }
+        }
+    }
+
+    /// The model folder wanted now: the setting, else `--model` / `DATANOTES_MODEL`.
+    fn wanted(&self, engine: &Engine) -> Option<PathBuf> {
+        let s = engine.settings().semantic_model;
+        if !s.trim().is_empty() {
+            return Some(PathBuf::from(s.trim()));
+        }
+        self.sem.default_model.lock().unwrap().clone()
+    }
+
+    fn step(&mut self, engine: &Engine) -> Result<(), String> {
+        let rebuild_asked = {
+            let c = self.sem.control.lock().unwrap();
+            c.asked > c.done
+        };
+        let Some(dir) = self.wanted(engine) else {
+            *self.sem.live.write().unwrap() = None;
+            self.model_dir = None;
+            self.sem.set_state(State::Unavailable(
+                "no model (give serve --model DIR, DATANOTES_MODEL or the setting semantic_model; bash scripts/fetch-model installs one under target/models/)".into(),
+            ));
+            self.finish_rebuilds(Err("the semantic index has no model: give serve --model DIR, DATANOTES_MODEL or the setting semantic_model (bash scripts/fetch-model installs one)".into()));
+            return Ok(());
+        };
+        if self.model_dir.as_ref() != Some(&dir) {
+            if !rebuild_asked && self.failed.as_ref().is_some_and(|(d, _)| d == &dir) {
+                return Ok(());
+            }
+            match Model::load(&dir, &engine.root) {
+                Ok(m) => {
+                    self.failed = None;
+                    self.switch(engine, Arc::new(m))?;
+                    self.model_dir = Some(dir);
+                }
+                Err(why) => {
+                    tracing::error!("the semantic index has no model: {why}");
+                    self.failed = Some((dir, why.clone()));
+                    if self.sem.live.read().unwrap().is_none() {
+                        self.sem.set_state(State::Unavailable(why.clone()));
+                    }
+                    self.finish_rebuilds(Err(why));
+                    return Ok(());
+                }
+            }
+        } else if rebuild_asked {
+            let model = self
+                .sem
+                .live
+                .read()
+                .unwrap()
+                .as_ref()
+                .map(|l| l.model.clone());
+            match model {
+                Some(model) => {
+                    let r = self.rebuild(engine, model, "asked");
+                    self.finish_rebuilds(r.clone());
+                    r?;
+                }
+                None => self.finish_rebuilds(Err(self.sem.state().text())),
+            }
+        }
+        self.catch_up(engine)
+    }
+
+    /// Answers every rebuild asked so far.
+    fn finish_rebuilds(&self, r: Result<Value, String>) {
+        let mut c = self.sem.control.lock().unwrap();
+        if c.asked > c.done {
+            c.done = c.asked;
+            c.last = Some(r);
+            self.sem.wake.notify_all();
+        }
+    }
+
+    fn store(&mut self, engine: &Engine) -> Result<&mut Connection, String> {
+        if self.conn.is_none() {
+            let path = engine.meta_dir.join("semantic.db");
+            let c = store::open(&path)
+                .map_err(|e| format!("its store cannot be opened: {}", e.message))?;
+            if let Err(e) = crate::engine::lock::make_private(&engine.meta_dir) {
+                tracing::warn!(".datanotes/ modes: {e}");
+            }
+            self.configs = store::table_configs(&c).map_err(|e| e.message.clone())?;
+            self.conn = Some(c);
+        }
+        Ok(self.conn.as_mut().expect("opened above"))
+    }
+
+    /// Starts serving with `model`: the stored vectors if they are this model's (reconciled
+    /// with the index by hash), else a rebuild.
+    fn switch(&mut self, engine: &Engine, model: Arc<Model>) -> Result<(), String> {
+        let asked = {
+            let c = self.sem.control.lock().unwrap();
+            c.asked > c.done
+        };
+        let c = self.store(engine)?;
+        let stored = store::meta(c, "model").map_err(|e| e.message.clone())?;
+        if stored.as_deref() == Some(model.fingerprint.as_str()) && !asked {
+            let t0 = Instant::now();
+            let matrix = store::load(c, model.dim).map_err(|e| e.message.clone())?;
+            let through: i64 = store::meta(c, "through")
+                .map_err(|e| e.message.clone())?
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            tracing::info!(
+                rows = matrix.counts().0,
+                ms = t0.elapsed().as_millis() as u64,
+                "the semantic index is loaded"
+            );
+            *self.sem.live.write().unwrap() = Some(Live { model, matrix });
+            self.sem.set_through(through, engine.last_seq());
+            self.sem.set_state(State::Ready);
+            // Whatever changed while the engine was stopped (or the index was rebuilt).
+            let dirty: Vec<Dirty> = engine.table_names().into_iter().map(Dirty::Table).collect();
+            let mut gone: Vec<Dirty> = {
+                let live = self.sem.live.read().unwrap();
+                let held = live
+                    .as_ref()
+                    .map(|l| l.matrix.held_tables())
+                    .unwrap_or_default();
+                held.into_iter()
+                    .chain(self.configs.keys().cloned())
+                    .map(Dirty::Table)
+                    .collect()
+            };
+            gone.extend(dirty);
+            gone.sort();
+            gone.dedup();
+            let from = engine.last_seq();
+            self.apply(engine, gone, Some(from))?;
+            Ok(())
+        } else {
+            let why = if stored.is_some() {
+                "model changed"
+            } else {
+                "first build"
+            };
+            let r = self.rebuild(engine, model, why);
+            self.finish_rebuilds(r.clone());
+            r.map(|_| ())
+        }
+    }
+
+    /// Embeds every row anew into `rows_next` and a new matrix, then swaps both in. Searches
+    /// are answered from the previous index (if any) until then.
+    fn rebuild(&mut self, engine: &Engine, model: Arc<Model>, why: &str) -> Result<Value, String> {
+        let t0 = Instant::now();
+        let from = engine.last_seq();
+        let tables: Vec<_> = engine
+            .table_names()
+            .into_iter()
+            .filter_map(|n| engine.table(&n).ok())
+            .filter_map(|t| config_of(&t).map(|c| (t, c)))
+            .collect();
+        let total: u64 = engine
+            .with_index(|c| {
+                tables
+                    .iter()
+                    .map(|(t, _)| index::count(c, &t.name).map(|n| n as u64))
+                    .sum()
+            })
+            .map_err(|e| e.message.clone())?;
+        let sem = self.sem.clone();
+        sem.set_state(State::Building { done: 0, total });
+        let mut matrix = Matrix::new(model.dim);
+        let mut done = 0u64;
+        let mut configs = vec![];
+        let conn = self.store(engine)?;
+        store::begin_rebuild(conn).map_err(|e| e.message.clone())?;
+        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        for (t, (cols, cfg)) in &tables {
+            configs.push((t.name.clone(), cfg.clone()));
+            let (rows, files) = engine
+                .with_index(|c| {
+                    let tx = c.unchecked_transaction()?;
+                    let rows = index::all_rows(&tx, t)?;
+                    let files = index::known_files(&tx, &t.name)?;
+                    tx.finish()?;
+                    Ok((rows, files))
+                })
+                .map_err(|e| e.message.clone())?;
+            for batch in rows.chunks(BATCH) {
+                let items: Vec<Item> = batch
+                    .iter()
+                    .map(|r| Item {
+                        table: t.name.clone(),
+                        id: r.id.clone(),
+                        version: r.version,
+                        hash: files.get(&r.id).map(|f| f.hash.clone()).unwrap_or_default(),
+                        chunks: chunk::chunks(&chunk::head(cols, &r.values), &r.body),
+                    })
+                    .collect();
+                for s in embed(&model, items)? {
+                    store::put(&tx, "rows_next", &s).map_err(|e| e.message.clone())?;
+                    matrix.put(
+                        &s.table,
+                        &s.id,
+                        s.version,
+                        short_hash(&s.hash),
+                        &s.codes,
+                        &s.scales,
+                    );
+                }
+                done += batch.len() as u64;
+                sem.set_state(State::Building { done, total });
+            }
+        }
+        store::finish_rebuild(&tx, &model.fingerprint, from, &configs)
+            .map_err(|e| e.message.clone())?;
+        tx.commit().map_err(|e| e.to_string())?;
+        self.configs = configs.into_iter().collect();
+        let (rows, chunks) = matrix.counts();
+        let bytes = matrix.bytes();
+        *self.sem.live.write().unwrap() = Some(Live {
+            model: model.clone(),
+            matrix,
+        });
+        self.sem.set_through(from, engine.last_seq());
+        self.sem.set_state(State::Ready);
+        let ms = t0.elapsed().as_millis() as u64;
+        tracing::info!(rows, chunks, ms, why, "the semantic index is built");
+        let report = json!({
+            "rows": rows, "chunks": chunks, "ms": ms, "reason": why,
+            "model": model.dir.display().to_string(), "fingerprint": model.fingerprint,
+            "memoryBytes": bytes, "through": from,
+        });
+        let event = report.clone();
+        engine.write_nowait(
+            Cmd::Event {
+                op: Op::SemanticIndex,
+                call: EventCall::later(move || {
+                    serde_json::value::to_raw_value(&event)
+                        .map_err(|e| crate::error::Error::internal(e.to_string()))
+                }),
+            },
+            journal::Actor::new(Some("semantic index".into()), None, None, None, None),
+        );
+        Ok(report)
+    }
+
+    /// Follows the journal from `through` to its end.
+    fn catch_up(&mut self, engine: &Engine) -> Result<(), String> {
+        if self.sem.live.read().unwrap().is_none() {
+            return Ok(());
+        }
+        loop {
+            let through = self.sem.through();
+            let last = engine.last_seq();
+            if through >= last {
+                self.sem.set_through(through, last);
+                return Ok(());
+            }
+            let (touched, first) = engine
+                .with_journal(|c| {
+                    Ok((
+                        journal::touched_after(c, through, ROUND)?,
+                        journal::first_seq(c)?,
+                    ))
+                })
+                .map_err(|e| e.message.clone())?;
+            let mut dirty = BTreeSet::new();
+            let upto = if first.is_none_or(|f| f > through + 1)
+                && touched.first().is_none_or(|t| t.0 > through + 1)
+            {
+                // The journal no longer has what followed `through` (vacuum): every table.
+                engine.table_names().into_iter().for_each(|t| {
+                    dirty.insert(Dirty::Table(t));
+                });
+                self.configs.keys().for_each(|t| {
+                    dirty.insert(Dirty::Table(t.clone()));
+                });
+                last
+            } else if touched.len() as i64 >= ROUND {
+                touched.last().map_or(last, |t| t.0)
+            } else {
+                last
+            };
+            for (_, op, table, row) in touched {
+                match (op, table, row) {
+                    (Op::ToolCall | Op::SemanticIndex | Op::Settings, _, _) => {}
+                    (_, Some(t), Some(r)) => {
+                        dirty.insert(Dirty::Row(t, r));
+                    }
+                    (_, Some(t), None) => {
+                        dirty.insert(Dirty::Table(t));
+                    }
+                    _ => {}
+                }
+            }
+            self.apply(engine, dirty.into_iter().collect(), Some(upto))?;
+        }
+    }
+
+    /// Brings the given rows and tables up to date, then records `through` (if given).
+    fn apply(
+        &mut self,
+        engine: &Engine,
+        dirty: Vec<Dirty>,
+        through: Option<i64>,
+    ) -> Result<(), String> {
+        let model = match self.sem.live.read().unwrap().as_ref() {
+            Some(l) => l.model.clone(),
+            None => return Ok(()),
+        };
+        // Tables first: they become rows (or a table's removal).
+        let mut rows: Vec<(String, String)> = vec![];
+        let mut table_changes: Vec<(String, Option<String>)> = vec![];
+        for d in dirty {
+            match d {
+                Dirty::Row(t, r) => rows.push((t, r)),
+                Dirty::Table(t) => {
+                    let cfg = engine
+                        .table(&t)
+                        .ok()
+                        .and_then(|t| config_of(&t))
+                        .map(|c| c.1);
+                    let forced = cfg.is_some() && self.configs.get(&t) != cfg.as_ref();
+                    let held = {
+                        let live = self.sem.live.read().unwrap();
+                        live.as_ref()
+                            .map(|l| l.matrix.rows_of(&t))
+                            .unwrap_or_default()
+                    };
+                    let files = if cfg.is_some() {
+                        engine
+                            .with_index(|c| index::known_files(c, &t))
+                            .map_err(|e| e.message.clone())?
+                    } else {
+                        HashMap::new()
+                    };
+                    for (id, f) in &files {
+                        let same = held
+                            .get(id.as_str())
+                            .is_some_and(|h| h.1 == short_hash(&f.hash) && f.error.is_none());
+                        if forced || !same {
+                            rows.push((t.clone(), id.clone()));
+                        }
+                    }
+                    for id in held.keys() {
+                        if !files.contains_key(&**id) {
+                            rows.push((t.clone(), id.to_string()));
+                        }
+                    }
+                    if self.configs.get(&t) != cfg.as_ref() {
+                        table_changes.push((t, cfg));
+                    }
+                }
+            }
+        }
+        rows.sort();
+        rows.dedup();
+        let tables_now: HashMap<String, Option<String>> = table_changes.iter().cloned().collect();
+        let config_for = |w: &Worker, t: &str| -> Option<String> {
+            tables_now
+                .get(t)
+                .cloned()
+                .unwrap_or_else(|| w.configs.get(t).cloned())
+        };
+        for batch in rows.chunks(BATCH) {
+            // Read each row at its current version, with its file's hash, in one snapshot.
+            let mut items = vec![];
+            let mut gone = vec![];
+            engine
+                .with_index(|c| {
+                    let tx = c.unchecked_transaction()?;
+                    for (t, id) in batch {
+                        let table = engine.table(t).ok();
+                        let cols = table.as_deref().and_then(chunk::columns);
+                        let (Some(table), Some(cols)) = (table, cols) else {
+                            gone.push((t.clone(), id.clone()));
+                            continue;
+                        };
+                        let file = index::known_file(&tx, t, id)?;
+                        let row = match &file {
+                            Some(f) if f.error.is_none() => index::get_row(&tx, &table, id)?,
+                            _ => None,
+                        };
+                        match (file, row) {
+                            (Some(f), Some(r)) => items.push(Item {
+                                table: t.clone(),
+                                id: id.clone(),
+                                version: r.version,
+                                hash: f.hash,
+                                chunks: chunk::chunks(&chunk::head(&cols, &r.values), &r.body),
+                            }),
+                            _ => gone.push((t.clone(), id.clone())),
+                        }
+                    }
+                    tx.finish()?;
+                    Ok(())
+                })
+                .map_err(|e| e.message.clone())?;
+            // Unchanged rows (same file, same columns) keep their vectors.
+            {
+                let live = self.sem.live.read().unwrap();
+                if let Some(l) = live.as_ref() {
+                    items.retain(|i| {
+                        let same_cfg =
+                            self.configs.get(&i.table) == config_for(self, &i.table).as_ref();
+                        !(same_cfg
+                            && l.matrix.get(&i.table, &i.id).is_some_and(|e| {
+                                e.hash == short_hash(&i.hash) && e.version == i.version
+                            }))
+                    });
+                }
+            }
+            let stored = embed(&model, items)?;
+            let conn = self.store(engine)?;
+            let tx = conn.transaction().map_err(|e| e.to_string())?;
+            for s in &stored {
+                store::put(&tx, "rows", s).map_err(|e| e.message.clone())?;
+            }
+            for (t, id) in &gone {
+                store::remove(&tx, t, id).map_err(|e| e.message.clone())?;
+            }
+            tx.commit().map_err(|e| e.to_string())?;
+            let mut live = self.sem.live.write().unwrap();
+            let Some(l) = live.as_mut() else {
+                return Ok(());
+            };
+            if !Arc::ptr_eq(&l.model, &model) {
+                return Ok(());
+            }
+            for s in &stored {
+                l.matrix.put(
+                    &s.table,
+                    &s.id,
+                    s.version,
+                    short_hash(&s.hash),
+                    &s.codes,
+                    &s.scales,
+                );
+            }
+            for (t, id) in &gone {
+                l.matrix.remove(t, id);
+            }
+        }
+        let conn = self.store(engine)?;
+        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        for (t, cfg) in &table_changes {
+            match cfg {
+                Some(cfg) => store::set_table_config(&tx, t, Some(cfg)),
+                None => store::remove_table(&tx, t),
+            }
+            .map_err(|e| e.message.clone())?;
+        }
+        if let Some(seq) = through {
+            store::set_meta(&tx, "through", &seq.to_string()).map_err(|e| e.message.clone())?;
+        }
+        tx.commit().map_err(|e| e.to_string())?;
+        for (t, cfg) in table_changes {
+            match cfg {
+                Some(cfg) => {
+                    self.configs.insert(t, cfg);
+                }
+                None => {
+                    self.configs.remove(&t);
+                }
+            }
+        }
+        if let Some(seq) = through {
+            self.sem.set_through(seq, engine.last_seq());
+        }
+        Ok(())
+    }
+}
+
+/// A row to embed.
+struct Item {
+    table: String,
+    id: String,
+    version: i64,
+    hash: String,
+    chunks: Vec<chunk::Chunk>,
+}
+
+/// Embeds the chunks of `items` in one call and quantises them.
+fn embed(model: &Model, items: Vec<Item>) -> Result<Vec<Stored>, String> {
+    let texts: Vec<String> = items
+        .iter()
+        .flat_map(|i| i.chunks.iter().map(|c| c.text.clone()))
+        .collect();
+    let flat = if texts.is_empty() {
+        vec![]
+    } else {
+        model
+            .embed(&texts)
+            .ok_or("the model failed on a row's text")?
+    };
+    let mut vectors = flat.chunks_exact(model.dim);
+    let mut out = Vec::with_capacity(items.len());
+    for i in items {
+        let mut codes = Vec::with_capacity(i.chunks.len() * model.dim);
+        let mut scales = Vec::with_capacity(i.chunks.len());
+        for _ in &i.chunks {
+            let v = vectors
+                .next()
+                .ok_or("the model answered fewer vectors than texts")?;
+            let (q, s) = quantize(v);
+            codes.extend(q);
+            scales.push(s);
+        }
+        out.push(Stored {
+            table: i.table,
+            id: i.id,
+            version: i.version,
+            hash: i.hash,
+            scales,
+            codes,
+        });
+    }
+    Ok(out)
+}
