@@ -575,11 +575,16 @@ pub fn search(
     any: bool,
 ) -> Result<Vec<(String, String, f64, String)>> {
     // Each word becomes a quoted FTS5 string: no query syntax reaches FTS5 from callers.
-    let terms: Vec<String> = query
+    let mut words: Vec<&str> = query
         .split(|ch: char| !ch.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(|w| format!("\"{w}\""))
         .collect();
+    // Any of the words: the words that say something (a question's "what", "the", "I" would
+    // rank every note), unless the query has nothing else.
+    if any && words.iter().any(|w| !is_stopword(w)) {
+        words.retain(|w| !is_stopword(w));
+    }
+    let terms: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
     if terms.is_empty() {
         return Ok(vec![]);
     }
@@ -607,4 +612,27 @@ pub fn search(
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(v)
+}
+
+/// Common English words that a ranking by any word leaves out.
+fn is_stopword(w: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
+        "been", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has",
+        "have", "he", "her", "his", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my",
+        "no", "not", "of", "on", "or", "our", "she", "so", "some", "than", "that", "the", "their",
+        "them", "then", "there", "these", "they", "this", "to", "was", "we", "were", "what",
+        "when", "where", "which", "who", "why", "will", "with", "would", "you", "your",
+    ];
+    let lower = w.to_lowercase();
+    WORDS.binary_search(&lower.as_str()).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stopwords_are_sorted_and_found() {
+        assert!(super::is_stopword("The") && super::is_stopword("your"));
+        assert!(!super::is_stopword("budget"));
+    }
 }

@@ -31,12 +31,12 @@ use crate::names::{self, TableName};
 pub use journal::{Actor, Migration, Op, RowState};
 use rusqlite::Connection;
 use schema::Table;
+pub use search::ProgressFn;
 use serde_json::{Value, json};
 use settings::Settings;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-pub use search::ProgressFn;
 pub use writer::{Cmd, EventCall};
 
 /// The served tables by full name.
@@ -170,8 +170,8 @@ impl Engine {
         ) {
             tracing::error!("the folder scan at start did not run: {}", e.message);
         }
+        // It waits for `semantic.set_default_model` (serve gives --model).
         semantic::spawn(&engine);
-        engine.semantic.nudge();
         if watch_files {
             match watch::Watcher::start(&engine) {
                 Ok(w) => *engine._watcher.lock().unwrap() = Some(w),

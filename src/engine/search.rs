@@ -268,10 +268,7 @@ fn round(x: f64) -> f64 {
 impl Engine {
     /// Operation `rebuild_semantic_index`: embeds every row anew and switches to the new index
     /// once it is complete; `progress(done, total, message)` is called while it runs.
-    pub fn rebuild_semantic_index(
-        &self,
-        progress: Option<&ProgressFn>,
-    ) -> Result<Value> {
+    pub fn rebuild_semantic_index(&self, progress: Option<&ProgressFn>) -> Result<Value> {
         self.semantic
             .rebuild(&|done, total| {
                 if let Some(p) = progress {

@@ -28,6 +28,7 @@ mod list_changed;
 mod mcp;
 mod mcp_relay;
 mod plain_words;
+mod semantic;
 mod smoke;
 mod wasm;
 mod wasm_idle;

@@ -729,14 +729,14 @@ fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
 
 /// A raw session on the engine's `/mcp` (reqwest, no MCP client) of protocol 2025-06-18:
 /// `initialize` and `notifications/initialized` sent.
-struct RawSession<'a> {
+pub(crate) struct RawSession<'a> {
     s: &'a Server,
     http: reqwest::blocking::Client,
     sid: String,
 }
 
 impl RawSession<'_> {
-    fn open(s: &Server) -> RawSession<'_> {
+    pub(crate) fn open(s: &Server) -> RawSession<'_> {
         let http = reqwest::blocking::Client::new();
         let r = RawSession::request(
             s,
@@ -773,7 +773,7 @@ impl RawSession<'_> {
     }
 
     /// A POST on the session.
-    fn post(&self, body: Value) -> reqwest::blocking::Response {
+    pub(crate) fn post(&self, body: Value) -> reqwest::blocking::Response {
         RawSession::request(self.s, &self.http, Some(&self.sid), body)
     }
 }

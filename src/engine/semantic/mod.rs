@@ -98,8 +98,10 @@ pub struct Semantic {
     max_lag_ms: AtomicU64,
     control: Mutex<Control>,
     wake: Condvar,
-    /// The model folder of `--model` / `DATANOTES_MODEL` (the setting `semantic_model` wins).
-    default_model: Mutex<Option<PathBuf>>,
+    /// The model folder of `--model` / `DATANOTES_MODEL` (the setting `semantic_model` wins),
+    /// once the server has said (until then the worker waits: a commit at start must not
+    /// report "no model" before the server gave one).
+    default_model: Mutex<Option<Option<PathBuf>>>,
 }
 
 impl Default for Semantic {
@@ -165,7 +167,7 @@ pub struct Near {
 impl Semantic {
     /// Sets the model folder used when the setting `semantic_model` is empty.
     pub fn set_default_model(&self, dir: Option<PathBuf>) {
-        *self.default_model.lock().unwrap() = dir;
+        *self.default_model.lock().unwrap() = Some(dir);
         self.nudge();
     }
 
@@ -199,7 +201,13 @@ impl Semantic {
     }
 
     fn set_state(&self, s: State) {
+        let building = matches!(s, State::Building { .. });
         *self.state.lock().unwrap() = s;
+        if building {
+            // A rebuild's callers report its progress.
+            let _c = self.control.lock().unwrap();
+            self.wake.notify_all();
+        }
     }
 
     /// The journal seq the index covers.
@@ -316,27 +324,37 @@ impl Semantic {
             c.asked
         };
         let mut last = (u64::MAX, u64::MAX);
+        let mut c = self.control.lock().unwrap();
         loop {
-            let c = self.control.lock().unwrap();
             if c.done >= ticket {
-                return c
+                let r = c
                     .last
                     .clone()
                     .unwrap_or_else(|| Err("the rebuild did not run".into()));
+                drop(c);
+                // The end, also when the rebuild went by between two looks.
+                if let Ok(rows) = r.as_ref().map(|v| v["rows"].as_u64().unwrap_or(0))
+                    && last != (rows, rows)
+                {
+                    progress(rows, rows);
+                }
+                return r;
             }
             if c.stop {
                 return Err("the server is stopping".into());
             }
-            let (c, _) = self
+            c = self
                 .wake
                 .wait_timeout(c, std::time::Duration::from_millis(100))
-                .unwrap();
-            drop(c);
+                .unwrap()
+                .0;
             if let State::Building { done, total } = self.state()
                 && (done, total) != last
             {
                 last = (done, total);
+                drop(c);
                 progress(done, total);
+                c = self.control.lock().unwrap();
             }
         }
     }

@@ -120,10 +120,14 @@ impl Worker {
         if !s.trim().is_empty() {
             return Some(PathBuf::from(s.trim()));
         }
-        self.sem.default_model.lock().unwrap().clone()
+        self.sem.default_model.lock().unwrap().clone().flatten()
     }
 
     fn step(&mut self, engine: &Engine) -> Result<(), String> {
+        if self.sem.default_model.lock().unwrap().is_none() {
+            // The server has not said which model yet.
+            return Ok(());
+        }
         let rebuild_asked = {
             let c = self.sem.control.lock().unwrap();
             c.asked > c.done
@@ -340,7 +344,8 @@ impl Worker {
             "memoryBytes": bytes, "through": from,
         });
         let event = report.clone();
-        engine.write_nowait(
+        // Journaled before the rebuild is answered (the catch-up then covers its seq too).
+        let _ = engine.write(
             Cmd::Event {
                 op: Op::SemanticIndex,
                 call: EventCall::later(move || {

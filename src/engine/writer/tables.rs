@@ -131,10 +131,12 @@ impl Writer {
         if let Some(d) = a.description {
             def.description = d;
         }
-        def.semantic = match a.semantic.clone() {
-            Some(s) => Some(s),
-            None => def.semantic.map(|s| s.renamed(&a.rename, &a.drop)),
-        };
+        // Columns named in the old names (or the new ones) follow the renames and drops.
+        def.semantic = a
+            .semantic
+            .clone()
+            .or(def.semantic)
+            .map(|s| s.renamed(&a.rename, &a.drop));
         for c in &a.drop {
             if def.columns.shift_remove(c).is_none() {
                 return Err(bad(

@@ -153,3 +153,64 @@ pub fn remove_index(dir: &Path) -> usize {
     }
     n
 }
+
+/// The default embedding model's folder (`scripts/fetch-model` installs it under `target/models/`
+/// the first time; later calls find it there).
+pub fn model_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new("bash")
+            .arg(root.join("scripts/fetch-model"))
+            .arg("--print")
+            .output()
+            .expect("bash scripts/fetch-model");
+        assert!(
+            out.status.success(),
+            "scripts/fetch-model failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
+}
+
+impl Server {
+    /// A server over a new database with the default semantic model (and `env`).
+    pub fn start_semantic(env: &[(&str, &str)]) -> Server {
+        let model = model_dir();
+        let mut all = vec![("DATANOTES_MODEL", model.to_str().unwrap())];
+        all.extend_from_slice(env);
+        Server::start_with_env(&all)
+    }
+
+    /// The semantic index's status in `/datanotes/health` (as the owner sees it).
+    pub fn semantic(&self) -> Value {
+        let v: Value = self
+            .http
+            .get(format!("{}/datanotes/health", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .expect("health")
+            .json()
+            .expect("health JSON");
+        v["semantic"].clone()
+    }
+
+    /// Waits until the semantic index is ready and covers every commit so far; answers its status.
+    pub fn indexed(&self) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let seq = self.seq();
+            let last = self.semantic();
+            if last["state"] == "ready" && last["indexedThrough"].as_i64() >= Some(seq) {
+                return last;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the semantic index did not catch up with seq {seq}: {last}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

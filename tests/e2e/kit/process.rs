@@ -137,6 +137,8 @@ impl Launch {
         if self.logs.is_some() {
             cmd.env_remove("DATANOTES_LOG");
         }
+        // A test's server has a semantic model only when the test gives it one.
+        cmd.env_remove("DATANOTES_MODEL");
         let mut child = cmd
             .args(["serve", "--database"])
             .arg(&self.dir)
