@@ -32,6 +32,7 @@ mod insert;
 mod load;
 mod opts;
 mod select;
+mod semantic;
 mod server;
 mod start;
 mod typed;
@@ -79,6 +80,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("agg", agg::section_aggregator),
     ("wasm", wasm::section_wasm),
     ("typed", typed::section_typed),
+    ("semantic", semantic::section_semantic),
 ];
 
 /// The server binary: `DATANOTES_BIN`, else `datanotes` beside this example's folder.

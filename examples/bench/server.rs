@@ -27,9 +27,18 @@ pub(crate) fn client() -> reqwest::blocking::Client {
 impl Server {
     /// Spawns the server and waits until it answers `/datanotes/health`.
     pub(crate) fn start(bin: &Path, dir: &Path) -> Server {
+        Server::start_env(bin, dir, &[])
+    }
+
+    /// [`Server::start`] with environment variables (e.g. `DATANOTES_MODEL`).
+    pub(crate) fn start_env(bin: &Path, dir: &Path, env: &[(&str, &str)]) -> Server {
         let t0 = Instant::now();
         let log = std::env::var("DATANOTES_LOG").unwrap_or_else(|_| "error".into());
-        let started = Launch::new(dir).bin(bin).env("DATANOTES_LOG", &log).spawn();
+        let started = Launch::new(dir)
+            .bin(bin)
+            .env("DATANOTES_LOG", &log)
+            .envs(env)
+            .spawn();
         let (child, url, token) = (started.child, started.url, started.token);
         let http = client();
         loop {

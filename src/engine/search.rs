@@ -7,7 +7,7 @@
 //! question whose words are not all in a note still finds the notes closest to it.
 
 use super::args::{SearchMode, SearchNotes, SimilarNotes};
-use super::semantic::{self, FUSION_DEPTH, Near, RRF_K, RRF_TEXT_WEIGHT, chunk};
+use super::semantic::{self, FUSION_DEPTH, Near, chunk};
 use super::{Engine, index, journal, no_row};
 use crate::error::{Error, Result};
 use crate::names;
@@ -190,7 +190,8 @@ impl Engine {
                     .iter()
                     .map(|h| (h.table.clone(), h.id.clone()))
                     .collect();
-                semantic::fuse(&[(&tk, RRF_TEXT_WEIGHT), (&sk, 1.0)], RRF_K)
+                let (k, text_weight) = semantic::fusion();
+                semantic::fuse(&[(&tk, text_weight), (&sk, 1.0)], k)
                     .into_iter()
                     .take(limit)
                     .map(|((table, id), score, ranks)| {

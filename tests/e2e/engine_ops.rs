@@ -765,7 +765,7 @@ fn engine_settings_are_read_changed_checked_and_kept() {
     let got = s.ok("get_engine_settings", json!({}))["settings"].clone();
     assert_eq!(
         got,
-        json!({"default_limit": 100, "max_limit": 10000, "max_body_bytes": 1048576, "watch_files": true})
+        json!({"default_limit": 100, "max_limit": 10000, "max_body_bytes": 1048576, "watch_files": true, "semantic_model": ""})
     );
     for i in 0..5 {
         s.ok(

@@ -78,14 +78,17 @@ pub struct Entry {
     pub version: i64,
     /// The row file's hash when they were.
     pub hash: u64,
-    /// Its chunks, in order.
-    chunks: Vec<u32>,
+    /// Its chunks: `n` from `first` on, in order.
+    first: u32,
+    n: u32,
 }
 
-/// No row: a free chunk.
+/// No row: a chunk left by a row that changed (reclaimed by [`Matrix::compact`]).
 const FREE: u32 = u32::MAX;
 
-/// The vectors of every indexed row.
+/// The vectors of every indexed row: each row's chunks are a run of the matrix; a row put
+/// again gets a new run at the end, and the runs it left are reclaimed once they are a fifth
+/// of the matrix.
 #[derive(Debug, Default)]
 pub struct Matrix {
     dim: usize,
@@ -93,7 +96,8 @@ pub struct Matrix {
     scales: Vec<f32>,
     /// The row slot of each chunk, or [`FREE`].
     owner: Vec<u32>,
-    free_chunks: Vec<u32>,
+    /// Chunks left free.
+    garbage: usize,
     rows: Vec<Option<Entry>>,
     free_rows: Vec<u32>,
     by_key: HashMap<(u32, Arc<str>), u32>,
@@ -129,22 +133,33 @@ impl Matrix {
 
     /// The number of rows and of chunks held.
     pub fn counts(&self) -> (usize, usize) {
-        (self.by_key.len(), self.owner.len() - self.free_chunks.len())
+        (self.by_key.len(), self.owner.len() - self.garbage)
     }
 
-    /// Bytes held (vectors, their bookkeeping and the rows'), an estimate within a few percent.
+    /// Bytes held: the vectors and their bookkeeping, the rows and their ids, the map of keys.
     pub fn bytes(&self) -> usize {
-        let per_row = std::mem::size_of::<Option<Entry>>() + 48;
+        let key = std::mem::size_of::<((u32, Arc<str>), u32)>() + 1;
         self.codes.capacity()
             + self.scales.capacity() * 4
             + self.owner.capacity() * 4
-            + self.rows.capacity() * per_row
+            + self.rows.capacity() * std::mem::size_of::<Option<Entry>>()
+            + self.free_rows.capacity() * 4
             + self
                 .rows
                 .iter()
                 .flatten()
-                .map(|e| e.id.len() + e.chunks.capacity() * 4)
+                .map(|e| (16 + e.id.len()).next_multiple_of(16))
                 .sum::<usize>()
+            + self.by_key.capacity() * 8 / 7 * key
+    }
+
+    /// Gives back what the vectors' arrays hold beyond their length (after a load or a build).
+    pub fn shrink(&mut self) {
+        self.codes.shrink_to_fit();
+        self.scales.shrink_to_fit();
+        self.owner.shrink_to_fit();
+        self.rows.shrink_to_fit();
+        self.by_key.shrink_to_fit();
     }
 
     fn table_index(&mut self, table: &str) -> u32 {
@@ -227,25 +242,10 @@ impl Matrix {
                 (self.rows.len() - 1) as u32
             }
         };
-        let mut chunks = Vec::with_capacity(scales.len());
-        for (c, &s) in codes.chunks_exact(self.dim).zip(scales) {
-            let ix = match self.free_chunks.pop() {
-                Some(ix) => {
-                    let at = ix as usize * self.dim;
-                    self.codes[at..at + self.dim].copy_from_slice(c);
-                    self.scales[ix as usize] = s;
-                    self.owner[ix as usize] = slot;
-                    ix
-                }
-                None => {
-                    self.codes.extend_from_slice(c);
-                    self.scales.push(s);
-                    self.owner.push(slot);
-                    (self.owner.len() - 1) as u32
-                }
-            };
-            chunks.push(ix);
-        }
+        let first = self.owner.len() as u32;
+        self.codes.extend_from_slice(codes);
+        self.scales.extend_from_slice(scales);
+        self.owner.extend(std::iter::repeat_n(slot, scales.len()));
         let id: Arc<str> = id.into();
         self.by_key.insert((t, id.clone()), slot);
         self.rows[slot as usize] = Some(Entry {
@@ -253,7 +253,8 @@ impl Matrix {
             id,
             version,
             hash,
-            chunks,
+            first,
+            n: scales.len() as u32,
         });
     }
 
@@ -266,14 +267,45 @@ impl Matrix {
             return false;
         };
         if let Some(e) = self.rows[slot as usize].take() {
-            for c in e.chunks {
-                self.owner[c as usize] = FREE;
-                self.scales[c as usize] = 0.0;
-                self.free_chunks.push(c);
-            }
+            let run = e.first as usize..(e.first + e.n) as usize;
+            self.owner[run.clone()].fill(FREE);
+            self.scales[run].fill(0.0);
+            self.garbage += e.n as usize;
         }
         self.free_rows.push(slot);
+        if self.garbage > 1024 && self.garbage * 5 > self.owner.len() {
+            self.compact();
+        }
         true
+    }
+
+    /// Moves every held chunk down over the free ones, keeping each row's run in order.
+    pub fn compact(&mut self) {
+        let dim = self.dim;
+        let mut to = 0usize;
+        for from in 0..self.owner.len() {
+            let slot = self.owner[from];
+            if slot == FREE {
+                continue;
+            }
+            if from != to {
+                self.codes
+                    .copy_within(from * dim..(from + 1) * dim, to * dim);
+                self.scales[to] = self.scales[from];
+                self.owner[to] = slot;
+            }
+            // A run moves as a whole: its first chunk says where it now starts.
+            if let Some(e) = self.rows[slot as usize].as_mut()
+                && e.first as usize == from
+            {
+                e.first = to as u32;
+            }
+            to += 1;
+        }
+        self.codes.truncate(to * dim);
+        self.scales.truncate(to);
+        self.owner.truncate(to);
+        self.garbage = 0;
     }
 
     /// The `k` rows nearest to `q` (a quantised query and its scale), best first; only rows of
@@ -292,45 +324,50 @@ impl Matrix {
         let mut raw = vec![0i32; self.owner.len()];
         scan(&self.codes, self.dim, q, &mut raw);
         let table_ok: Vec<bool> = (0..self.tables.len() as u32).map(allowed).collect();
-        // Each row's best chunk.
-        let mut best: HashMap<u32, (f32, u32)> = HashMap::new();
-        let mut firsts: Vec<(u32, f32, u32)> = Vec::with_capacity(self.owner.len());
+        // Each row's best chunk: a row's chunks are one run, so a row ends where the owner
+        // changes.
+        let mut best: Vec<(u32, f32, u32)> = Vec::with_capacity(self.by_key.len());
+        let mut cur: Option<(u32, f32, u32)> = None;
         for (c, (&slot, &r)) in self.owner.iter().zip(&raw).enumerate() {
             if slot == FREE || Some(slot) == except {
                 continue;
             }
-            let Some(e) = &self.rows[slot as usize] else {
-                continue;
-            };
-            if !table_ok[e.table as usize] {
-                continue;
-            }
             let s = r as f32 * self.scales[c] * q_scale;
-            if e.chunks.len() == 1 {
-                firsts.push((slot, s, c as u32));
-            } else {
-                let b = best.entry(slot).or_insert((f32::MIN, c as u32));
-                if s > b.0 {
-                    *b = (s, c as u32);
+            match &mut cur {
+                Some(b) if b.0 == slot => {
+                    if s > b.1 {
+                        *b = (slot, s, c as u32);
+                    }
+                }
+                _ => {
+                    if let Some(b) = cur.take() {
+                        best.push(b);
+                    }
+                    let Some(e) = &self.rows[slot as usize] else {
+                        continue;
+                    };
+                    if table_ok[e.table as usize] {
+                        cur = Some((slot, s, c as u32));
+                    }
                 }
             }
         }
-        firsts.extend(best.into_iter().map(|(slot, (s, c))| (slot, s, c)));
+        best.extend(cur);
         let by_score =
             |a: &(u32, f32, u32), b: &(u32, f32, u32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if firsts.len() > k {
-            firsts.select_nth_unstable_by(k - 1, by_score);
-            firsts.truncate(k);
+        if best.len() > k {
+            best.select_nth_unstable_by(k - 1, by_score);
+            best.truncate(k);
         }
-        firsts.sort_by(by_score);
-        firsts
-            .into_iter()
+        best.sort_by(by_score);
+        best.into_iter()
             .map(|(slot, score, c)| {
-                let chunk = self.rows[slot as usize]
-                    .as_ref()
-                    .and_then(|e| e.chunks.iter().position(|&x| x == c))
-                    .unwrap_or(0);
-                Scored { slot, score, chunk }
+                let first = self.rows[slot as usize].as_ref().map_or(c, |e| e.first);
+                Scored {
+                    slot,
+                    score,
+                    chunk: (c - first) as usize,
+                }
             })
             .collect()
     }
@@ -415,5 +452,49 @@ mod tests {
         assert!(!m.remove("t.s.x", "a"));
         assert_eq!(m.counts(), (2, 2));
         assert_eq!(m.rows_of("t.s.x").len(), 1);
+        // Compacted, the same rows answer the same.
+        let before: Vec<(String, usize)> = m
+            .nearest(&qa, sqa, 10, &all, None)
+            .iter()
+            .map(|h| (m.entry(h.slot).unwrap().id.to_string(), h.chunk))
+            .collect();
+        m.compact();
+        assert_eq!(m.counts(), (2, 2));
+        assert_eq!(m.owner.len(), 2);
+        let after: Vec<(String, usize)> = m
+            .nearest(&qa, sqa, 10, &all, None)
+            .iter()
+            .map(|h| (m.entry(h.slot).unwrap().id.to_string(), h.chunk))
+            .collect();
+        assert_eq!(before, after);
+    }
+
+    #[test]
+    fn compaction_keeps_every_run_whole() {
+        let mut m = Matrix::new(2);
+        for i in 0..3000u32 {
+            let n = 1 + (i % 3) as usize;
+            let codes: Vec<i8> = (0..n * 2).map(|j| (i % 100) as i8 + j as i8).collect();
+            m.put("a.b.c", &format!("r{i}"), 1, 0, &codes, &vec![1.0; n]);
+        }
+        // Removing a third of them crosses the threshold (a fifth free): compacted on the way.
+        for i in (0..3000u32).step_by(3) {
+            m.remove("a.b.c", &format!("r{i}"));
+        }
+        assert!(m.garbage * 5 <= m.owner.len() || m.garbage <= 1024);
+        m.compact();
+        for i in (1..3000u32).filter(|i| i % 3 != 0) {
+            let e = m.get("a.b.c", &format!("r{i}")).unwrap();
+            let n = 1 + (i % 3) as usize;
+            assert_eq!(e.n as usize, n);
+            let run = &m.codes[e.first as usize * 2..(e.first as usize + n) * 2];
+            let want: Vec<i8> = (0..n * 2).map(|j| (i % 100) as i8 + j as i8).collect();
+            assert_eq!(run, &want[..], "row r{i}");
+            assert!(
+                m.owner[e.first as usize..e.first as usize + n]
+                    .iter()
+                    .all(|&o| o == m.slot("a.b.c", &format!("r{i}")).unwrap())
+            );
+        }
     }
 }

@@ -121,12 +121,24 @@ impl Default for Semantic {
 
 /// The fusion of the two rankings (reciprocal rank fusion): a hit's score is the sum over the
 /// rankings that found it of `weight / (K + rank)`. Fixed on the "tune" half of the retrieval
-/// benchmark (BENCHMARKS.md, `semantic`).
-pub const RRF_K: f64 = 60.0;
-/// The full-text ranking's weight in the fusion (the semantic one's is 1).
-pub const RRF_TEXT_WEIGHT: f64 = 1.0;
+/// benchmark (BENCHMARKS.md, `semantic`), which sets them with `DATANOTES_RRF_K` and
+/// `DATANOTES_RRF_TEXT_WEIGHT_PCT` to try others.
+pub const RRF_K: u64 = 60;
+/// The full-text ranking's weight in the fusion, in percent of the semantic one's.
+pub const RRF_TEXT_WEIGHT_PCT: u64 = 100;
 /// How many of each ranking the fusion reads.
 pub const FUSION_DEPTH: usize = 50;
+
+/// The fusion's parameters in force: `(K, the full-text ranking's weight)`.
+pub fn fusion() -> (f64, f64) {
+    static P: std::sync::OnceLock<(f64, f64)> = std::sync::OnceLock::new();
+    *P.get_or_init(|| {
+        (
+            crate::knobs::num("DATANOTES_RRF_K", RRF_K) as f64,
+            crate::knobs::num("DATANOTES_RRF_TEXT_WEIGHT_PCT", RRF_TEXT_WEIGHT_PCT) as f64 / 100.0,
+        )
+    })
+}
 
 /// Fuses rankings (each a list of keys, best first) into one: (key, score, rank in each).
 pub fn fuse<K: Clone + Eq + std::hash::Hash>(

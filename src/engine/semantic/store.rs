@@ -193,6 +193,7 @@ pub fn load(c: &Connection, dim: usize) -> Result<Matrix> {
             &scales,
         );
     }
+    m.shrink();
     Ok(m)
 }
 

@@ -328,6 +328,7 @@ impl Worker {
             .map_err(|e| e.message.clone())?;
         tx.commit().map_err(|e| e.to_string())?;
         self.configs = configs.into_iter().collect();
+        matrix.shrink();
         let (rows, chunks) = matrix.counts();
         let bytes = matrix.bytes();
         *self.sem.live.write().unwrap() = Some(Live {
