@@ -3,6 +3,7 @@
 //! agree with the index and the files, and the recovery must not invent hand edits.
 
 use crate::kit::*;
+use crate::semantic::{NOTES, assert_consistent, bulk, bulk_long, ids, notes_table, search};
 use datanotes::engine::files;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -466,7 +467,9 @@ fn kill_9_loses_no_acknowledged_write() {
         .as_nanos() as u64;
     eprintln!("crash test seed {seed}");
     let mut rng = Rng::new(seed);
-    let mut s = Server::start();
+    // With the semantic index on: after each restart it must hold every row once, at its
+    // current version, like the index and the files.
+    let mut s = Server::start_semantic(&[]);
     s.ok(
         "create_table",
         json!({"table": TABLE, "columns": {
@@ -544,6 +547,7 @@ fn kill_9_loses_no_acknowledged_write() {
         // Seqs keep growing across the restart: the first write after it is past everything.
         let acks_total: usize = clients.iter().map(|c| c.acks.len()).sum();
         let top = verify(&s, &mut clients, acks_total, cycle);
+        assert_consistent(&s, &[TABLE]);
         assert!(
             top >= floor,
             "the journal's top seq went back from {floor} to {top}"
@@ -563,6 +567,7 @@ fn kill_9_loses_no_acknowledged_write() {
     let acks_total: usize = clients.iter().map(|c| c.acks.len()).sum();
     s = s.restart();
     verify(&s, &mut clients, acks_total, CYCLES);
+    assert_consistent(&s, &[TABLE]);
 }
 
 // ---- the crash matrix: kill -9 in the middle of each maintenance operation ----
@@ -1125,4 +1130,60 @@ fn kill_9_during_maintenance_leaves_one_consistent_state() {
             crash_round(&base, &case, Some(Duration::from_micros(us)), 2 + round);
         }
     }
+}
+
+// ---- the semantic index ----
+
+/// The semantic index: `kill -9` during a rebuild, and during the
+/// catch-up after a burst; after a restart the index holds every row once, at its current
+/// version, and catches up by itself.
+#[test]
+fn kill_9_during_a_semantic_rebuild_or_catch_up_leaves_a_consistent_index() {
+    let s = Server::start_semantic(&[]);
+    notes_table(&s);
+    bulk_long(&s, 600, 8, "k", 12);
+    s.indexed();
+    // During a rebuild.
+    let mut s = s;
+    std::thread::scope(|sc| {
+        let url = s.url.clone();
+        let token = s.token.clone();
+        sc.spawn(move || {
+            let _ = reqwest::blocking::Client::new()
+                .post(format!("{url}/datanotes/rebuild_semantic_index/"))
+                .bearer_auth(token)
+                .json(&json!({}))
+                .send();
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while s.semantic()["state"] != "building" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the rebuild never ran"
+            );
+        }
+        s.kill();
+    });
+    let s = s.restart_killed();
+    assert_consistent(&s, &[NOTES]);
+    // During the catch-up after a burst of writes (updates and deletes among them).
+    bulk(&s, 300, 8, "k2");
+    for i in 0..50 {
+        s.ok(
+            "update_row",
+            json!({"table": NOTES, "id": format!("k-{i}"), "body": format!("Changed {i}: about the sea")}),
+        );
+        s.ok(
+            "delete_row",
+            json!({"table": NOTES, "id": format!("k-{}", 100 + i)}),
+        );
+    }
+    let s = s.restart_killed();
+    assert_consistent(&s, &[NOTES]);
+    let v = search(
+        &s,
+        json!({"query": "the ocean", "mode": "semantic", "limit": 3}),
+    );
+    assert!(ids(&v).iter().all(|id| id.starts_with("k-")), "{v}");
+    assert_eq!(v["hits"][0]["version"], 2, "{v}");
 }

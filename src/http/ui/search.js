@@ -77,6 +77,7 @@ function semanticText(s) {
   if (s.rows != null) parts.push(`${s.rows} rows, ${s.chunks ?? 0} chunks${s.memoryBytes != null ? `, ${mib(s.memoryBytes)}` : ""}`);
   const through = indexedText(s);
   if (through) parts.push(through);
+  if (s.journalSeq != null) parts.push(`journal at seq ${s.journalSeq}`);
   return parts.join(" · ");
 }
 
@@ -91,7 +92,7 @@ function showSemantic(el = document.getElementById("semantic-status")) {
 /** The state an answer carries: merged into what health said (model, rows, memory). */
 function noteSemantic(a) {
   if (!a || !a.semantic) return;
-  searchKept.semantic = { ...(searchKept.semantic || {}), ...a.semantic, indexedThrough: a.indexedThrough, pending: a.pending };
+  searchKept.semantic = { ...(searchKept.semantic || {}), ...a.semantic, indexedThrough: a.indexedThrough, pending: a.pending, journalSeq: null };
   showSemantic();
 }
 
@@ -100,14 +101,19 @@ function noteSemantic(a) {
 async function readSemantic() {
   clearTimeout(statusTimer);
   let s = null;
+  let seq = null;
   try {
     const r = await fetch("/datanotes/health", { headers: { Authorization: `Bearer ${state.token}` } });
-    s = r.ok ? (await r.json().catch(() => ({}))).semantic : null;
+    const v = r.ok ? await r.json().catch(() => ({})) : {};
+    s = v.semantic || null;
+    seq = v.seq ?? null;
   } catch (_) { /* shown at the next search */ }
   if (!s) return;
-  searchKept.semantic = s;
+  // Health says how far the journal is (seq), not how many rows wait: behind while it is ahead.
+  const behind = seq != null && s.indexedThrough != null && s.indexedThrough < seq;
+  searchKept.semantic = { ...s, journalSeq: behind ? seq : null };
   showSemantic();
-  if (s.state === "building" || s.pending) {
+  if (s.state === "building" || behind) {
     statusTimer = setTimeout(() => { if (document.getElementById("semantic-status")) readSemantic(); }, 2000);
   }
 }
