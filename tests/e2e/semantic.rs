@@ -167,6 +167,35 @@ fn similar_notes_are_the_rows_nearest_in_meaning() {
     );
     assert_eq!(v["hits"][0]["ranks"], json!({"semantic": 1}));
     assert_eq!(v["pending"], 0);
+    // The same through MCP, as an agent's tools, with the caller's rights: an app token whose
+    // call_tools leave similar_notes out cannot call it.
+    let agent = Agent::owner(&s);
+    assert!(agent.names().iter().any(|n| n == "similar_notes"));
+    let r = agent.call(
+        "similar_notes",
+        json!({"table": NOTES, "id": "oat-milk", "limit": 3}),
+    );
+    assert_eq!(structured(&r)["hits"], v["hits"]);
+    let r = agent.call(
+        "search_notes",
+        json!({"query": "cereal and milk from the shop"}),
+    );
+    let hits = structured(&r)["hits"].clone();
+    assert!(
+        hits[0]["id"] == "almond-milk" || hits[0]["id"] == "oat-milk",
+        "{hits}"
+    );
+    let token = create_app(
+        &s,
+        json!({"name": "reader", "call_tools": ["search_notes"]}),
+    );
+    let limited = Agent::engine(&s, &token, None);
+    assert!(!limited.names().iter().any(|n| n == "similar_notes"));
+    let r = limited.call("similar_notes", json!({"table": NOTES, "id": "oat-milk"}));
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(!is_error(
+        &limited.call("search_notes", json!({"query": "milk"}))
+    ));
     let e = s.refused_nochange(
         "similar_notes",
         json!({"table": NOTES, "id": "no-such-row"}),
