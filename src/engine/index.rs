@@ -447,6 +447,32 @@ pub fn invalid_rows(c: &Connection, table: &str) -> Result<Vec<(String, String)>
     Ok(v)
 }
 
+/// Up to `limit` rows of a table after the id `after` (in id order), each with its file's hash.
+pub fn rows_after(
+    c: &Connection,
+    t: &Table,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<(IndexedRow, String)>> {
+    let mut cols = String::from("r.id, r.version, r.body");
+    for n in t.def.columns.keys() {
+        cols.push_str(", r.");
+        cols.push_str(&cname(n));
+    }
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {cols}, f.hash FROM {} AS r JOIN files AS f ON f.tbl = ?1 AND f.id = r.id
+         WHERE r.id > ?2 ORDER BY r.id LIMIT ?3",
+        tname(&t.name)
+    ))?;
+    let hash_at = 3 + t.def.columns.len();
+    let v = st
+        .query_map(params![t.name, after, limit], |r| {
+            Ok((read_row(t, r, true)?, r.get(hash_at)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
 pub fn all_rows(c: &Connection, t: &Table) -> Result<Vec<IndexedRow>> {
     let mut st = c.prepare(&format!(
         "SELECT {} FROM {} ORDER BY id",
@@ -584,6 +610,23 @@ pub fn search(
     if any && words.iter().any(|w| !is_stopword(w)) {
         words.retain(|w| !is_stopword(w));
     }
+    if any && !words.is_empty() {
+        // A word in more than half the notes says nothing of which note (its BM25 weight is
+        // nil), and one in more than COMMON_WORD notes little, while ranking by it would score
+        // that many: left out. A word's notes are counted up to that bound, no further.
+        let cap = (fts_rows(c)? / 2).min(COMMON_WORD);
+        let mut count = c.prepare_cached(
+            "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ?1 LIMIT ?2)",
+        )?;
+        let mut keep = vec![];
+        for w in words {
+            let n: i64 = count.query_row(params![format!("\"{w}\""), cap + 1], |r| r.get(0))?;
+            if n <= cap {
+                keep.push(w);
+            }
+        }
+        words = keep;
+    }
     let terms: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
     if terms.is_empty() {
         return Ok(vec![]);
@@ -614,6 +657,40 @@ pub fn search(
     Ok(v)
 }
 
+/// A word in more notes than this is left out of a ranking by any word.
+pub const COMMON_WORD: i64 = 10_000;
+
+/// How many notes the full-text index holds: the first number of FTS5's averages record (a
+/// SQLite varint), or a count where that record cannot be read.
+fn fts_rows(c: &Connection) -> Result<i64> {
+    let block: Option<Vec<u8>> = c
+        .prepare_cached("SELECT block FROM fts_data WHERE id = 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    if let Some(n) = block.as_deref().and_then(varint) {
+        return Ok(n);
+    }
+    Ok(
+        c.prepare_cached("SELECT count(*) FROM files WHERE error IS NULL")?
+            .query_row([], |r| r.get(0))?,
+    )
+}
+
+/// A SQLite varint (big-endian groups of 7 bits, the 9th byte whole).
+fn varint(b: &[u8]) -> Option<i64> {
+    let mut v: u64 = 0;
+    for (i, &x) in b.iter().enumerate().take(9) {
+        if i == 8 {
+            return Some(((v << 8) | x as u64) as i64);
+        }
+        v = (v << 7) | (x & 0x7f) as u64;
+        if x & 0x80 == 0 {
+            return Some(v as i64);
+        }
+    }
+    None
+}
+
 /// Common English words that a ranking by any word leaves out.
 fn is_stopword(w: &str) -> bool {
     const WORDS: &[&str] = &[
@@ -630,6 +707,14 @@ fn is_stopword(w: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn varints_read_as_sqlite_writes_them() {
+        assert_eq!(super::varint(&[0x86, 0x8d, 0x20, 0x81]), Some(100_000));
+        assert_eq!(super::varint(&[0x05]), Some(5));
+        assert_eq!(super::varint(&[0x81, 0x00]), Some(128));
+        assert_eq!(super::varint(&[0x81]), None);
+    }
+
     #[test]
     fn stopwords_are_sorted_and_found() {
         assert!(super::is_stopword("The") && super::is_stopword("your"));

@@ -324,9 +324,9 @@ impl Matrix {
         let mut raw = vec![0i32; self.owner.len()];
         scan(&self.codes, self.dim, q, &mut raw);
         let table_ok: Vec<bool> = (0..self.tables.len() as u32).map(allowed).collect();
-        // Each row's best chunk: a row's chunks are one run, so a row ends where the owner
-        // changes.
-        let mut best: Vec<(u32, f32, u32)> = Vec::with_capacity(self.by_key.len());
+        // Each row's best chunk (a row's chunks are one run: a row ends where the owner
+        // changes), the best `k` rows kept in a heap whose top is the worst of them.
+        let mut best = TopK::new(k);
         let mut cur: Option<(u32, f32, u32)> = None;
         for (c, (&slot, &r)) in self.owner.iter().zip(&raw).enumerate() {
             if slot == FREE || Some(slot) == except {
@@ -341,7 +341,7 @@ impl Matrix {
                 }
                 _ => {
                     if let Some(b) = cur.take() {
-                        best.push(b);
+                        best.offer(b);
                     }
                     let Some(e) = &self.rows[slot as usize] else {
                         continue;
@@ -352,15 +352,11 @@ impl Matrix {
                 }
             }
         }
-        best.extend(cur);
-        let by_score =
-            |a: &(u32, f32, u32), b: &(u32, f32, u32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if best.len() > k {
-            best.select_nth_unstable_by(k - 1, by_score);
-            best.truncate(k);
+        if let Some(b) = cur {
+            best.offer(b);
         }
-        best.sort_by(by_score);
-        best.into_iter()
+        best.into_sorted()
+            .into_iter()
             .map(|(slot, score, c)| {
                 let first = self.rows[slot as usize].as_ref().map_or(c, |e| e.first);
                 Scored {
@@ -369,6 +365,59 @@ impl Matrix {
                     chunk: (c - first) as usize,
                 }
             })
+            .collect()
+    }
+}
+
+/// A candidate: (slot, score, chunk), ordered so that the heap's top is the worst kept (lowest
+/// score; among equal scores, the higher slot).
+#[derive(PartialEq)]
+struct Candidate((u32, f32, u32));
+
+impl Eq for Candidate {}
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Candidate {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .0
+            .1
+            .total_cmp(&self.0.1)
+            .then(self.0.0.cmp(&other.0.0))
+    }
+}
+
+/// The `k` best candidates seen.
+struct TopK {
+    k: usize,
+    heap: std::collections::BinaryHeap<Candidate>,
+}
+
+impl TopK {
+    fn new(k: usize) -> TopK {
+        TopK {
+            k,
+            heap: std::collections::BinaryHeap::with_capacity(k + 1),
+        }
+    }
+    fn offer(&mut self, c: (u32, f32, u32)) {
+        if self.heap.len() < self.k {
+            self.heap.push(Candidate(c));
+        } else if let Some(mut worst) = self.heap.peek_mut()
+            && Candidate(c) < *worst
+        {
+            *worst = Candidate(c);
+        }
+    }
+    /// Best first.
+    fn into_sorted(self) -> Vec<(u32, f32, u32)> {
+        self.heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|c| c.0)
             .collect()
     }
 }

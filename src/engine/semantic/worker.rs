@@ -247,6 +247,7 @@ impl Worker {
             gone.dedup();
             let from = engine.last_seq();
             self.apply(engine, gone, Some(from))?;
+            give_back_memory();
             Ok(())
         } else {
             let why = if stored.is_some() {
@@ -289,24 +290,25 @@ impl Worker {
         let tx = conn.transaction().map_err(|e| e.to_string())?;
         for (t, (cols, cfg)) in &tables {
             configs.push((t.name.clone(), cfg.clone()));
-            let (rows, files) = engine
-                .with_index(|c| {
-                    let tx = c.unchecked_transaction()?;
-                    let rows = index::all_rows(&tx, t)?;
-                    let files = index::known_files(&tx, &t.name)?;
-                    tx.finish()?;
-                    Ok((rows, files))
-                })
-                .map_err(|e| e.message.clone())?;
-            for batch in rows.chunks(BATCH) {
-                let items: Vec<Item> = batch
-                    .iter()
-                    .map(|r| Item {
+            // Page by page (in id order): what the rebuild holds at once stays small.
+            let mut after = String::new();
+            loop {
+                let page = engine
+                    .with_index(|c| index::rows_after(c, t, &after, BATCH as i64))
+                    .map_err(|e| e.message.clone())?;
+                let Some((last, _)) = page.last() else {
+                    break;
+                };
+                after = last.id.clone();
+                let n = page.len();
+                let items: Vec<Item> = page
+                    .into_iter()
+                    .map(|(r, hash)| Item {
                         table: t.name.clone(),
-                        id: r.id.clone(),
-                        version: r.version,
-                        hash: files.get(&r.id).map(|f| f.hash.clone()).unwrap_or_default(),
                         chunks: chunk::chunks(&chunk::head(cols, &r.values), &r.body),
+                        id: r.id,
+                        version: r.version,
+                        hash,
                     })
                     .collect();
                 for s in embed(&model, items)? {
@@ -320,7 +322,7 @@ impl Worker {
                         &s.scales,
                     );
                 }
-                done += batch.len() as u64;
+                done += n as u64;
                 sem.set_state(State::Building { done, total });
             }
         }
@@ -337,6 +339,7 @@ impl Worker {
         });
         self.sem.set_through(from, engine.last_seq());
         self.sem.set_state(State::Ready);
+        give_back_memory();
         let ms = t0.elapsed().as_millis() as u64;
         tracing::info!(rows, chunks, ms, why, "the semantic index is built");
         let report = json!({
@@ -583,6 +586,15 @@ impl Worker {
             self.sem.set_through(seq, engine.last_seq());
         }
         Ok(())
+    }
+}
+
+/// Returns the heap a build or a reconciliation freed to the system (glibc keeps it otherwise).
+fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's arenas.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
