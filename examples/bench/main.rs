@@ -31,6 +31,7 @@ mod figures;
 mod insert;
 mod load;
 mod opts;
+mod quality;
 mod select;
 mod semantic;
 mod server;
@@ -81,6 +82,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("wasm", wasm::section_wasm),
     ("typed", typed::section_typed),
     ("semantic", semantic::section_semantic),
+    ("quality", quality::section_quality),
 ];
 
 /// The server binary: `DATANOTES_BIN`, else `datanotes` beside this example's folder.

@@ -459,15 +459,19 @@ pub fn rows_after(
         cols.push_str(", r.");
         cols.push_str(&cname(n));
     }
+    // The hash in a subquery: as a join, SQLite would walk `files` and sort every page.
     let mut st = c.prepare_cached(&format!(
-        "SELECT {cols}, f.hash FROM {} AS r JOIN files AS f ON f.tbl = ?1 AND f.id = r.id
+        "SELECT {cols}, (SELECT hash FROM files WHERE tbl = ?1 AND id = r.id) FROM {} AS r
          WHERE r.id > ?2 ORDER BY r.id LIMIT ?3",
         tname(&t.name)
     ))?;
     let hash_at = 3 + t.def.columns.len();
     let v = st
         .query_map(params![t.name, after, limit], |r| {
-            Ok((read_row(t, r, true)?, r.get(hash_at)?))
+            Ok((
+                read_row(t, r, true)?,
+                r.get::<_, Option<String>>(hash_at)?.unwrap_or_default(),
+            ))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(v)

@@ -167,6 +167,12 @@ fn similar_notes_are_the_rows_nearest_in_meaning() {
     );
     assert_eq!(v["hits"][0]["ranks"], json!({"semantic": 1}));
     assert_eq!(v["pending"], 0);
+    let e = s.refused_nochange(
+        "similar_notes",
+        json!({"table": NOTES, "id": "no-such-row"}),
+        404,
+    );
+    assert_eq!(e["column"], "id", "{e}");
     // The same through MCP, as an agent's tools, with the caller's rights: an app token whose
     // call_tools leave similar_notes out cannot call it.
     let agent = Agent::owner(&s);
@@ -196,12 +202,6 @@ fn similar_notes_are_the_rows_nearest_in_meaning() {
     assert!(!is_error(
         &limited.call("search_notes", json!({"query": "milk"}))
     ));
-    let e = s.refused_nochange(
-        "similar_notes",
-        json!({"table": NOTES, "id": "no-such-row"}),
-        404,
-    );
-    assert_eq!(e["column"], "id", "{e}");
 }
 
 /// Every kind of write reaches the index: the hits name the version they were computed from.

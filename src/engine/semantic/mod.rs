@@ -123,9 +123,9 @@ impl Default for Semantic {
 /// rankings that found it of `weight / (K + rank)`. Fixed on the "tune" half of the retrieval
 /// benchmark (BENCHMARKS.md, `semantic`), which sets them with `DATANOTES_RRF_K` and
 /// `DATANOTES_RRF_TEXT_WEIGHT_PCT` to try others.
-pub const RRF_K: u64 = 60;
+pub const RRF_K: u64 = 5;
 /// The full-text ranking's weight in the fusion, in percent of the semantic one's.
-pub const RRF_TEXT_WEIGHT_PCT: u64 = 100;
+pub const RRF_TEXT_WEIGHT_PCT: u64 = 200;
 /// How many of each ranking the fusion reads.
 pub const FUSION_DEPTH: usize = 50;
 
