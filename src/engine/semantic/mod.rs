@@ -29,6 +29,9 @@ use std::time::Instant;
 
 pub use worker::spawn;
 
+/// Why there is no semantic index when no model was given.
+pub(crate) const NO_MODEL: &str = "no model (give serve --model DIR, DATANOTES_MODEL or the setting semantic_model; bash scripts/fetch-model installs one under target/models/)";
+
 /// What the index can do now.
 #[derive(Debug, Clone, PartialEq)]
 pub enum State {
@@ -179,6 +182,10 @@ pub struct Near {
 impl Semantic {
     /// Sets the model folder used when the setting `semantic_model` is empty.
     pub fn set_default_model(&self, dir: Option<PathBuf>) {
+        if dir.is_none() {
+            // Said at once (the worker says it again, or loads the setting's model).
+            self.set_state(State::Unavailable(NO_MODEL.into()));
+        }
         *self.default_model.lock().unwrap() = Some(dir);
         self.nudge();
     }

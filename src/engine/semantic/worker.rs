@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 const BATCH: usize = 512;
 /// The most journal entries read per catch-up round.
 const ROUND: i64 = 20_000;
-/// The least time between two catch-up rounds (a burst of writes is embedded in batches).
-const MIN_ROUND: Duration = Duration::from_millis(15);
+/// The least time between two catch-up rounds: a stream of writes is embedded in batches of
+/// 100 ms (fewer, larger transactions on the store, less of the writer's time taken).
+const MIN_ROUND: Duration = Duration::from_millis(100);
 
 /// Starts the worker thread of `engine`'s semantic index.
 pub fn spawn(engine: &Arc<Engine>) {
@@ -135,9 +136,8 @@ impl Worker {
         let Some(dir) = self.wanted(engine) else {
             *self.sem.live.write().unwrap() = None;
             self.model_dir = None;
-            self.sem.set_state(State::Unavailable(
-                "no model (give serve --model DIR, DATANOTES_MODEL or the setting semantic_model; bash scripts/fetch-model installs one under target/models/)".into(),
-            ));
+            self.sem
+                .set_state(State::Unavailable(super::NO_MODEL.into()));
             self.finish_rebuilds(Err("the semantic index has no model: give serve --model DIR, DATANOTES_MODEL or the setting semantic_model (bash scripts/fetch-model installs one)".into()));
             return Ok(());
         };
@@ -171,9 +171,7 @@ impl Worker {
                 .map(|l| l.model.clone());
             match model {
                 Some(model) => {
-                    let r = self.rebuild(engine, model, "asked");
-                    self.finish_rebuilds(r.clone());
-                    r?;
+                    self.rebuild(engine, model, "asked")?;
                 }
                 None => self.finish_rebuilds(Err(self.sem.state().text())),
             }
@@ -183,9 +181,15 @@ impl Worker {
 
     /// Answers every rebuild asked so far.
     fn finish_rebuilds(&self, r: Result<Value, String>) {
+        let upto = self.sem.control.lock().unwrap().asked;
+        self.answer(upto, r);
+    }
+
+    /// Answers the rebuilds asked up to ticket `upto` (those asked later wait for the next).
+    fn answer(&self, upto: u64, r: Result<Value, String>) {
         let mut c = self.sem.control.lock().unwrap();
-        if c.asked > c.done {
-            c.done = c.asked;
+        if upto > c.done {
+            c.done = upto;
             c.last = Some(r);
             self.sem.wake.notify_all();
         }
@@ -255,15 +259,21 @@ impl Worker {
             } else {
                 "first build"
             };
-            let r = self.rebuild(engine, model, why);
-            self.finish_rebuilds(r.clone());
-            r.map(|_| ())
+            self.rebuild(engine, model, why).map(|_| ())
         }
     }
 
     /// Embeds every row anew into `rows_next` and a new matrix, then swaps both in. Searches
     /// are answered from the previous index (if any) until then.
+    /// Answers the rebuilds asked before it started.
     fn rebuild(&mut self, engine: &Engine, model: Arc<Model>, why: &str) -> Result<Value, String> {
+        let upto = self.sem.control.lock().unwrap().asked;
+        let r = self.build(engine, model, why);
+        self.answer(upto, r.clone());
+        r
+    }
+
+    fn build(&mut self, engine: &Engine, model: Arc<Model>, why: &str) -> Result<Value, String> {
         let t0 = Instant::now();
         let from = engine.last_seq();
         let tables: Vec<_> = engine
@@ -337,9 +347,6 @@ impl Worker {
             model: model.clone(),
             matrix,
         });
-        self.sem.set_through(from, engine.last_seq());
-        self.sem.set_state(State::Ready);
-        give_back_memory();
         let ms = t0.elapsed().as_millis() as u64;
         tracing::info!(rows, chunks, ms, why, "the semantic index is built");
         let report = json!({
@@ -348,7 +355,8 @@ impl Worker {
             "memoryBytes": bytes, "through": from,
         });
         let event = report.clone();
-        // Journaled before the rebuild is answered (the catch-up then covers its seq too).
+        // Journaled before the index says it is ready: once it says so and covers the journal's
+        // end, the event is in.
         let _ = engine.write(
             Cmd::Event {
                 op: Op::SemanticIndex,
@@ -359,6 +367,9 @@ impl Worker {
             },
             journal::Actor::new(Some("semantic index".into()), None, None, None, None),
         );
+        self.sem.set_through(from, engine.last_seq());
+        self.sem.set_state(State::Ready);
+        give_back_memory();
         Ok(report)
     }
 
