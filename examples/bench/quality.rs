@@ -44,29 +44,6 @@ fn jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Waits until the semantic index is ready and covers every commit.
-fn caught_up(s: &Server) {
-    let t0 = Instant::now();
-    loop {
-        let v: Value = s
-            .http
-            .get(format!("{}/datanotes/health", s.url))
-            .bearer_auth(&s.token)
-            .send()
-            .and_then(|r| r.json())
-            .expect("health");
-        let sem = &v["semantic"];
-        if sem["state"] == "ready" && sem["indexedThrough"].as_i64() >= v["seq"].as_i64() {
-            return;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(900),
-            "the semantic index did not catch up: {v}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A server over `dir` with the default model and the fusion's parameters (None: the defaults).
 fn serve(b: &Bench, dir: &Path, model: &str, rrf: Option<(u64, u64)>) -> Server {
     let (k, w) = rrf.map(|(k, w)| (k.to_string(), w.to_string())).unzip();
@@ -78,7 +55,7 @@ fn serve(b: &Bench, dir: &Path, model: &str, rrf: Option<(u64, u64)>) -> Server 
         ]);
     }
     let s = Server::start_env(&b.bin, dir, &env);
-    caught_up(&s);
+    semantic::caught_up(&s);
     s
 }
 
@@ -187,7 +164,7 @@ pub(crate) fn section_quality(b: &mut Bench) -> Vec<Figure> {
             });
         }
     });
-    caught_up(&s);
+    semantic::caught_up(&s);
     progress(format!(
         "{} pages written and indexed in {:.1} s",
         docs.len(),

@@ -26,7 +26,7 @@ fn checkout(b: &Bench, name: &str) -> PathBuf {
 }
 
 /// The owner's view of the semantic index.
-fn status(s: &Server) -> Value {
+pub(crate) fn status(s: &Server) -> Value {
     let v: Value = s
         .http
         .get(format!("{}/datanotes/health", s.url))
@@ -38,7 +38,7 @@ fn status(s: &Server) -> Value {
 }
 
 /// Waits until the index is ready and covers every commit; answers the time it took.
-fn caught_up(s: &Server) -> Duration {
+pub(crate) fn caught_up(s: &Server) -> Duration {
     let t0 = Instant::now();
     loop {
         let v = status(s);

@@ -67,7 +67,20 @@ fn check_query(q: &str) -> Result<()> {
     Ok(())
 }
 
+/// What to do when the semantic index has no model.
+const HOW_TO_INSTALL: &str = "install a model (bash scripts/fetch-model) and give it to serve --model DIR, DATANOTES_MODEL or the setting semantic_model";
+
 impl Engine {
+    /// The 409 of a search by meaning while the index cannot answer: `what`, and its state.
+    fn not_ready(&self, what: &str) -> Error {
+        Error::new(
+            409,
+            "semantic_unavailable",
+            format!("{what}: {}", self.semantic.state().text()),
+        )
+        .hint(HOW_TO_INSTALL)
+    }
+
     /// Checks `tables` (each must be served) and answers a test of a table name.
     fn table_filter(&self, tables: Option<Vec<String>>) -> Result<impl Fn(&str) -> bool + use<>> {
         let tables = tables.unwrap_or_default();
@@ -132,17 +145,10 @@ impl Engine {
         let mut out = Map::new();
         let mode = match (a.mode, ready) {
             (Some(SearchMode::Semantic), false) => {
-                return Err(Error::new(
-                    409,
-                    "semantic_unavailable",
-                    format!(
-                        "the semantic index is not ready: {}",
-                        self.semantic.state().text()
-                    ),
-                )
-                .column("mode")
-                .rule("mode")
-                .hint("install a model (bash scripts/fetch-model) and give it to serve --model DIR, DATANOTES_MODEL or the setting semantic_model; or use mode text"));
+                return Err(self
+                    .not_ready("the semantic index is not ready")
+                    .column("mode")
+                    .rule("mode"));
             }
             (Some(m), _) if m != SearchMode::Hybrid || ready => m,
             (None, true) => SearchMode::Hybrid,
@@ -233,15 +239,7 @@ impl Engine {
             .with_index(|c| index::get_row(c, &t, &a.id))?
             .ok_or_else(|| no_row(&a.table, &a.id))?;
         if !self.semantic.ready() {
-            return Err(Error::new(
-                409,
-                "semantic_unavailable",
-                format!(
-                    "the semantic index is not ready: {}",
-                    self.semantic.state().text()
-                ),
-            )
-            .hint("install a model (bash scripts/fetch-model) and give it to serve --model DIR, DATANOTES_MODEL or the setting semantic_model"));
+            return Err(self.not_ready("the semantic index is not ready"));
         }
         let cols =
             chunk::columns(&t).unwrap_or_else(|| t.text_columns().map(str::to_string).collect());
@@ -277,8 +275,12 @@ impl Engine {
                 }
             })
             .map_err(|why| {
-                Error::new(409, "semantic_unavailable", format!("the semantic index cannot be rebuilt: {why}"))
-                    .hint("install a model (bash scripts/fetch-model) and give it to serve --model DIR, DATANOTES_MODEL or the setting semantic_model")
+                Error::new(
+                    409,
+                    "semantic_unavailable",
+                    format!("the semantic index cannot be rebuilt: {why}"),
+                )
+                .hint(HOW_TO_INSTALL)
             })
     }
 

@@ -751,3 +751,59 @@ fn a_wasm_app_searches_by_meaning_through_the_host_import() {
     );
     assert_eq!(v["hits"][0]["id"], "2026-11-28", "{v}");
 }
+
+/// Another model (here the same vectors with another config, so another fingerprint): every
+/// row is embedded again in the background while searches go on from the old index; after a
+/// restart the new one is loaded, not built again.
+#[test]
+fn a_new_model_is_built_in_the_background_and_kept() {
+    let s = Server::start_semantic(&[]);
+    seed(&s);
+    bulk(&s, 300, 4, "m");
+    let before = s.indexed();
+    let tmp = tempfile::tempdir().unwrap();
+    let other = model_copy(&tmp.path().join("other"));
+    let mut cfg: Value =
+        serde_json::from_slice(&std::fs::read(other.join("config.json")).unwrap()).unwrap();
+    cfg["copied_for"] = json!("the e2e test");
+    std::fs::write(other.join("config.json"), cfg.to_string()).unwrap();
+    let events = |s: &Server| {
+        s.ok_route("changes", json!({"since": 0, "ops": ["semantic_index"]}))["changes"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let built = events(&s).len();
+    s.ok(
+        "set_engine_settings",
+        json!({"settings": {"semantic_model": other}}),
+    );
+    // Searches keep being answered by meaning until the switch, and after it.
+    let mut switched = false;
+    for _ in 0..400 {
+        let v = search(&s, json!({"query": "fixing a bicycle", "mode": "semantic"}));
+        assert_eq!(ids(&v)[0], "bike", "{v}");
+        let st = s.semantic();
+        if st["fingerprint"] != before["fingerprint"] && st["state"] == "ready" {
+            switched = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(switched, "the new model's index never took over");
+    let st = s.indexed();
+    assert!(st["model"].as_str().unwrap().ends_with("/other"), "{st}");
+    assert_eq!(st["rows"], 304);
+    let ev = events(&s);
+    assert_eq!(ev.len(), built + 1);
+    assert_eq!(
+        ev.last().unwrap()["call"]["reason"],
+        "model changed",
+        "{ev:?}"
+    );
+    let s = s.restart();
+    let st = s.indexed();
+    assert_eq!(st["model"], json!(other.to_str().unwrap()), "{st}");
+    assert_eq!(events(&s).len(), built + 1, "loaded, not built again");
+    assert_consistent(&s, &[NOTES]);
+}

@@ -323,14 +323,7 @@ impl Worker {
                     .collect();
                 for s in embed(&model, items)? {
                     store::put(&tx, "rows_next", &s).map_err(|e| e.message.clone())?;
-                    matrix.put(
-                        &s.table,
-                        &s.id,
-                        s.version,
-                        short_hash(&s.hash),
-                        &s.codes,
-                        &s.scales,
-                    );
+                    put(&mut matrix, &s);
                 }
                 done += n as u64;
                 sem.set_state(State::Building { done, total });
@@ -557,14 +550,7 @@ impl Worker {
                 return Ok(());
             }
             for s in &stored {
-                l.matrix.put(
-                    &s.table,
-                    &s.id,
-                    s.version,
-                    short_hash(&s.hash),
-                    &s.codes,
-                    &s.scales,
-                );
+                put(&mut l.matrix, s);
             }
             for (t, id) in &gone {
                 l.matrix.remove(t, id);
@@ -607,6 +593,18 @@ fn give_back_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// Puts a row's stored vectors into a matrix.
+fn put(m: &mut Matrix, s: &Stored) {
+    m.put(
+        &s.table,
+        &s.id,
+        s.version,
+        short_hash(&s.hash),
+        &s.codes,
+        &s.scales,
+    );
 }
 
 /// A row to embed.
