@@ -29,6 +29,7 @@ mod mcp;
 mod mcp_relay;
 mod plain_words;
 mod semantic;
+mod semantic_model;
 mod smoke;
 mod wasm;
 mod wasm_idle;
