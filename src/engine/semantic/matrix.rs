@@ -126,11 +126,6 @@ impl Matrix {
         }
     }
 
-    /// Its dimensions.
-    pub fn dim(&self) -> usize {
-        self.dim
-    }
-
     /// The number of rows and of chunks held.
     pub fn counts(&self) -> (usize, usize) {
         (self.by_key.len(), self.owner.len() - self.garbage)
