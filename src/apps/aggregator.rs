@@ -6,8 +6,9 @@
 
 mod call;
 
-use super::backend::{AppBackend, BackendError, Listing, RemoteApp, Timeouts};
+use super::backend::{AppBackend, BackendError, Listing};
 use super::limits::{ListingCaps, backoff};
+use super::remote::{RemoteApp, Timeouts};
 use super::wasm::{WasmApp, WasmRuntime};
 use super::{AppRecord, Registry};
 use crate::auth::{self, Access, Caller, Target};

@@ -8,6 +8,7 @@ pub mod aggregator;
 pub(crate) mod backend;
 pub(crate) mod limits;
 pub(crate) mod plain;
+pub(crate) mod remote;
 pub(crate) mod self_url;
 pub mod wasm;
 

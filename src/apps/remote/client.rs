@@ -1,0 +1,300 @@
+//! The HTTP client of a remote app's sessions.
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use http::HeaderName;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The actor (`X-Datanotes-Actor`) and the calling token's name (`X-Datanotes-Caller`) of one
+/// tool call, carried in the request's extensions to [`ActorClient`].
+#[derive(Debug, Clone)]
+pub(super) struct ActorHeader(
+    pub(super) Option<http::HeaderValue>,
+    pub(super) Option<http::HeaderValue>,
+);
+
+/// The HTTP client of a remote app's sessions: reqwest's, which adds the caller's actor
+/// (`X-Datanotes-Actor`) to the request of each tool call. The actor travels per request, so
+/// one session serves every caller.
+/// It also notes an answer cut at the response limits (`too_big`): rmcp's session then only
+/// says that the connection closed.
+/// It also notes the session id and headers its session posts with ([`Route`]), so that calls
+/// can be posted on the caller's own task (see [`RemoteApp::call_direct`]).
+///
+/// The call session's client keeps its connection to the app open between calls (`pooled`),
+/// while the app's answers come fast. A kept connection is only safe from stalls when the app
+/// sends each answer in one write or sets `TCP_NODELAY`: an app that writes an answer in two
+/// small writes with Nagle's algorithm on (rmcp's SSE server behind a plain `axum::serve`
+/// writes a priming event, then the result) waits for the engine's delayed ACK, ~40 ms per call
+/// on a kept connection (a new connection's first segments are acknowledged at once). So the
+/// first call of an app that takes [`SLOW_ANSWER`] or more turns the kept connections off for
+/// that app (`reuse`, shared by its sessions): a new connection per request, as rmcp's own
+/// client does. The listing session never keeps one (it lists rarely).
+#[derive(Clone)]
+pub(super) struct ActorClient {
+    /// A client that opens a new connection for every request.
+    fresh: reqwest::Client,
+    /// A client that keeps up to [`IDLE_PER_APP`] idle connections to the app; used while
+    /// `reuse` holds.
+    pooled: Option<reqwest::Client>,
+    reuse: Arc<AtomicBool>,
+    too_big: Arc<AtomicBool>,
+    route: Arc<std::sync::Mutex<Option<Route>>>,
+}
+
+/// The most idle connections kept open to one app, between its calls.
+const IDLE_PER_APP: usize = 2;
+/// How long an idle connection to an app is kept: shorter than the usual keep-alive of an
+/// HTTP server (5 s in uvicorn and Node), so that the engine closes it before the app does and
+/// never sends a call on a connection the app is closing (such a call would fail: a call is
+/// never sent twice).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+/// An answer that took this long may have waited for a delayed ACK (see [`ActorClient`]):
+/// `DATANOTES_APP_SLOW_ANSWER_MS`, 30 ms by default (a delayed ACK is at least 40 ms).
+static SLOW_ANSWER: std::sync::LazyLock<Duration> =
+    std::sync::LazyLock::new(|| crate::knobs::ms("DATANOTES_APP_SLOW_ANSWER_MS", 30));
+
+/// Where and how rmcp's session posts once it is open: its `Mcp-Session-Id` (none when the app
+/// is stateless) and its headers (`MCP-Protocol-Version`, the custom ones).
+#[derive(Clone)]
+pub(super) struct Route {
+    pub(super) session: Option<Arc<str>>,
+    pub(super) headers: HashMap<HeaderName, http::HeaderValue>,
+}
+
+/// The protocol versions whose requests carry no per-message headers: a call posted directly
+/// needs only the session's headers. (A later version's calls go through rmcp's session.)
+const DIRECT_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+impl ActorClient {
+    /// Notes the route of a message rmcp's session posts (any but `initialize`).
+    fn note(
+        &self,
+        message: &ClientJsonRpcMessage,
+        session: &Option<Arc<str>>,
+        headers: &HashMap<HeaderName, http::HeaderValue>,
+    ) {
+        if let rmcp::model::JsonRpcMessage::Request(r) = message
+            && matches!(r.request, ClientRequest::InitializeRequest(_))
+        {
+            return;
+        }
+        let known = headers
+            .get("mcp-protocol-version")
+            .is_none_or(|v| DIRECT_VERSIONS.iter().any(|k| v.as_bytes() == k.as_bytes()));
+        let route = known.then(|| Route {
+            session: session.clone(),
+            headers: headers.clone(),
+        });
+        *self.route.lock().unwrap() = route;
+    }
+
+    pub(super) fn route(&self) -> Option<Route> {
+        self.route.lock().unwrap().clone()
+    }
+
+    /// A client; `reuse`: one that keeps connections open while that flag holds.
+    pub(super) fn new(too_big: Arc<AtomicBool>, reuse: Option<Arc<AtomicBool>>) -> ActorClient {
+        // No redirects; reqwest sets TCP_NODELAY on its side.
+        let build = |idle: usize| {
+            reqwest::Client::builder()
+                .pool_max_idle_per_host(idle)
+                .pool_idle_timeout(IDLE_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default()
+        };
+        ActorClient {
+            fresh: build(0),
+            pooled: reuse.is_some().then(|| build(IDLE_PER_APP)),
+            reuse: reuse.unwrap_or_default(),
+            too_big,
+            route: Arc::new(std::sync::Mutex::new(None)),
+        }
+    }
+
+    /// The client to post with now.
+    pub(super) fn http(&self) -> &reqwest::Client {
+        match &self.pooled {
+            Some(p) if self.reuse.load(Ordering::Relaxed) => p,
+            _ => &self.fresh,
+        }
+    }
+
+    /// Whether requests go over kept connections.
+    pub(super) fn reusing(&self) -> bool {
+        self.pooled.is_some() && self.reuse.load(Ordering::Relaxed)
+    }
+
+    /// Notes how long a call's answer took: a slow one turns the kept connections off.
+    pub(super) fn answered_in(&self, took: Duration) {
+        if took >= *SLOW_ANSWER && self.reuse.swap(false, Ordering::Relaxed) {
+            tracing::debug!("a slow answer: new connections from now on");
+        }
+    }
+
+    /// Notes an answer (or an SSE event) over the response limits.
+    fn watch(
+        &self,
+        r: Result<StreamableHttpPostResponse, HttpErr>,
+    ) -> Result<StreamableHttpPostResponse, HttpErr> {
+        match r {
+            Err(e @ StreamableHttpError::ResponseBodyTooLarge { .. }) => {
+                self.too_big.store(true, Ordering::Relaxed);
+                Err(e)
+            }
+            Ok(StreamableHttpPostResponse::Sse(stream, sid)) => {
+                let flag = self.too_big.clone();
+                let stream = stream.inspect(move |item| {
+                    if let Err(e) = item
+                        && e.to_string().contains("exceeded the maximum size")
+                    {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                });
+                Ok(StreamableHttpPostResponse::Sse(Box::pin(stream), sid))
+            }
+            r => r,
+        }
+    }
+}
+
+/// The headers of a message: the custom ones, plus the actor of a tool call.
+fn with_actor(
+    message: &ClientJsonRpcMessage,
+    mut headers: HashMap<HeaderName, http::HeaderValue>,
+) -> HashMap<HeaderName, http::HeaderValue> {
+    if let rmcp::model::JsonRpcMessage::Request(r) = message
+        && let ClientRequest::CallToolRequest(c) = &r.request
+        && let Some(a) = c.extensions.get::<ActorHeader>()
+    {
+        if let Some(v) = &a.0 {
+            headers.insert(HeaderName::from_static("x-datanotes-actor"), v.clone());
+        }
+        if let Some(v) = &a.1 {
+            headers.insert(HeaderName::from_static("x-datanotes-caller"), v.clone());
+        }
+    }
+    headers
+}
+
+type HttpErr = StreamableHttpError<reqwest::Error>;
+type SseResult = Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpErr>;
+
+impl StreamableHttpClient for ActorClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, http::HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpErr> {
+        self.note(&message, &session_id, &custom_headers);
+        let h = with_actor(&message, custom_headers);
+        let r = self
+            .http()
+            .post_message(uri, message, session_id, auth_header, h)
+            .await;
+        self.watch(r)
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, http::HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, HttpErr> {
+        self.note(&message, &session_id, &custom_headers);
+        let h = with_actor(&message, custom_headers);
+        let r = self
+            .http()
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                h,
+                max_sse_event_size,
+            )
+            .await;
+        self.watch(r)
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, http::HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpErr> {
+        self.note(&message, &session_id, &custom_headers);
+        let h = with_actor(&message, custom_headers);
+        let r = self
+            .http()
+            .post_message_with_response_limits(uri, message, session_id, auth_header, h, limits)
+            .await;
+        self.watch(r)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, http::HeaderValue>,
+    ) -> Result<(), HttpErr> {
+        self.http()
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, http::HeaderValue>,
+    ) -> SseResult {
+        self.http()
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, http::HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> SseResult {
+        self.http()
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+}

@@ -1,0 +1,335 @@
+//! A remote app: an MCP server over streamable HTTP, reached with rmcp's client, behind
+//! [`AppBackend`]. `client.rs` is its HTTP client (the caller's actor on each call, the answer
+//! limits, the session's route); `direct.rs` posts a call on the caller's own task.
+
+mod client;
+mod direct;
+
+use self::client::{ActorClient, ActorHeader, Route};
+use crate::apps::backend::{
+    AppBackend, BackendError, CallContext, ClientChannel, ClientRefusal, Listing,
+};
+use crate::apps::limits::ListingCaps;
+use crate::apps::plain::{self, Peer};
+use futures_util::future::BoxFuture;
+use http::HeaderName;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ClientResult,
+    ErrorCode, ErrorData, NumberOrString, PaginatedRequestParams, ServerJsonRpcMessage,
+    ServerResult, Tool,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse,
+};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The limits for talking to an app.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub open: Duration,
+    pub list: Duration,
+    pub call: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            open: Duration::from_secs(15),
+            list: Duration::from_secs(30),
+            call: Duration::from_secs(180),
+        }
+    }
+}
+
+impl Timeouts {
+    /// The defaults, overridden by `DATANOTES_APP_{OPEN,LIST,CALL}_TIMEOUT_MS`.
+    pub fn from_env() -> Timeouts {
+        let d = Timeouts::default();
+        let ms = |k: &str, v: Duration| crate::knobs::ms(k, v.as_millis() as u64);
+        Timeouts {
+            open: ms("DATANOTES_APP_OPEN_TIMEOUT_MS", d.open),
+            list: ms("DATANOTES_APP_LIST_TIMEOUT_MS", d.list),
+            call: ms("DATANOTES_APP_CALL_TIMEOUT_MS", d.call),
+        }
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{} s", d.as_secs_f64())
+}
+
+type Session = Arc<RunningService<RoleClient, ()>>;
+
+/// An open session with an app: rmcp's, and the HTTP client it posts with.
+#[derive(Clone)]
+struct Open {
+    service: Session,
+    client: ActorClient,
+}
+
+/// Which of an app's two sessions: the one that lists (its answers bounded by the listing's
+/// byte cap) or the one every call goes through (each call carrying its caller's actor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    List,
+    Call,
+}
+
+/// A remote app: an MCP server over streamable HTTP, reached with rmcp's client. Two sessions
+/// per app, kept and re-opened after a failure: one lists, one serves every call (the actor
+/// travels as the `X-Datanotes-Actor` header of each call's request, not per session).
+pub struct RemoteApp {
+    url: String,
+    token: Option<String>,
+    timeouts: Timeouts,
+    caps: ListingCaps,
+    /// An answer of the listing session was over the byte cap.
+    too_big: Arc<AtomicBool>,
+    list: tokio::sync::Mutex<Option<Open>>,
+    call: tokio::sync::Mutex<Option<Open>>,
+    /// The ids of calls posted directly (`datanotes-<n>`: never one of rmcp's numbers).
+    next_id: AtomicU64,
+    /// Whether calls keep their connection to the app open (see [`ActorClient`]).
+    reuse: Arc<AtomicBool>,
+}
+
+impl RemoteApp {
+    /// A remote app at `url`, sent `token` as its bearer.
+    pub fn new(
+        url: String,
+        token: Option<String>,
+        timeouts: Timeouts,
+        caps: ListingCaps,
+    ) -> RemoteApp {
+        RemoteApp {
+            url,
+            token,
+            timeouts,
+            caps,
+            too_big: Arc::new(AtomicBool::new(false)),
+            list: tokio::sync::Mutex::new(None),
+            call: tokio::sync::Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            reuse: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    fn slot(&self, p: Purpose) -> &tokio::sync::Mutex<Option<Open>> {
+        match p {
+            Purpose::List => &self.list,
+            Purpose::Call => &self.call,
+        }
+    }
+
+    async fn session(&self, p: Purpose) -> Result<Open, BackendError> {
+        let mut slot = self.slot(p).lock().await;
+        if let Some(s) = slot.as_ref()
+            && !s.service.is_closed()
+        {
+            return Ok(s.clone());
+        }
+        let mut cfg = StreamableHttpClientTransportConfig::with_uri(self.url.as_str());
+        if let Some(t) = &self.token {
+            cfg = cfg.auth_header(t.clone());
+        }
+        cfg = match p {
+            // One page of a listing holds at most the listing's byte cap.
+            Purpose::List => cfg
+                .max_json_response_size(self.caps.max_bytes)
+                .max_sse_event_size(self.caps.max_bytes),
+            // Every caller's calls share this session.
+            Purpose::Call => cfg.max_concurrent_requests(256),
+        };
+        let too_big = match p {
+            Purpose::List => self.too_big.clone(),
+            Purpose::Call => Arc::new(AtomicBool::new(false)),
+        };
+        let reuse = (p == Purpose::Call).then(|| self.reuse.clone());
+        let http = ActorClient::new(too_big, reuse);
+        let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
+        let client = match tokio::time::timeout(self.timeouts.open, ().serve(transport)).await {
+            Err(_) => {
+                return Err(BackendError(format!(
+                    "timed out opening a session ({})",
+                    secs(self.timeouts.open)
+                )));
+            }
+            Ok(Err(e)) => return Err(BackendError(plain::init_error(&self.url, Peer::App, &e))),
+            Ok(Ok(c)) => Open {
+                service: Arc::new(c),
+                client: http,
+            },
+        };
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    async fn forget(&self, p: Purpose) {
+        self.slot(p).lock().await.take();
+    }
+
+    /// Every page of the app's tools, stopping at the caps (tools, bytes, pages).
+    async fn list_capped(&self, s: &Session) -> Result<Vec<Tool>, BackendError> {
+        let caps = self.caps;
+        let mut tools: Vec<Tool> = vec![];
+        let (mut bytes, mut pages) = (0usize, 0usize);
+        let mut cursor = None;
+        self.too_big.store(false, Ordering::Relaxed);
+        loop {
+            pages += 1;
+            if let Some(why) = caps.listing_over(tools.len(), bytes, pages) {
+                return Err(BackendError(why));
+            }
+            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+            let page = s.list_tools(Some(params)).await.map_err(|e| {
+                // One answer over the byte cap was cut by the HTTP client: name the cap.
+                if self.too_big.swap(false, Ordering::Relaxed) {
+                    return BackendError(
+                        caps.listing_over(0, usize::MAX, 0)
+                            .unwrap_or_else(|| "the app's listing is too big".into()),
+                    );
+                }
+                BackendError(format!(
+                    "listing tools failed: {}",
+                    plain::service_error(&self.url, Peer::App, &e)
+                ))
+            })?;
+            for t in page.tools {
+                bytes += serde_json::to_vec(&t).map_or(0, |v| v.len());
+                tools.push(t);
+                if let Some(why) = caps.listing_over(tools.len(), bytes, pages) {
+                    return Err(BackendError(why));
+                }
+            }
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(tools),
+            }
+        }
+    }
+}
+
+impl AppBackend for RemoteApp {
+    fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
+        Box::pin(async move {
+            let s = self.session(Purpose::List).await?.service;
+            let r = match tokio::time::timeout(self.timeouts.list, self.list_capped(&s)).await {
+                Err(_) => Err(BackendError(format!(
+                    "timed out listing tools ({})",
+                    secs(self.timeouts.list)
+                ))),
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(tools)) => {
+                    let instructions = s.peer_info().and_then(|i| i.instructions.clone());
+                    Ok(Listing {
+                        tools,
+                        instructions,
+                        skipped: vec![],
+                    })
+                }
+            };
+            if r.is_err() {
+                self.forget(Purpose::List).await;
+            }
+            r
+        })
+    }
+
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<Value, BackendError>> {
+        Box::pin(async move {
+            let open = self.session(Purpose::Call).await?;
+            let mut params = CallToolRequestParams::new(tool.to_string());
+            if let Value::Object(m) = args {
+                params = params.with_arguments(m);
+            }
+            let header = |v: &Option<String>| {
+                v.as_deref()
+                    .filter(|a| !a.is_empty())
+                    .and_then(|a| a.parse::<http::HeaderValue>().ok())
+            };
+            let who = ActorHeader(header(&ctx.actor), header(&ctx.caller));
+            // Once the session's route is known, the call is posted on this task: no hop
+            // through rmcp's service and transport tasks (each a wake-up of another thread).
+            let (s, params) = 'direct: {
+                let Some(route) = open.client.route() else {
+                    break 'direct (open.service, params);
+                };
+                let direct = self.call_direct(&open.client, route, params, who.clone(), ctx);
+                let t0 = std::time::Instant::now();
+                let r = tokio::time::timeout(self.timeouts.call, direct).await;
+                open.client.answered_in(t0.elapsed());
+                let r = match r {
+                    Err(_) => Err(timed_out(tool, self.timeouts.call)),
+                    Ok(direct::Direct::Answered(r)) => r,
+                    Ok(direct::Direct::Expired(params)) => {
+                        // The app forgot the session (it restarted): a new one, through rmcp.
+                        self.forget(Purpose::Call).await;
+                        break 'direct (self.session(Purpose::Call).await?.service, params);
+                    }
+                };
+                if r.is_err() {
+                    self.forget(Purpose::Call).await;
+                }
+                return r;
+            };
+            let mut req = CallToolRequest::new(params);
+            req.extensions.insert(who);
+            let sent = s.send_request(ClientRequest::CallToolRequest(req));
+            let r = match tokio::time::timeout(self.timeouts.call, sent).await {
+                Err(_) => Err(timed_out(tool, self.timeouts.call)),
+                // The app answered, with a protocol error: it is reachable; the caller sees the error.
+                Ok(Err(rmcp::ServiceError::McpError(e))) => return Ok(error_result(&e.message)),
+                Ok(Err(e)) => Err(BackendError(format!(
+                    "calling {tool} failed: {}",
+                    plain::service_error(&self.url, Peer::App, &e)
+                ))),
+                Ok(Ok(result)) => tool_result(tool, result),
+            };
+            if r.is_err() {
+                self.forget(Purpose::Call).await;
+            }
+            r
+        })
+    }
+
+    /// Its notifications and requests during a call are passed to the caller (on the direct
+    /// path; the one call that goes through rmcp's session after the app forgot the session
+    /// passes them over).
+    fn streams(&self) -> bool {
+        true
+    }
+}
+
+/// The error of a call that ran out of time.
+fn timed_out(tool: &str, limit: Duration) -> BackendError {
+    BackendError(format!("timed out calling {tool} ({})", secs(limit)))
+}
+
+/// A protocol error the app answered, as the caller sees it: an error result.
+fn error_result(message: &str) -> Value {
+    serde_json::json!({"content": [{"type": "text", "text": message}], "isError": true})
+}
+
+/// The app's answer to a call, as JSON: a tool result, or the error that it is not one.
+fn tool_result(tool: &str, result: ServerResult) -> Result<Value, BackendError> {
+    match result {
+        ServerResult::CallToolResult(result) => {
+            serde_json::to_value(result).map_err(|e| BackendError(e.to_string()))
+        }
+        _ => Err(BackendError(format!(
+            "calling {tool} failed: the app answered something other than a tool result"
+        ))),
+    }
+}
