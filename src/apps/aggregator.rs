@@ -35,9 +35,22 @@ pub struct CallOutcome {
     pub served_by: String,
     /// The result is an MCP `CallToolResult` (app tools).
     pub is_mcp_result: bool,
+    /// The caller cancelled the call before its answer.
+    pub cancelled: bool,
 }
 
 impl CallOutcome {
+    /// The outcome of a call its caller cancelled.
+    pub fn cancelled() -> CallOutcome {
+        CallOutcome {
+            ok: false,
+            value: Value::String(BackendError::cancelled().0),
+            served_by: "engine".into(),
+            is_mcp_result: false,
+            cancelled: true,
+        }
+    }
+
     /// The answer of `apps/call/`: `{ok, value, servedBy}`.
     pub fn to_json(&self) -> Value {
         json!({"ok": self.ok, "value": self.value, "servedBy": self.served_by})

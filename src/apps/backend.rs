@@ -32,6 +32,12 @@ pub struct CallContext {
     /// progress, sampling and elicitation requests); `None` when the caller cannot receive them
     /// (an HTTP `apps/call/`, an MCP client that asked for none of them).
     pub client: Option<Arc<dyn ClientChannel>>,
+    /// Cancelled when the caller gives up on the call (MCP `notifications/cancelled`, or the
+    /// request's connection closed): a remote app is sent `notifications/cancelled` for its
+    /// request, a WASM guest is interrupted and its instance discarded. The backend then
+    /// answers [`BackendError::cancelled`] (nobody reads it).
+    #[allow(dead_code)] // read by the backends in the next commits
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 /// The caller of a tool call, as an app sees it while the call runs: where its log messages
@@ -102,6 +108,20 @@ impl ClientRefusal {
 /// Why an app could not answer. The message names what failed (and which limit ran out).
 #[derive(Debug, Clone)]
 pub struct BackendError(pub String);
+
+impl BackendError {
+    /// The answer of a call its caller cancelled.
+    pub fn cancelled() -> BackendError {
+        BackendError(CANCELLED.into())
+    }
+
+    /// Whether this is the answer of a cancelled call.
+    pub fn is_cancelled(&self) -> bool {
+        self.0 == CANCELLED
+    }
+}
+
+const CANCELLED: &str = "the call was cancelled by its caller";
 
 impl std::fmt::Display for BackendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -230,6 +230,9 @@ pub struct ToolCallRecord {
     pub result_chars: u64,
     /// An estimate of the result's tokens.
     pub result_tokens: u64,
+    /// The caller cancelled the call before its answer (absent when it did not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 /// The most characters of each text field of a `tool_call` event.
@@ -293,6 +296,7 @@ impl ToolCallRecord {
                 .map(|s| cut(s, TOOL_CALL_SESSION_CHARS)),
             result_chars: self.result_chars,
             result_tokens: self.result_tokens,
+            cancelled: self.cancelled,
         };
         serde_json::value::to_raw_value(&cut_record)
             .map_err(|e| Error::internal(format!("the tool call cannot be recorded: {e}")))

@@ -21,12 +21,12 @@
 //! a call is served by rmcp (an SSE answer) when the client may receive any of them: it gave a
 //! progress token, set a log level, or declared sampling or elicitation.
 
+mod calls;
 mod channel;
 pub mod hosts;
 mod sessions;
 pub mod stdio;
 
-use crate::apps::aggregator::CallOutcome;
 use crate::apps::backend::ClientChannel;
 use crate::ops::Ctx;
 use crate::server::Shared;
@@ -36,9 +36,9 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientJsonRpcMessage,
-    ContentBlock as Content, Implementation, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, ServerResult,
+    CallToolRequestParams, CallToolResponse, ClientJsonRpcMessage, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, ServerResult,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -50,6 +50,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// The open MCP sessions, by `Mcp-Session-Id`: learnt at `notifications/initialized`.
 #[derive(Default)]
@@ -67,6 +68,9 @@ pub(crate) struct Session {
     level: std::sync::atomic::AtomicU8,
     /// When rmcp's session last saw traffic (its idle timeout counts only what it sees).
     touched: Mutex<Instant>,
+    /// The lean path's calls in flight, by JSON-RPC id (its JSON text): what a
+    /// `notifications/cancelled` for one of them cancels (rmcp knows only its own requests).
+    inflight: Mutex<HashMap<String, CancellationToken>>,
 }
 
 impl Session {
@@ -104,80 +108,6 @@ impl Sessions {
 pub(crate) struct Mcp {
     server: Shared,
     sessions: Arc<Sessions>,
-}
-
-/// A result as an agent sees it. App results pass through intact; an operation's answer is its
-/// JSON as text plus `structuredContent`; a refusal or an unreachable app is an `isError` result.
-pub fn to_mcp_result(o: &CallOutcome) -> CallToolResult {
-    if o.is_mcp_result
-        && let Ok(r) = <CallToolResult as serde::Deserialize>::deserialize(&o.value)
-    {
-        return r;
-    }
-    let text = match &o.value {
-        Value::String(s) => s.clone(),
-        v => v.to_string(),
-    };
-    let mut r = if o.ok {
-        CallToolResult::success(vec![Content::text(text)])
-    } else {
-        CallToolResult::error(vec![Content::text(text)])
-    };
-    if o.value.is_object() {
-        r.structured_content = Some(o.value.clone());
-    }
-    r
-}
-
-/// An honest estimate of a result's size in tokens: about four characters a token.
-pub fn estimate_tokens(chars: usize) -> u64 {
-    chars.div_ceil(4) as u64
-}
-
-/// Reports a served call to the change feed (the tool-call recording path). The event is handed
-/// to the single writer without waiting for its commit: the answer does not wait on the journal.
-/// Events keep the order of these calls; the writer commits them with its next batch (at the
-/// latest at shutdown).
-pub fn record_call(
-    server: &Shared,
-    ctx: Ctx,
-    tool: String,
-    args: Value,
-    o: CallOutcome,
-    started: Instant,
-    result_chars: usize,
-) {
-    let summary = match &o.value {
-        Value::String(s) => s.lines().next().unwrap_or("").to_string(),
-        // An app's error result says what went wrong in its first text content.
-        v if !o.ok && o.is_mcp_result => v
-            .pointer("/content/0/text")
-            .and_then(Value::as_str)
-            .and_then(|t| t.lines().next())
-            .unwrap_or("error")
-            .to_string(),
-        v if !o.ok => v
-            .pointer("/error/message")
-            .and_then(Value::as_str)
-            .unwrap_or("error")
-            .to_string(),
-        _ => format!("{tool} ok"),
-    };
-    let report = crate::feed::ToolCallRecord {
-        tool,
-        args,
-        ok: o.ok,
-        value: o.value,
-        served_by: o.served_by,
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-        summary,
-        session: ctx.actor.session.clone(),
-        result_chars: result_chars as u64,
-        result_tokens: estimate_tokens(result_chars),
-    };
-    if let Err(e) = report.record(&server.engine, ctx.actor) {
-        tracing::warn!("recording a tool call failed: {}", e.message);
-    }
 }
 
 impl Mcp {
@@ -238,45 +168,6 @@ fn client_actor(mut ctx: Ctx, headers: &HeaderMap, client: Option<&str>) -> Ctx 
     ctx
 }
 
-/// The length of a value's JSON, counted without writing it out.
-fn json_len(v: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    match serde_json::to_writer(&mut c, v) {
-        Ok(()) => c.0,
-        Err(_) => 0,
-    }
-}
-
-/// Serves one `tools/call` for a caller and records it; `client`: where an app's messages
-/// during the call go.
-async fn serve_call(
-    server: &Shared,
-    ctx: Ctx,
-    tool: String,
-    args: Value,
-    client: Option<Arc<dyn ClientChannel>>,
-) -> CallToolResult {
-    let started = Instant::now();
-    let outcome = server
-        .agg
-        .call_with(&tool, args.clone(), ctx.clone(), client)
-        .await;
-    let result = to_mcp_result(&outcome);
-    let chars = json_len(&result.content);
-    record_call(server, ctx, tool, args, outcome, started, chars);
-    result
-}
-
 impl ServerHandler for Mcp {
     #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
     fn get_info(&self) -> ServerConfig {
@@ -330,6 +221,7 @@ impl ServerHandler for Mcp {
             level: Default::default(),
             peer: context.peer,
             touched: Mutex::new(Instant::now()),
+            inflight: Mutex::default(),
         };
         self.sessions
             .0
@@ -357,7 +249,8 @@ impl ServerHandler for Mcp {
         let ctx = self.ctx(&rc)?;
         let args = Value::Object(req.arguments.unwrap_or_default());
         let client = self.channel(&rc);
-        let result = serve_call(&self.server, ctx, req.name.to_string(), args, client).await;
+        let name = req.name.to_string();
+        let result = calls::serve_call(&self.server, ctx, name, args, client, rc.ct.clone()).await;
         Ok(result.into())
     }
 
@@ -535,6 +428,9 @@ impl Door {
         let id = session_id(h)?;
         let session = self.mcp.sessions.get(id)?;
         let mut msg: Value = serde_json::from_slice(body).ok()?;
+        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+            return self.cancel_lean(&session, &msg);
+        }
         let rpc_id = msg
             .get("id")
             .filter(|i| i.is_string() || i.is_number())?
@@ -568,7 +464,15 @@ impl Door {
                     Some(_) => return None,
                 };
                 let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
-                let result = serve_call(server, ctx, tool, args, None).await;
+                let cancel = CancellationToken::new();
+                let key = rpc_id.to_string();
+                session
+                    .inflight
+                    .lock()
+                    .unwrap()
+                    .insert(key.clone(), cancel.clone());
+                let result = calls::serve_call(server, ctx, tool, args, None, cancel).await;
+                session.inflight.lock().unwrap().remove(&key);
                 // This path serves versions before 2026-07-28 only (`known_version`): the
                 // result in the shape rmcp gives those peers (no `resultType`).
                 let mut result = ServerResult::CallToolResult(result);
@@ -580,6 +484,16 @@ impl Door {
         };
         self.touch(id, &session).await;
         Some(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    }
+
+    /// `notifications/cancelled` for a call the lean path serves: the call is cancelled and
+    /// the notification accepted (202). Any other (one of rmcp's requests, an id never sent,
+    /// a call already answered) goes to rmcp, which ignores what it does not know.
+    fn cancel_lean(&self, session: &Session, msg: &Value) -> Option<Response> {
+        let id = msg.pointer("/params/requestId")?.to_string();
+        let token = session.inflight.lock().unwrap().remove(&id)?;
+        token.cancel();
+        Some(StatusCode::ACCEPTED.into_response())
     }
 
     /// Tells rmcp's session about the lean path's traffic now and then, so that an active

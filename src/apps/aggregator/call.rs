@@ -8,22 +8,27 @@ use crate::error::Error;
 use crate::ops::{self, Ctx};
 use serde_json::Value;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 impl Aggregator {
     /// Calls a tool of the namespace for a caller (if its `call_tools` let it: the check is
     /// `auth::authorize`'s, before anything else, so a refused name says nothing of the tool).
     pub async fn call(&self, tool: &str, args: Value, ctx: Ctx) -> CallOutcome {
-        self.call_with(tool, args, ctx, None).await
+        self.call_with(tool, args, ctx, None, CancellationToken::new())
+            .await
     }
 
     /// [`Self::call`], with the caller's side of the call (`client`): where an app's log
-    /// messages and progress go and who answers its requests while the call runs.
+    /// messages and progress go and who answers its requests while the call runs; and `cancel`,
+    /// cancelled when the caller gives up on the call (the app is told, see
+    /// [`CallContext::cancel`]).
     pub async fn call_with(
         &self,
         tool: &str,
         args: Value,
         ctx: Ctx,
         client: Option<Arc<dyn ClientChannel>>,
+        cancel: CancellationToken,
     ) -> CallOutcome {
         if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
             return CallOutcome {
@@ -31,6 +36,7 @@ impl Aggregator {
                 value: e.to_json(),
                 served_by: "engine".into(),
                 is_mcp_result: false,
+                cancelled: false,
             };
         }
         if ops::find(tool).is_some() {
@@ -49,12 +55,14 @@ impl Aggregator {
                     value: v,
                     served_by: "engine".into(),
                     is_mcp_result: false,
+                    cancelled: false,
                 },
                 Err(e) => CallOutcome {
                     ok: false,
                     value: e.to_json(),
                     served_by: "engine".into(),
                     is_mcp_result: false,
+                    cancelled: false,
                 },
             };
         }
@@ -67,6 +75,7 @@ impl Aggregator {
                 value: e.to_json(),
                 served_by: "engine".into(),
                 is_mcp_result: false,
+                cancelled: false,
             };
         };
         let app = &ns.tools[i].0;
@@ -89,6 +98,7 @@ impl Aggregator {
             session: ctx.actor.session.clone(),
             caller: Some(ctx.caller.token_name()),
             client,
+            cancel,
         };
         let t0 = std::time::Instant::now();
         let r = backend.call(tool, args, &cc).await;
@@ -123,8 +133,13 @@ impl Aggregator {
                     value: v,
                     served_by: app,
                     is_mcp_result: true,
+                    cancelled: false,
                 }
             }
+            Err(e) if e.is_cancelled() => CallOutcome {
+                served_by: app,
+                ..CallOutcome::cancelled()
+            },
             Err(e) => unreachable(&app, &e.0),
         }
     }
@@ -149,5 +164,6 @@ fn unreachable(app: &str, why: &str) -> CallOutcome {
         value: Value::String(format!("app {app} is not reachable: {why}")),
         served_by: app.to_string(),
         is_mcp_result: false,
+        cancelled: false,
     }
 }

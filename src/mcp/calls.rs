@@ -1,0 +1,135 @@
+//! A `tools/call` served through `/mcp`: the call through the aggregator (cancelled when the
+//! client gives up on it), its result as an agent sees it, and its `tool_call` event.
+
+use super::Shared;
+use crate::apps::aggregator::CallOutcome;
+use crate::apps::backend::ClientChannel;
+use crate::ops::Ctx;
+use rmcp::model::{CallToolResult, ContentBlock as Content};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// A result as an agent sees it. App results pass through intact; an operation's answer is its
+/// JSON as text plus `structuredContent`; a refusal or an unreachable app is an `isError` result.
+pub(super) fn to_mcp_result(o: &CallOutcome) -> CallToolResult {
+    if o.is_mcp_result
+        && let Ok(r) = <CallToolResult as serde::Deserialize>::deserialize(&o.value)
+    {
+        return r;
+    }
+    let text = match &o.value {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    let mut r = if o.ok {
+        CallToolResult::success(vec![Content::text(text)])
+    } else {
+        CallToolResult::error(vec![Content::text(text)])
+    };
+    if o.value.is_object() {
+        r.structured_content = Some(o.value.clone());
+    }
+    r
+}
+
+/// An honest estimate of a result's size in tokens: about four characters a token.
+pub(super) fn estimate_tokens(chars: usize) -> u64 {
+    chars.div_ceil(4) as u64
+}
+
+/// Reports a served call to the change feed (the tool-call recording path). The event is handed
+/// to the single writer without waiting for its commit: the answer does not wait on the journal.
+/// Events keep the order of these calls; the writer commits them with its next batch (at the
+/// latest at shutdown).
+pub(super) fn record_call(
+    server: &Shared,
+    ctx: Ctx,
+    tool: String,
+    args: Value,
+    o: CallOutcome,
+    started: Instant,
+    result_chars: usize,
+) {
+    let summary = match &o.value {
+        Value::String(s) => s.lines().next().unwrap_or("").to_string(),
+        // An app's error result says what went wrong in its first text content.
+        v if !o.ok && o.is_mcp_result => v
+            .pointer("/content/0/text")
+            .and_then(Value::as_str)
+            .and_then(|t| t.lines().next())
+            .unwrap_or("error")
+            .to_string(),
+        v if !o.ok => v
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or("error")
+            .to_string(),
+        _ => format!("{tool} ok"),
+    };
+    let report = crate::feed::ToolCallRecord {
+        tool,
+        args,
+        ok: o.ok,
+        value: o.value,
+        served_by: o.served_by,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        summary,
+        session: ctx.actor.session.clone(),
+        result_chars: result_chars as u64,
+        result_tokens: estimate_tokens(result_chars),
+        cancelled: o.cancelled,
+    };
+    if let Err(e) = report.record(&server.engine, ctx.actor) {
+        tracing::warn!("recording a tool call failed: {}", e.message);
+    }
+}
+
+/// The length of a value's JSON, counted without writing it out.
+fn json_len(v: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    match serde_json::to_writer(&mut c, v) {
+        Ok(()) => c.0,
+        Err(_) => 0,
+    }
+}
+
+/// Serves one `tools/call` for a caller and records it; `client`: where an app's messages
+/// during the call go. `cancel` is the client's cancellation of the call
+/// (`notifications/cancelled`); dropping this future (the request's connection closed) cancels
+/// it too. A cancelled call is answered at once (nobody reads the answer), its app is told
+/// (see `CallContext::cancel`), and its event records it as cancelled, with how long it ran.
+pub(super) async fn serve_call(
+    server: &Shared,
+    ctx: Ctx,
+    tool: String,
+    args: Value,
+    client: Option<Arc<dyn ClientChannel>>,
+    cancel: CancellationToken,
+) -> CallToolResult {
+    let started = Instant::now();
+    let hung_up = cancel.clone().drop_guard();
+    let call = server
+        .agg
+        .call_with(&tool, args.clone(), ctx.clone(), client, cancel.clone());
+    let outcome = tokio::select! {
+        o = call => o,
+        _ = cancel.cancelled() => CallOutcome::cancelled(),
+    };
+    hung_up.disarm();
+    let result = to_mcp_result(&outcome);
+    let chars = json_len(&result.content);
+    record_call(server, ctx, tool, args, outcome, started, chars);
+    result
+}
