@@ -143,6 +143,14 @@ pub enum Target<'a> {
     App(&'a str),
     /// A tool of the namespace (an engine operation or an app's tool), by name.
     Tool(&'a str),
+    /// An app's resources, resource templates, prompts and completions: the app, and the
+    /// names of the tools it serves now.
+    AppContent {
+        /// The app.
+        app: &'a str,
+        /// The names of the tools it serves now.
+        tools: &'a [&'a str],
+    },
 }
 
 /// What running an operation requires.
@@ -162,6 +170,11 @@ pub enum Access {
     /// Listing or calling a tool as a tool (MCP, `apps/tools/`, `apps/call/`): apps, a
     /// `call_tools` pattern matching its name.
     CallTool,
+    /// Listing and reading an app's resources, getting its prompts, completing their
+    /// arguments (MCP): apps, a `call_tools` pattern matching one of the app's tools (what an
+    /// app offers besides its tools serves them: an MCP Apps view, a prompt that drives them)
+    /// or matching everything (`*`).
+    AppContent,
     /// The owner alone.
     Owner,
 }
@@ -246,6 +259,22 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
                 "app {name} may not call the tool {t}: the tools it may call are {allowed}"
             ))
             .column("tool")
+            .rule("call_tools")
+            .hint("the owner can widen the app's call_tools patterns with apps/update"))
+        }
+        Access::AppContent => {
+            let (of, tools) = match target {
+                Target::AppContent { app, tools } => (app, tools),
+                _ => ("", &[][..]),
+            };
+            let may = |t: &str| app.call_tools.iter().any(|p| tool_pattern_matches(p, t));
+            if app.call_tools.iter().any(|p| p == "*") || tools.iter().any(|t| may(t)) {
+                return Ok(());
+            }
+            let of: String = of.chars().take(80).collect();
+            Err(Error::forbidden(format!(
+                "app {name} may not use the resources and prompts of app {of}: it may call none of its tools"
+            ))
             .rule("call_tools")
             .hint("the owner can widen the app's call_tools patterns with apps/update"))
         }

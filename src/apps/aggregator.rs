@@ -5,13 +5,17 @@
 //! Written once, above [`AppBackend`], for every kind of app.
 
 mod call;
+mod reads;
+pub mod resources;
+mod view;
 
-use super::backend::{AppBackend, BackendError, Listing};
+pub use view::ToolList;
+
+use super::backend::{AppBackend, AppEvent, BackendError, Listing};
 use super::limits::{ListingCaps, backoff};
 use super::remote::{RemoteApp, Timeouts};
 use super::wasm::{WasmApp, WasmRuntime};
 use super::{AppRecord, Registry};
-use crate::auth::{self, Access, Caller, Target};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::ops;
@@ -86,6 +90,8 @@ struct Namespace {
     skipped: HashMap<String, Vec<Value>>,
     /// Each app's section of the instructions, in registration order.
     instructions: Vec<(String, String)>,
+    /// The apps' resources, templates and prompts.
+    content: resources::Content,
 }
 
 /// The one aggregator above `AppBackend`: every app's tools in one namespace after the engine's operations, their reachability and calls.
@@ -108,7 +114,18 @@ pub struct Aggregator {
     /// One recomputation of the namespace at a time: the last one reads the latest slots (two
     /// at once, as under concurrent installs, could end with the older one's namespace).
     resolving: std::sync::Mutex<()>,
+    /// Bumped whenever the apps' resources, templates or prompts change (MCP
+    /// `notifications/resources/list_changed` and `notifications/prompts/list_changed`).
+    content_changed: tokio::sync::watch::Sender<u64>,
+    /// The apps' events outside calls, tagged with the app (bounded: a flood is dropped).
+    events: tokio::sync::mpsc::Sender<(String, AppEvent)>,
+    events_rx: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<(String, AppEvent)>>>,
+    /// Resources of apps that changed (their served URIs), for the subscribed agents.
+    updated: tokio::sync::broadcast::Sender<String>,
 }
+
+/// The most app events waiting to be handled; more are dropped (a flood of updates).
+const EVENTS_QUEUE: usize = 1024;
 
 /// A tool name an MCP client accepts: 1 to 64 of `[A-Za-z0-9_-]`.
 pub fn valid_tool_name(n: &str) -> bool {
@@ -152,33 +169,6 @@ fn operation_tools() -> Vec<Tool> {
         .collect()
 }
 
-/// MCP's `tools/list` result (`{"tools": [...]}`), as [`Aggregator::tool_list`] picks it.
-pub struct ToolList<'a> {
-    ops: &'a [Box<RawValue>],
-    ns: Arc<Namespace>,
-    picks: Vec<usize>,
-}
-
-impl ToolList<'_> {
-    fn tool(&self, i: usize) -> &RawValue {
-        match self.ops.get(i) {
-            Some(t) => t,
-            None => &self.ns.json[i - self.ops.len()],
-        }
-    }
-}
-
-impl serde::Serialize for ToolList<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        #[derive(serde::Serialize)]
-        struct Out<'b> {
-            tools: Vec<&'b RawValue>,
-        }
-        let tools = self.picks.iter().map(|&i| self.tool(i)).collect();
-        Out { tools }.serialize(s)
-    }
-}
-
 impl Aggregator {
     /// Starts the aggregator over the registry: last known tools listed at once, apps probed in the background.
     pub fn new(
@@ -187,7 +177,12 @@ impl Aggregator {
         wasm: Arc<WasmRuntime>,
     ) -> Arc<Aggregator> {
         let op_tools = operation_tools();
+        let (events, events_rx) = tokio::sync::mpsc::channel(EVENTS_QUEUE);
         let agg = Arc::new(Aggregator {
+            content_changed: tokio::sync::watch::Sender::new(0),
+            events,
+            events_rx: std::sync::Mutex::new(Some(events_rx)),
+            updated: tokio::sync::broadcast::channel(EVENTS_QUEUE).0,
             wasm,
             engine,
             registry,
@@ -213,6 +208,7 @@ impl Aggregator {
     /// `DATANOTES_APP_PROBE_MS` (10 s), doubled at each failure in a row up to
     /// `DATANOTES_APP_PROBE_MAX_MS` (5 minutes), back to the base on recovery.
     pub fn start(self: &Arc<Self>) {
+        self.follow_events();
         let probe = self.probe.0;
         let full = crate::knobs::ms("DATANOTES_APP_REFRESH_MS", 300_000);
         let me = Arc::downgrade(self);
@@ -293,6 +289,7 @@ impl Aggregator {
                 rec.mcp_token.clone(),
                 self.timeouts,
                 self.caps,
+                Some(self.events_of(&rec.name)),
             )),
         ))
     }
@@ -447,12 +444,17 @@ impl Aggregator {
                     None => {
                         taken.insert(name.clone(), s.name.clone());
                         ns.by_name.insert(name, ns.tools.len());
-                        ns.tools.push((s.name.clone(), t.clone()));
+                        let mut t = t.clone();
+                        if let Some(m) = t.meta.as_mut() {
+                            resources::name_tool_ui(&s.name, m);
+                        }
+                        ns.tools.push((s.name.clone(), t));
                     }
                 }
             }
         }
         ns.instructions = instructions;
+        ns.content = resources::resolve(&slots, &self.caps);
         ns.json = ns.tools.iter().map(|(_, t)| tool_json(t)).collect();
         // describe_table shows the tools that declare each table.
         let mut per_table: HashMap<String, Vec<Value>> = HashMap::new();
@@ -467,10 +469,14 @@ impl Aggregator {
         self.engine.set_table_tools(per_table);
         let mut cur = self.ns.write().unwrap();
         let changed = cur.tools != ns.tools;
+        let content_changed = cur.content != ns.content;
         *cur = Arc::new(ns);
         drop(cur);
         if changed {
             self.changed.send_modify(|v| *v += 1);
+        }
+        if content_changed {
+            self.content_changed.send_modify(|v| *v += 1);
         }
     }
 
@@ -625,6 +631,7 @@ impl Aggregator {
         let ns = self.ns.read().unwrap().clone();
         e["tools"] = json!(self.app_tool_names(&rec.name));
         e["skippedTools"] = json!(ns.skipped.get(&rec.name).cloned().unwrap_or_default());
+        self.content_entry(&rec.name, &ns, &mut e);
         if let Some(s) = self
             .slots
             .read()
@@ -652,98 +659,6 @@ impl Aggregator {
             }
         }
         e
-    }
-
-    /// Every tool a caller may list and call (its `call_tools`, through `auth::authorize`):
-    /// the engine's operations first, then the apps', each with the app that serves it
-    /// (`engine` for operations).
-    fn visible(&self, caller: &Caller) -> Vec<(String, Tool)> {
-        let ns = self.ns.read().unwrap().clone();
-        let ops = self.op_tools.iter().map(|t| ("engine", t));
-        let all: Vec<_> = ops
-            .chain(ns.tools.iter().map(|(a, t)| (&a[..], t)))
-            .collect();
-        self.picks(caller, &ns)
-            .into_iter()
-            .map(|i| (all[i].0.to_string(), all[i].1.clone()))
-            .collect()
-    }
-
-    /// Which tools a caller may list and call: indices into the operations' tools followed by
-    /// the namespace's.
-    fn picks(&self, caller: &Caller, ns: &Namespace) -> Vec<usize> {
-        let may =
-            |t: &Tool| auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok();
-        let apps = ns.tools.iter().map(|(_, t)| t);
-        self.op_tools
-            .iter()
-            .chain(apps)
-            .enumerate()
-            .filter(|(_, t)| may(t))
-            .map(|(i, _)| i)
-            .collect()
-    }
-
-    /// MCP's `tools/list` result for a caller (every tool a caller may list and call, the
-    /// engine's operations first), written from each tool's JSON as the namespace holds it:
-    /// no tool is copied or written again per listing.
-    pub fn tool_list(&self, caller: &Caller) -> ToolList<'_> {
-        let ns = self.ns.read().unwrap().clone();
-        ToolList {
-            picks: self.picks(caller, &ns),
-            ops: &self.op_json,
-            ns,
-        }
-    }
-
-    /// Every tool a caller may list and call: the engine's operations first, then the apps'.
-    pub fn tools(&self, caller: &Caller) -> Vec<Tool> {
-        self.visible(caller).into_iter().map(|(_, t)| t).collect()
-    }
-
-    /// Every tool a caller may list and call, with the app that serves it (`engine` for
-    /// operations).
-    pub fn tools_json(&self, caller: &Caller) -> Value {
-        let out: Vec<Value> = self
-            .visible(caller)
-            .into_iter()
-            .map(|(app, t)| {
-                let mut v = serde_json::to_value(t).unwrap_or_default();
-                v["app"] = json!(app);
-                v
-            })
-            .collect();
-        json!({"tools": out, "instructions": self.instructions(caller)})
-    }
-
-    /// The instructions for agents: the engine's, then those of each app the caller may call a
-    /// tool of (or that lists no tool now).
-    pub fn instructions(&self, caller: &Caller) -> String {
-        let ns = self.ns.read().unwrap().clone();
-        let shown = |app: &str| {
-            let mut tools = ns.tools.iter().filter(|(a, _)| a == app).peekable();
-            tools.peek().is_none()
-                || tools.any(|(_, t)| {
-                    auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok()
-                })
-        };
-        let sections: Vec<&str> = ns
-            .instructions
-            .iter()
-            .filter(|(app, _)| shown(app))
-            .map(|(_, i)| i.as_str())
-            .collect();
-        let mut s = String::from(
-            "datanotes: Markdown notes as typed tables named catalog.schema.table. Start with list_tables and \
-             describe_table; read with select_rows, get_row and search_notes; write with insert_row, update_row \
-             and delete_row. Every write is validated (errors say which value broke which rule and how to fix \
-             it), journaled and can be undone (list_migrations, undo_migration).",
-        );
-        if !sections.is_empty() {
-            s.push_str("\n\n");
-            s.push_str(&sections.join("\n\n"));
-        }
-        s
     }
 }
 

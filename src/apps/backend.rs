@@ -17,6 +17,53 @@ pub struct Listing {
     /// shown in its `skippedTools` (a typed component's function with a resource parameter).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Value>,
+    /// Its resources (`resources/list`), resource templates (`resources/templates/list`) and
+    /// prompts (`prompts/list`), each as the app sent it: the aggregator names them in the
+    /// namespace (see `aggregator/resources.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub templates: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<Value>,
+}
+
+/// A request to an app beside its tools, for a caller: each one MCP method, its parameters and
+/// answer passed as the app speaks them (its own URIs and names; the aggregator translates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppRequest {
+    /// `resources/read`.
+    ReadResource,
+    /// `resources/subscribe`.
+    Subscribe,
+    /// `resources/unsubscribe`.
+    Unsubscribe,
+    /// `prompts/get`.
+    GetPrompt,
+    /// `completion/complete`.
+    Complete,
+}
+
+impl AppRequest {
+    /// The MCP method.
+    pub fn method(self) -> &'static str {
+        match self {
+            AppRequest::ReadResource => "resources/read",
+            AppRequest::Subscribe => "resources/subscribe",
+            AppRequest::Unsubscribe => "resources/unsubscribe",
+            AppRequest::GetPrompt => "prompts/get",
+            AppRequest::Complete => "completion/complete",
+        }
+    }
+}
+
+/// What an app tells the engine outside any call (a remote app, on its session's stream).
+#[derive(Debug, Clone)]
+pub enum AppEvent {
+    /// Its tools, resources or prompts changed: list them again.
+    ListChanged,
+    /// A resource it was subscribed to changed (its own URI).
+    ResourceUpdated(String),
 }
 
 /// Who a call is made for: forwarded to the app.
@@ -36,7 +83,7 @@ pub struct CallContext {
     /// request's connection closed): a remote app is sent `notifications/cancelled` for its
     /// request, a WASM guest is interrupted and its instance discarded. The backend then
     /// answers [`BackendError::cancelled`] (nobody reads it).
-    #[allow(dead_code)] // read by the backends in the next commits
+    #[allow(dead_code)] // read by the WASM backend in the next commit
     pub cancel: tokio_util::sync::CancellationToken,
 }
 
@@ -139,6 +186,22 @@ pub trait AppBackend: Send + Sync {
         args: Value,
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>>;
+    /// A request beside the tools (resources, prompts, completions), answered as the app's
+    /// JSON result. An app that offers none answers that it does not.
+    fn request<'a>(
+        &'a self,
+        req: AppRequest,
+        params: Value,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<Value, BackendError>> {
+        let _ = (params, ctx);
+        Box::pin(async move {
+            Err(BackendError(format!(
+                "the app does not answer {}",
+                req.method()
+            )))
+        })
+    }
     /// Whether a call may send notifications or requests (progress, logs, sampling) to the
     /// caller before its result, through [`CallContext::client`]: the MCP door then answers
     /// it as a stream rather than as one JSON answer, to a client that may receive them.

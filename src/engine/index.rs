@@ -477,6 +477,37 @@ pub fn rows_after(
     Ok(v)
 }
 
+/// Up to `limit` row ids of a table after the id `after`, in id order.
+pub fn ids_after(c: &Connection, table: &str, after: &str, limit: i64) -> Result<Vec<String>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT id FROM {} WHERE id > ?1 ORDER BY id LIMIT ?2",
+        tname(table)
+    ))?;
+    let v = st
+        .query_map(params![after, limit], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
+/// Up to `limit` row ids of a table that start with `prefix`, in id order.
+pub fn ids_with_prefix(
+    c: &Connection,
+    table: &str,
+    prefix: &str,
+    limit: i64,
+) -> Result<Vec<String>> {
+    // Row ids are [a-z0-9_-]: every id starting with `prefix` sorts before `prefix` + '~'.
+    let end = format!("{prefix}~");
+    let mut st = c.prepare_cached(&format!(
+        "SELECT id FROM {} WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3",
+        tname(table)
+    ))?;
+    let v = st
+        .query_map(params![prefix, end, limit], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(v)
+}
+
 pub fn all_rows(c: &Connection, t: &Table) -> Result<Vec<IndexedRow>> {
     let mut st = c.prepare(&format!(
         "SELECT {} FROM {} ORDER BY id",

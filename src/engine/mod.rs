@@ -19,6 +19,7 @@ pub(crate) mod index;
 pub(crate) mod journal;
 pub(crate) mod lock;
 mod recovery;
+pub mod resources;
 pub mod schema;
 mod search;
 pub mod semantic;

@@ -23,6 +23,7 @@
 
 mod calls;
 mod channel;
+mod content;
 pub mod hosts;
 mod sessions;
 pub mod stdio;
@@ -39,6 +40,11 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientJsonRpcMessage, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, ServerResult,
+};
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
+    ReadResourceResponse, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext};
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -71,6 +77,9 @@ pub(crate) struct Session {
     /// The lean path's calls in flight, by JSON-RPC id (its JSON text): what a
     /// `notifications/cancelled` for one of them cancels (rmcp knows only its own requests).
     inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// The resources this session is subscribed to (their served URIs), at most
+    /// [`content::MAX_SUBSCRIPTIONS`].
+    subs: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Session {
@@ -178,6 +187,12 @@ impl ServerHandler for Mcp {
                 .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(imp)
@@ -222,6 +237,7 @@ impl ServerHandler for Mcp {
             peer: context.peer,
             touched: Mutex::new(Instant::now()),
             inflight: Mutex::default(),
+            subs: Mutex::default(),
         };
         self.sessions
             .0
@@ -252,6 +268,70 @@ impl ServerHandler for Mcp {
         let name = req.name.to_string();
         let result = calls::serve_call(&self.server, ctx, name, args, client, rc.ct.clone()).await;
         Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.list_resources_for(req, &rc).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.list_templates_for(&rc)
+    }
+
+    async fn read_resource(
+        &self,
+        req: ReadResourceRequestParams,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Ok(self.read_resource_for(req, &rc).await?.into())
+    }
+
+    async fn subscribe(
+        &self,
+        req: SubscribeRequestParams,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribe_for(&req.uri, true, &rc).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        req: UnsubscribeRequestParams,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribe_for(&req.uri, false, &rc).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.list_prompts_for(&rc)
+    }
+
+    async fn get_prompt(
+        &self,
+        req: GetPromptRequestParams,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Ok(self.get_prompt_for(req, &rc).await?.into())
+    }
+
+    async fn complete(
+        &self,
+        req: CompleteRequestParams,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.complete_for(req, &rc).await
     }
 
     /// `logging/setLevel`: the lowest level of the apps' log messages this session receives.
@@ -616,6 +696,7 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
             }
         }
     });
+    content::follow(server.clone(), sessions.clone());
     let door = Arc::new(Door {
         mcp,
         manager,

@@ -26,6 +26,8 @@ mod engine_validation;
 mod feed;
 mod list_changed;
 mod mcp;
+mod mcp_cancel;
+mod mcp_resources;
 mod mcp_relay;
 mod plain_words;
 mod semantic;

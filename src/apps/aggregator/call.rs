@@ -127,6 +127,7 @@ impl Aggregator {
         match r {
             Ok(mut v) => {
                 structured_as_object(&mut v);
+                super::resources::name_uris(&app, &mut v);
                 let ok = !v.get("isError").and_then(Value::as_bool).unwrap_or(false);
                 CallOutcome {
                     ok,

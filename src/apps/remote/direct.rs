@@ -108,6 +108,16 @@ impl RemoteApp {
             params.meta = Some(meta);
         }
         let mut headers = route.headers.clone();
+        // Until the answer is read: a caller that gives up (cancels, or hangs up) drops this
+        // future, and the app is told.
+        let mut abandon = Abandon {
+            app: self,
+            client,
+            route,
+            id: id.clone(),
+            armed: true,
+        };
+        let route = &abandon.route;
         if let Some(a) = who.0 {
             headers.insert(HeaderName::from_static("x-datanotes-actor"), a);
         }
@@ -127,12 +137,15 @@ impl RemoteApp {
             .post_message(uri, msg, route.session.clone(), self.token.clone(), headers)
             .await;
         let answer = match sent {
-            Err(StreamableHttpError::SessionExpired) => return Direct::Expired(params),
+            Err(StreamableHttpError::SessionExpired) => {
+                abandon.armed = false;
+                return Direct::Expired(params);
+            }
             Err(e) => return failed(plain::error_words(&self.url, Peer::App, &e)),
             Ok(StreamableHttpPostResponse::Json(m, _)) => m,
             Ok(StreamableHttpPostResponse::Sse(mut events, _)) => {
                 match self
-                    .read_answer(client, &route, &mut events, &id, channel)
+                    .read_answer(client, route, &mut events, &id, channel)
                     .await
                 {
                     Ok(m) => {
@@ -149,6 +162,7 @@ impl RemoteApp {
                 ));
             }
         };
+        abandon.armed = false;
         Direct::Answered(match answer {
             ServerJsonRpcMessage::Response(r) => tool_result(&tool, r.result),
             // The app answered, with a protocol error: it is reachable; the caller sees the error.
@@ -304,5 +318,41 @@ impl RemoteApp {
             )
             .await;
         true
+    }
+}
+
+/// A call posted directly whose answer is not read yet: dropped armed (its caller cancelled
+/// it, or hung up), it tells the app with `notifications/cancelled` for the call's request, so
+/// that the app stops working on it. Posting that waits for nothing on the caller's path.
+struct Abandon<'a> {
+    app: &'a RemoteApp,
+    client: &'a ActorClient,
+    route: Route,
+    id: NumberOrString,
+    armed: bool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Ok(msg) = serde_json::from_value::<ClientJsonRpcMessage>(serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": self.id, "reason": "the caller cancelled the call"},
+        })) else {
+            return;
+        };
+        let http = self.client.http().clone();
+        let uri: Arc<str> = self.app.url.as_str().into();
+        let (session, headers) = (self.route.session.clone(), self.route.headers.clone());
+        let token = self.app.token.clone();
+        rt.spawn(async move {
+            let _ = http.post_message(uri, msg, session, token, headers).await;
+        });
     }
 }

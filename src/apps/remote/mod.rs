@@ -3,11 +3,12 @@
 //! limits, the session's route); `direct.rs` posts a call on the caller's own task.
 
 mod client;
+mod content;
 mod direct;
 
 use self::client::{ActorClient, ActorHeader, Route};
 use crate::apps::backend::{
-    AppBackend, BackendError, CallContext, ClientChannel, ClientRefusal, Listing,
+    AppBackend, AppRequest, BackendError, CallContext, ClientChannel, ClientRefusal, Listing,
 };
 use crate::apps::limits::ListingCaps;
 use crate::apps::plain::{self, Peer};
@@ -65,7 +66,7 @@ fn secs(d: Duration) -> String {
     format!("{} s", d.as_secs_f64())
 }
 
-type Session = Arc<RunningService<RoleClient, ()>>;
+type Session = Arc<RunningService<RoleClient, content::Relay>>;
 
 /// An open session with an app: rmcp's, and the HTTP client it posts with.
 #[derive(Clone)]
@@ -80,6 +81,7 @@ struct Open {
 enum Purpose {
     List,
     Call,
+    Content,
 }
 
 /// A remote app: an MCP server over streamable HTTP, reached with rmcp's client. Two sessions
@@ -98,6 +100,11 @@ pub struct RemoteApp {
     next_id: AtomicU64,
     /// Whether calls keep their connection to the app open (see [`ActorClient`]).
     reuse: Arc<AtomicBool>,
+    /// The session of reads of resources, prompts and completions (answers bounded by
+    /// [`content::MAX_ANSWER_BYTES`]); subscriptions live on it.
+    content: tokio::sync::Mutex<Option<Open>>,
+    /// Where the app's notifications outside calls go (list changes, resource updates).
+    events: content::Events,
 }
 
 impl RemoteApp {
@@ -107,8 +114,11 @@ impl RemoteApp {
         token: Option<String>,
         timeouts: Timeouts,
         caps: ListingCaps,
+        events: content::Events,
     ) -> RemoteApp {
         RemoteApp {
+            content: tokio::sync::Mutex::new(None),
+            events,
             url,
             token,
             timeouts,
@@ -125,6 +135,7 @@ impl RemoteApp {
         match p {
             Purpose::List => &self.list,
             Purpose::Call => &self.call,
+            Purpose::Content => &self.content,
         }
     }
 
@@ -146,15 +157,21 @@ impl RemoteApp {
                 .max_sse_event_size(self.caps.max_bytes),
             // Every caller's calls share this session.
             Purpose::Call => cfg.max_concurrent_requests(256),
+            // A resource, a prompt: bounded like a listing's page.
+            Purpose::Content => cfg
+                .max_concurrent_requests(64)
+                .max_json_response_size(content::MAX_ANSWER_BYTES)
+                .max_sse_event_size(content::MAX_ANSWER_BYTES),
         };
         let too_big = match p {
             Purpose::List => self.too_big.clone(),
-            Purpose::Call => Arc::new(AtomicBool::new(false)),
+            _ => Arc::new(AtomicBool::new(false)),
         };
         let reuse = (p == Purpose::Call).then(|| self.reuse.clone());
         let http = ActorClient::new(too_big, reuse);
         let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
-        let client = match tokio::time::timeout(self.timeouts.open, ().serve(transport)).await {
+        let relay = content::Relay::new(&self.events, p);
+        let client = match tokio::time::timeout(self.timeouts.open, relay.serve(transport)).await {
             Err(_) => {
                 return Err(BackendError(format!(
                     "timed out opening a session ({})",
@@ -228,11 +245,13 @@ impl AppBackend for RemoteApp {
                 Ok(Err(e)) => Err(e),
                 Ok(Ok(tools)) => {
                     let instructions = s.peer_info().and_then(|i| i.instructions.clone());
-                    Ok(Listing {
+                    let mut l = Listing {
                         tools,
                         instructions,
-                        skipped: vec![],
-                    })
+                        ..Listing::default()
+                    };
+                    self.list_content(&s, &mut l).await;
+                    Ok(l)
                 }
             };
             if r.is_err() {
@@ -286,7 +305,17 @@ impl AppBackend for RemoteApp {
             };
             let mut req = CallToolRequest::new(params);
             req.extensions.insert(who);
-            let sent = s.send_request(ClientRequest::CallToolRequest(req));
+            let sent = async {
+                let options = rmcp::service::PeerRequestOptions::no_options();
+                let handle = s
+                    .send_cancellable_request(ClientRequest::CallToolRequest(req), options)
+                    .await?;
+                // A caller that gives up drops this future: the app is told.
+                let mut abandon = Abandon(Some((handle.peer.clone(), handle.id.clone())));
+                let r = handle.await_response().await;
+                abandon.0 = None;
+                r
+            };
             let r = match tokio::time::timeout(self.timeouts.call, sent).await {
                 Err(_) => Err(timed_out(tool, self.timeouts.call)),
                 // The app answered, with a protocol error: it is reachable; the caller sees the error.
@@ -304,11 +333,44 @@ impl AppBackend for RemoteApp {
         })
     }
 
+    fn request<'a>(
+        &'a self,
+        req: AppRequest,
+        params: Value,
+        _ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<Value, BackendError>> {
+        Box::pin(self.content_request(req, params))
+    }
+
     /// Its notifications and requests during a call are passed to the caller (on the direct
     /// path; the one call that goes through rmcp's session after the app forgot the session
     /// passes them over).
     fn streams(&self) -> bool {
         true
+    }
+}
+
+/// A call through rmcp's session whose answer is not read yet: dropped armed (its caller
+/// cancelled it, or hung up), it sends the app `notifications/cancelled` for its request.
+struct Abandon(Option<(rmcp::service::Peer<RoleClient>, rmcp::model::RequestId)>);
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Ok(n) = serde_json::from_value::<rmcp::model::ClientNotification>(serde_json::json!({
+            "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": "the caller cancelled the call"},
+        })) else {
+            return;
+        };
+        rt.spawn(async move {
+            let _ = peer.send_notification(n).await;
+        });
     }
 }
 

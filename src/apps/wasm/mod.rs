@@ -199,6 +199,7 @@ impl Inner {
             tools: out,
             instructions: Some(instructions).filter(|s| !s.is_empty()),
             skipped: vec![],
+            ..Default::default()
         })
     }
 

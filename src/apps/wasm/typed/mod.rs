@@ -412,6 +412,7 @@ fn discover(
             tools,
             instructions,
             skipped,
+            ..Default::default()
         },
     })
 }

@@ -1,0 +1,341 @@
+//! The namespace's resources, resource templates, prompts and completions served to a caller:
+//! the engine's own first (the vault, `engine/resources.rs`), then the apps' (named by
+//! `resources.rs`), each app's only to a caller that may use it (`Access::AppContent`, through
+//! `auth::authorize`), each request to an app through its `AppBackend` like a tool call. And
+//! what apps say outside calls: list changes (a refresh) and resource updates (passed on to
+//! the subscribed agents).
+
+use super::resources::{self, inner};
+use super::{Aggregator, Namespace};
+use crate::apps::backend::{AppBackend, AppEvent, AppRequest, CallContext};
+use crate::auth::{self, Access, Caller, Target};
+use crate::engine::resources::{self as vault, VaultCursor, VaultUri};
+use crate::error::{Error, Result};
+use crate::ops::Ctx;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The most app resources on one page of `resources/list`.
+const APP_PAGE: usize = 100;
+/// The cursor prefix of the apps' pages.
+const APPS_CURSOR: &str = "apps:";
+
+impl Aggregator {
+    /// Where the app `app`'s events go: tagged and queued for [`Self::follow_events`]; a full
+    /// queue drops them (a flood costs nothing but the flood).
+    pub(super) fn events_of(&self, app: &str) -> Arc<dyn Fn(AppEvent) + Send + Sync> {
+        let (tx, app) = (self.events.clone(), app.to_string());
+        Arc::new(move |e| {
+            let _ = tx.try_send((app.clone(), e));
+        })
+    }
+
+    /// Handles the apps' events: a list change refreshes the app (once for a burst); a resource
+    /// update goes to the agents subscribed to it, under its served URI.
+    pub(super) fn follow_events(self: &Arc<Self>) {
+        let Some(mut rx) = self.events_rx.lock().unwrap().take() else {
+            return;
+        };
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some((app, e)) = rx.recv().await {
+                let Some(agg) = me.upgrade() else { return };
+                match e {
+                    AppEvent::ListChanged => {
+                        // What else is queued of this burst is handled by this refresh.
+                        while let Ok((other, AppEvent::ListChanged)) = rx.try_recv() {
+                            if other != app {
+                                let _ = agg.refresh(&other).await;
+                            }
+                        }
+                        let _ = agg.refresh(&app).await;
+                    }
+                    AppEvent::ResourceUpdated(uri) => {
+                        if let Ok(served) = resources::outer(&app, &uri) {
+                            let _ = agg.updated.send(served);
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Changes whenever the apps' resources, templates or prompts change.
+    pub fn subscribe_content(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.content_changed.subscribe()
+    }
+
+    /// The served URIs of apps' resources that changed (for subscribed agents).
+    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.updated.subscribe()
+    }
+
+    /// The entry's view of an app's resources and prompts.
+    pub(super) fn content_entry(&self, app: &str, ns: &Namespace, e: &mut Value) {
+        let c = &ns.content;
+        let of = |v: &[(String, Value)]| v.iter().filter(|(a, _)| a == app).count();
+        e["resources"] = json!(of(&c.resources) + of(&c.templates));
+        e["prompts"] = json!(
+            c.prompts
+                .iter()
+                .filter(|(a, _)| a == app)
+                .map(|(_, p)| p["name"].clone())
+                .collect::<Vec<_>>()
+        );
+        e["skippedResources"] = json!(c.skipped_resources.get(app).cloned().unwrap_or_default());
+        e["skippedPrompts"] = json!(c.skipped_prompts.get(app).cloned().unwrap_or_default());
+    }
+
+    /// Whether `caller` may use what `app` offers besides its tools.
+    fn may_use(&self, caller: &Caller, ns: &Namespace, app: &str) -> Result<()> {
+        let tools: Vec<&str> = ns
+            .tools
+            .iter()
+            .filter(|(a, _)| a == app)
+            .map(|(_, t)| t.name.as_ref())
+            .collect();
+        auth::authorize(
+            caller,
+            Access::AppContent,
+            Target::AppContent { app, tools: &tools },
+        )
+    }
+
+    /// One page of `resources/list`: the vault's resources first, page by page, then those of
+    /// the apps the caller may use. `cursor`: the previous page's `nextCursor`.
+    pub fn resource_page(&self, caller: &Caller, cursor: Option<&str>) -> Result<Value> {
+        let bad = || {
+            Error::invalid("the cursor is not one this server gave")
+                .column("cursor")
+                .hint("start again without a cursor")
+        };
+        let apps_from = match cursor {
+            Some(c) if c.starts_with(APPS_CURSOR) => {
+                Some(c[APPS_CURSOR.len()..].parse::<usize>().map_err(|_| bad())?)
+            }
+            _ => None,
+        };
+        let Some(from) = apps_from else {
+            let at = match cursor {
+                None => VaultCursor::Start,
+                Some(c) => VaultCursor::parse(c).ok_or_else(bad)?,
+            };
+            auth::authorize(caller, Access::Read, Target::None)?;
+            let (page, next) = self.engine.resource_page(&at, vault::PAGE)?;
+            let next = next.map_or(format!("{APPS_CURSOR}0"), |n| n.text());
+            return Ok(json!({"resources": page, "nextCursor": next}));
+        };
+        let ns = self.ns.read().unwrap().clone();
+        let mut out = vec![];
+        let mut i = from;
+        while i < ns.content.resources.len() && out.len() < APP_PAGE {
+            let (app, r) = &ns.content.resources[i];
+            if self.may_use(caller, &ns, app).is_ok() {
+                out.push(r.clone());
+            }
+            i += 1;
+        }
+        let mut page = json!({"resources": out});
+        if i < ns.content.resources.len() {
+            page["nextCursor"] = json!(format!("{APPS_CURSOR}{i}"));
+        }
+        Ok(page)
+    }
+
+    /// `resources/templates/list`: the vault's, then those of the apps the caller may use.
+    pub fn resource_templates(&self, caller: &Caller) -> Value {
+        let ns = self.ns.read().unwrap().clone();
+        let mut out = vault::templates();
+        out.extend(
+            ns.content
+                .templates
+                .iter()
+                .filter(|(app, _)| self.may_use(caller, &ns, app).is_ok())
+                .map(|(_, t)| t.clone()),
+        );
+        json!({"resourceTemplates": out})
+    }
+
+    /// `prompts/list`: those of the apps the caller may use.
+    pub fn prompts(&self, caller: &Caller) -> Value {
+        let ns = self.ns.read().unwrap().clone();
+        let out: Vec<Value> = ns
+            .content
+            .prompts
+            .iter()
+            .filter(|(app, _)| self.may_use(caller, &ns, app).is_ok())
+            .map(|(_, p)| p.clone())
+            .collect();
+        json!({"prompts": out})
+    }
+
+    /// The backend of the app a served URI names, and the URI as the app knows it; the caller
+    /// must be allowed to use it.
+    fn app_of_uri(
+        &self,
+        caller: &Caller,
+        uri: &str,
+    ) -> Result<(String, Arc<dyn AppBackend>, String)> {
+        let unknown = || {
+            Error::not_found(format!("no resource {}", crate::feed::cut(uri, 200)))
+                .column("uri")
+                .hint("resources/list and resources/templates/list show what there is")
+        };
+        let (app, own) = inner(uri).ok_or_else(unknown)?;
+        let ns = self.ns.read().unwrap().clone();
+        self.may_use(caller, &ns, app)?;
+        let backend = self.backend_of(app).ok_or_else(unknown)?;
+        Ok((app.to_string(), backend, own))
+    }
+
+    fn backend_of(&self, app: &str) -> Option<Arc<dyn AppBackend>> {
+        let slots = self.slots.read().unwrap();
+        slots
+            .iter()
+            .find(|s| s.name == app)
+            .map(|s| s.backend.clone())
+    }
+
+    /// Asks an app, for a caller: its answer, or that it is not reachable.
+    async fn ask(
+        &self,
+        app: &str,
+        backend: &dyn AppBackend,
+        req: AppRequest,
+        params: Value,
+        ctx: &Ctx,
+    ) -> Result<Value> {
+        let cc = CallContext {
+            actor: ctx.actor.harness.clone(),
+            session: ctx.actor.session.clone(),
+            caller: Some(ctx.caller.token_name()),
+            client: None,
+            cancel: Default::default(),
+        };
+        backend
+            .request(req, params, &cc)
+            .await
+            .map_err(|e| Error::new(502, "app_unreachable", format!("app {app}: {}", e.0)))
+    }
+
+    /// `resources/read`: a file of the vault, or an app's resource (its URIs named for the
+    /// caller).
+    pub async fn read_resource(&self, ctx: &Ctx, uri: &str) -> Result<Value> {
+        if let Some(v) = VaultUri::parse(uri) {
+            let v = v?;
+            auth::authorize(&ctx.caller, Access::Read, Target::Table(v.table()))?;
+            let engine = self.engine.clone();
+            return tokio::task::spawn_blocking(move || engine.read_resource(&v))
+                .await
+                .unwrap_or_else(|_| Err(Error::internal("the read panicked")));
+        }
+        let (app, backend, own) = self.app_of_uri(&ctx.caller, uri)?;
+        let params = json!({"uri": own});
+        let mut r = self
+            .ask(&app, &*backend, AppRequest::ReadResource, params, ctx)
+            .await?;
+        resources::name_uris(&app, &mut r);
+        Ok(r)
+    }
+
+    /// `prompts/get`: an app's prompt, by its served name.
+    pub async fn get_prompt(&self, ctx: &Ctx, name: &str, arguments: Value) -> Result<Value> {
+        let app = {
+            let ns = self.ns.read().unwrap().clone();
+            let Some(&i) = ns.content.prompt_by_name.get(name) else {
+                return Err(Error::not_found(format!(
+                    "no prompt {:?}",
+                    crate::feed::cut(name, 80)
+                ))
+                .column("name")
+                .hint("prompts/list shows the prompts"));
+            };
+            let app = ns.content.prompts[i].0.clone();
+            self.may_use(&ctx.caller, &ns, &app)?;
+            app
+        };
+        let backend = self
+            .backend_of(&app)
+            .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
+        let mut params = json!({"name": name});
+        if !arguments.is_null() {
+            params["arguments"] = arguments;
+        }
+        let mut r = self
+            .ask(&app, &*backend, AppRequest::GetPrompt, params, ctx)
+            .await?;
+        resources::name_uris(&app, &mut r);
+        Ok(r)
+    }
+
+    /// `completion/complete`: of the vault's templates (table names, row ids), or passed to the
+    /// app whose prompt or resource template it names.
+    pub async fn complete(&self, ctx: &Ctx, mut params: Value) -> Result<Value> {
+        let kind = params.pointer("/ref/type").and_then(Value::as_str);
+        let arg = params.pointer("/argument/name").and_then(Value::as_str);
+        let value = params
+            .pointer("/argument/value")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let answer = |values: Vec<String>, more: bool| json!({"completion": {"values": values, "total": null, "hasMore": more}});
+        let app = match kind {
+            Some("ref/resource") => {
+                let uri = params.pointer("/ref/uri").and_then(Value::as_str);
+                let uri = uri.unwrap_or("").to_string();
+                if uri == vault::ROW_TEMPLATE || uri == vault::TABLE_TEMPLATE {
+                    auth::authorize(&ctx.caller, Access::Read, Target::None)?;
+                    return match arg {
+                        Some("table") => {
+                            let (v, more) = self.engine.complete_tables(value);
+                            Ok(answer(v, more))
+                        }
+                        Some("id") => {
+                            let table = params.pointer("/context/arguments/table");
+                            let table = table.and_then(Value::as_str).unwrap_or("");
+                            let (v, more) = self.engine.complete_ids(table, value)?;
+                            Ok(answer(v, more))
+                        }
+                        _ => Ok(answer(vec![], false)),
+                    };
+                }
+                let (app, _, own) = self.app_of_uri(&ctx.caller, &uri)?;
+                params["ref"]["uri"] = json!(own);
+                app
+            }
+            Some("ref/prompt") => {
+                let name = params.pointer("/ref/name").and_then(Value::as_str);
+                let ns = self.ns.read().unwrap().clone();
+                let Some(&i) = name.and_then(|n| ns.content.prompt_by_name.get(n)) else {
+                    return Ok(answer(vec![], false));
+                };
+                let app = ns.content.prompts[i].0.clone();
+                self.may_use(&ctx.caller, &ns, &app)?;
+                app
+            }
+            _ => {
+                return Err(
+                    Error::invalid("ref.type must be ref/prompt or ref/resource").column("ref"),
+                );
+            }
+        };
+        let backend = self
+            .backend_of(&app)
+            .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
+        self.ask(&app, &*backend, AppRequest::Complete, params, ctx)
+            .await
+    }
+
+    /// `resources/subscribe` (`on`) or `resources/unsubscribe` of an app's resource: passed to
+    /// the app. (The vault's resources need nothing from an app: the door follows the feed.)
+    pub async fn subscribe_app_resource(&self, ctx: &Ctx, uri: &str, on: bool) -> Result<()> {
+        let (app, backend, own) = self.app_of_uri(&ctx.caller, uri)?;
+        let req = if on {
+            AppRequest::Subscribe
+        } else {
+            AppRequest::Unsubscribe
+        };
+        self.ask(&app, &*backend, req, json!({"uri": own}), ctx)
+            .await
+            .map(|_| ())
+    }
+}

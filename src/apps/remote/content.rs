@@ -1,0 +1,190 @@
+//! A remote app's resources, resource templates, prompts and completions: listed with its tools
+//! (on the listing session, under the same caps), read on a session of their own whose answers
+//! are bounded ([`MAX_ANSWER_BYTES`]), and what the app says outside any call
+//! (`list_changed`, `notifications/resources/updated`) passed up to the aggregator ([`Relay`]).
+//! Everything is JSON as the app sent it: the aggregator names it in the namespace.
+
+use super::{Purpose, RemoteApp, Session, secs};
+use crate::apps::backend::{AppEvent, AppRequest, BackendError, Listing};
+use crate::apps::plain::{self, Peer};
+use rmcp::RoleClient;
+use rmcp::model::{ClientRequest, ResourceUpdatedNotificationParam, ServerResult};
+use rmcp::service::NotificationContext;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The most bytes of one answer to a read (a resource, a prompt, a completion):
+/// `DATANOTES_APP_MAX_RESOURCE_BYTES`, 16 MiB by default. A bigger answer is refused unread.
+pub(crate) const MAX_ANSWER_BYTES: usize = 16 << 20;
+
+/// Where an app's events go: the aggregator's, tagged with the app's name.
+pub(crate) type Events = Option<Arc<dyn Fn(AppEvent) + Send + Sync>>;
+
+/// The client side of a remote app's sessions: passes the app's notifications outside calls
+/// to the aggregator. The listing session passes list changes; the content session (where
+/// subscriptions are made) passes resource updates.
+#[derive(Clone)]
+pub(crate) struct Relay {
+    events: Events,
+    updates: bool,
+}
+
+impl Relay {
+    pub(super) fn new(events: &Events, purpose: Purpose) -> Relay {
+        let events = match purpose {
+            Purpose::List | Purpose::Content => events.clone(),
+            Purpose::Call => None,
+        };
+        Relay {
+            events,
+            updates: purpose == Purpose::Content,
+        }
+    }
+
+    fn send(&self, e: AppEvent) {
+        if let Some(f) = &self.events {
+            f(e);
+        }
+    }
+}
+
+impl rmcp::ClientHandler for Relay {
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _c: NotificationContext<RoleClient>,
+    ) {
+        if self.updates {
+            self.send(AppEvent::ResourceUpdated(params.uri));
+        }
+    }
+
+    async fn on_resource_list_changed(&self, _c: NotificationContext<RoleClient>) {
+        if !self.updates {
+            self.send(AppEvent::ListChanged);
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _c: NotificationContext<RoleClient>) {
+        if !self.updates {
+            self.send(AppEvent::ListChanged);
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, _c: NotificationContext<RoleClient>) {
+        if !self.updates {
+            self.send(AppEvent::ListChanged);
+        }
+    }
+}
+
+/// The three listings beside the tools: method, the key of the items, capability.
+const LISTINGS: [(&str, &str); 3] = [
+    ("resources/list", "resources"),
+    ("resources/templates/list", "resourceTemplates"),
+    ("prompts/list", "prompts"),
+];
+
+impl RemoteApp {
+    /// Lists the app's resources, templates and prompts into `l`, if it declared them, page by
+    /// page under the listing's caps (items, bytes, pages, counted with its tools). A listing
+    /// that fails or runs over is cut where it stopped, and said in the log: the app's tools
+    /// are served anyway.
+    pub(super) async fn list_content(&self, s: &Session, l: &mut Listing) {
+        let caps = s.peer_info().map(|i| i.capabilities.clone());
+        let Some(caps) = caps else { return };
+        let mut items = l.tools.len();
+        let mut bytes = serde_json::to_vec(&l.tools).map_or(0, |v| v.len());
+        for (method, key) in LISTINGS {
+            let offered = match key {
+                "prompts" => caps.prompts.is_some(),
+                _ => caps.resources.is_some(),
+            };
+            if !offered {
+                continue;
+            }
+            let (mut cursor, mut pages) = (None::<Value>, 0usize);
+            let mut out = vec![];
+            let stop = loop {
+                pages += 1;
+                if let Some(why) = self.caps.listing_over(items, bytes, pages) {
+                    break Some(why);
+                }
+                let params = match cursor.take() {
+                    Some(c) => json!({"cursor": c}),
+                    None => json!({}),
+                };
+                let page = match send(s, method, params).await {
+                    Ok(v) => v,
+                    Err(e) => break Some(e.0),
+                };
+                for item in page
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    bytes += serde_json::to_vec(item).map_or(0, |v| v.len());
+                    items += 1;
+                    out.push(item.clone());
+                }
+                match page.get("nextCursor").filter(|c| !c.is_null()) {
+                    Some(c) => cursor = Some(c.clone()),
+                    None => break None,
+                }
+            };
+            if let Some(why) = stop {
+                tracing::warn!(url = %self.url, "{method} of the app stopped: {why}");
+            }
+            match key {
+                "resources" => l.resources = out,
+                "resourceTemplates" => l.templates = out,
+                _ => l.prompts = out,
+            }
+        }
+    }
+
+    /// A request beside the tools, on the content session, within the call timeout.
+    pub(super) async fn content_request(
+        &self,
+        req: AppRequest,
+        params: Value,
+    ) -> Result<Value, BackendError> {
+        let s = self.session(Purpose::Content).await?.service;
+        let limit = self.timeouts.call;
+        match tokio::time::timeout(limit, send(&s, req.method(), params)).await {
+            Err(_) => Err(BackendError(format!(
+                "timed out: {} took more than {}",
+                req.method(),
+                secs(limit)
+            ))),
+            Ok(Err(e)) => {
+                if s.is_closed() {
+                    self.forget(Purpose::Content).await;
+                }
+                Err(e)
+            }
+            Ok(Ok(v)) => Ok(v),
+        }
+    }
+}
+
+/// Sends one request on a session and answers its result as JSON. A JSON-RPC error of the app
+/// is its message; anything else (the app cannot be reached, an answer over the bound) says
+/// what went wrong in plain words.
+async fn send(s: &Session, method: &str, params: Value) -> Result<Value, BackendError> {
+    let req = serde_json::from_value::<ClientRequest>(json!({"method": method, "params": params}))
+        .map_err(|e| BackendError(format!("the request {method} cannot be sent: {e}")))?;
+    match s.send_request(req).await {
+        Ok(ServerResult::CustomResult(r)) => Ok(r.0),
+        Ok(r) => serde_json::to_value(r).map_err(|e| BackendError(e.to_string())),
+        Err(rmcp::ServiceError::McpError(e)) => Err(BackendError(format!(
+            "the app answered {method} with an error: {}",
+            e.message
+        ))),
+        Err(e) => Err(BackendError(format!(
+            "{method} failed: {}",
+            plain::service_error("the app", Peer::App, &e)
+        ))),
+    }
+}

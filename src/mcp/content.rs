@@ -1,0 +1,265 @@
+//! `/mcp`'s resources, resource templates, prompts and completions: each request goes to the
+//! aggregator (the vault's resources first, then the apps'; the caller's rights through
+//! `auth::authorize`), and its answer is passed on. Subscriptions are kept per session: a
+//! resource of the vault is followed through the change feed, an app's through the app
+//! (`notifications/resources/updated`, named for the caller). A change of the apps' resources
+//! or prompts reaches every session as `list_changed`.
+
+use super::{Mcp, Session, Sessions};
+use crate::engine::resources::VaultUri;
+use crate::error::Error;
+use crate::server::Shared;
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResult, ResourceUpdatedNotificationParam,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The most resources one session may be subscribed to.
+pub(super) const MAX_SUBSCRIPTIONS: usize = 1000;
+
+/// An error of the engine as an MCP error: its message, with its `code` and teaching fields as
+/// `data`. A resource that is not there is MCP's "resource not found" (-32002).
+fn mcp_error(e: Error) -> ErrorData {
+    let data = Some(e.to_json()["error"].clone());
+    match e.status {
+        404 => ErrorData::new(rmcp::model::ErrorCode(-32002), e.message.clone(), data),
+        400 | 403 => ErrorData::invalid_params(e.message.clone(), data),
+        _ => ErrorData::internal_error(e.message.clone(), data),
+    }
+}
+
+/// An answer as the typed result rmcp writes.
+fn typed<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ErrorData> {
+    serde_json::from_value(v).map_err(|e| {
+        ErrorData::internal_error(format!("the {what} answer is not valid MCP: {e}"), None)
+    })
+}
+
+impl Mcp {
+    pub(super) async fn list_resources_for(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let ctx = self.ctx(rc)?;
+        let cursor = req.and_then(|r| r.cursor);
+        let page = self
+            .server
+            .agg
+            .resource_page(&ctx.caller, cursor.as_deref())
+            .map_err(mcp_error)?;
+        typed(page, "resources/list")
+    }
+
+    pub(super) fn list_templates_for(
+        &self,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let ctx = self.ctx(rc)?;
+        typed(
+            self.server.agg.resource_templates(&ctx.caller),
+            "resources/templates/list",
+        )
+    }
+
+    pub(super) async fn read_resource_for(
+        &self,
+        req: ReadResourceRequestParams,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let ctx = self.ctx(rc)?;
+        let r = self.server.agg.read_resource(&ctx, &req.uri).await;
+        typed(r.map_err(mcp_error)?, "resources/read")
+    }
+
+    pub(super) fn list_prompts_for(
+        &self,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let ctx = self.ctx(rc)?;
+        typed(self.server.agg.prompts(&ctx.caller), "prompts/list")
+    }
+
+    pub(super) async fn get_prompt_for(
+        &self,
+        req: GetPromptRequestParams,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let ctx = self.ctx(rc)?;
+        let args = req.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let r = self.server.agg.get_prompt(&ctx, &req.name, args).await;
+        typed(r.map_err(mcp_error)?, "prompts/get")
+    }
+
+    pub(super) async fn complete_for(
+        &self,
+        req: CompleteRequestParams,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let ctx = self.ctx(rc)?;
+        let params = serde_json::to_value(&req).map_err(|e| {
+            ErrorData::invalid_params(format!("the completion cannot be read: {e}"), None)
+        })?;
+        let r = self.server.agg.complete(&ctx, params).await;
+        typed(r.map_err(mcp_error)?, "completion/complete")
+    }
+
+    /// `resources/subscribe` (`on`) and `resources/unsubscribe`: noted on the session; an
+    /// app's resource is subscribed to at the app too.
+    pub(super) async fn subscribe_for(
+        &self,
+        uri: &str,
+        on: bool,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let ctx = self.ctx(rc)?;
+        let Some(session) = self.session_of(rc) else {
+            return Err(ErrorData::invalid_request(
+                "subscriptions need a session (initialize first)",
+                None,
+            ));
+        };
+        match VaultUri::parse(uri) {
+            Some(v) => {
+                let v = v.map_err(mcp_error)?;
+                self.server.engine.table(v.table()).map_err(mcp_error)?;
+            }
+            None => self
+                .server
+                .agg
+                .subscribe_app_resource(&ctx, uri, on)
+                .await
+                .map_err(mcp_error)?,
+        }
+        let mut subs = session.subs.lock().unwrap();
+        if on {
+            if subs.len() >= MAX_SUBSCRIPTIONS && !subs.contains(uri) {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "this session holds {MAX_SUBSCRIPTIONS} subscriptions, the most there may be: unsubscribe from some first"
+                    ),
+                    None,
+                ));
+            }
+            subs.insert(uri.to_string());
+        } else {
+            subs.remove(uri);
+        }
+        Ok(())
+    }
+}
+
+impl Session {
+    fn subscribed(&self, uris: &[String]) -> Vec<String> {
+        let subs = self.subs.lock().unwrap();
+        uris.iter().filter(|u| subs.contains(*u)).cloned().collect()
+    }
+}
+
+impl Sessions {
+    /// Sends `notifications/resources/updated` for `uris` to every session subscribed to one.
+    fn notify_updated(&self, uris: &[String]) {
+        let all = self.0.read().unwrap();
+        for s in all.values() {
+            for uri in s.subscribed(uris) {
+                let peer = s.peer.clone();
+                tokio::spawn(async move {
+                    let _ = peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                        .await;
+                });
+            }
+        }
+    }
+
+    /// Sends `notifications/resources/list_changed` and `notifications/prompts/list_changed`
+    /// to every open session.
+    fn notify_content_changed(&self) {
+        let all = self.0.read().unwrap();
+        for s in all.values() {
+            let peer = s.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer.notify_resource_list_changed().await;
+                let _ = peer.notify_prompt_list_changed().await;
+            });
+        }
+    }
+
+    fn any_subscription(&self) -> bool {
+        let all = self.0.read().unwrap();
+        all.values().any(|s| !s.subs.lock().unwrap().is_empty())
+    }
+}
+
+/// The row a change's JSON names (`"row"`), if any.
+fn row_of(json: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        row: Option<String>,
+    }
+    serde_json::from_str::<Row>(json).ok()?.row
+}
+
+/// Follows what subscribed sessions and listings need, until the server closes: the apps'
+/// resource updates, the vault's changes (through the feed, read only while a session holds a
+/// subscription), and changes of the apps' resources and prompts.
+pub(super) fn follow(server: Shared, sessions: Arc<Sessions>) {
+    let mut updates = server.agg.resource_updates();
+    let mut content = server.agg.subscribe_content();
+    let mut seq = server.engine.seq.subscribe();
+    let mut closing = server.closing.subscribe();
+    let mut since = server.engine.last_seq();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                u = updates.recv() => match u {
+                    Ok(uri) => sessions.notify_updated(&[uri]),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return,
+                },
+                r = content.changed() => {
+                    if r.is_err() { return }
+                    content.borrow_and_update();
+                    sessions.notify_content_changed();
+                }
+                r = seq.changed() => {
+                    if r.is_err() { return }
+                    let last = *seq.borrow_and_update();
+                    if !sessions.any_subscription() {
+                        since = last;
+                        continue;
+                    }
+                    let engine = server.engine.clone();
+                    let from = since;
+                    let filter = crate::feed::Filter::default();
+                    let page = tokio::task::spawn_blocking(move || {
+                        crate::feed::read(&engine, from, 10_000, &filter)
+                    })
+                    .await;
+                    let Ok(Ok(page)) = page else {
+                        since = last;
+                        continue;
+                    };
+                    since = page.next;
+                    let mut uris = HashSet::new();
+                    for c in &page.changes {
+                        let Some(t) = &c.table else { continue };
+                        uris.insert(VaultUri::Table(t.clone()).to_uri());
+                        if let Some(id) = row_of(&c.json) {
+                            uris.insert(VaultUri::Row(t.clone(), id).to_uri());
+                        }
+                    }
+                    let uris: Vec<String> = uris.into_iter().collect();
+                    sessions.notify_updated(&uris);
+                }
+                _ = async { closing.wait_for(|v| *v).await.map(|_| ()) } => return,
+            }
+        }
+    });
+}

@@ -1,0 +1,179 @@
+//! A client that cancels a call of a remote app's tool stops it: the app receives
+//! `notifications/cancelled` for its own request, whichever path the call took through `/mcp`
+//! (rmcp's, for a call with a progress token; the lean JSON path otherwise), the call's
+//! `tool_call` event records it as cancelled, and the next call is served as usual.
+//!
+//! The app is a small MCP server written here on axum: its tool `slow_wait` answers only when
+//! told to, and it notes every request id it was sent and every cancellation it received.
+
+use crate::kit::mcp::connect_on;
+use crate::kit::*;
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{CallToolRequestParams, ClientRequest, ProgressToken, RequestId};
+use rmcp::service::PeerRequestOptions;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the app saw: the ids of its `tools/call` requests and of the cancellations it got.
+#[derive(Default)]
+struct Seen {
+    calls: Vec<Value>,
+    cancelled: Vec<(Value, Instant)>,
+}
+
+fn rpc(v: Value) -> Response {
+    ([("content-type", "application/json")], v.to_string()).into_response()
+}
+
+async fn post(seen: Arc<Mutex<Seen>>, body: Value) -> Response {
+    let id = body.get("id").cloned().unwrap_or(Value::Null);
+    match body.get("method").and_then(Value::as_str).unwrap_or("") {
+        "initialize" => rpc(json!({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "slow", "version": "1.0.0"}}})),
+        "tools/list" => rpc(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+            {"name": "slow_wait", "description": "waits", "inputSchema": {"type": "object",
+             "properties": {"ms": {"type": "integer"}}}}]}})),
+        "tools/call" => {
+            seen.lock().unwrap().calls.push(id.clone());
+            let ms = body.pointer("/params/arguments/ms").and_then(Value::as_u64);
+            let ms = ms.unwrap_or(60_000);
+            let answer = async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                let r = json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "content": [{"type": "text", "text": format!("waited {ms} ms")}]}});
+                Ok::<_, std::convert::Infallible>(format!("data: {r}\n\n"))
+            };
+            (
+                [("content-type", "text/event-stream")],
+                Body::from_stream(futures_util::stream::once(answer)),
+            )
+                .into_response()
+        }
+        "notifications/cancelled" => {
+            let rid = body.pointer("/params/requestId").cloned();
+            let rid = rid.unwrap_or(Value::Null);
+            seen.lock().unwrap().cancelled.push((rid, Instant::now()));
+            StatusCode::ACCEPTED.into_response()
+        }
+        _ => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// Serves the app on 127.0.0.1 (on `rt`); answers its `/mcp` address.
+fn serve_app(rt: &tokio::runtime::Runtime, seen: Arc<Mutex<Seen>>) -> String {
+    let router = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let seen = seen.clone();
+            async move {
+                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                post(seen, v).await
+            }
+        })
+        .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+        .delete(|| async { StatusCode::OK }),
+    );
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(listener, router).await });
+    format!("http://{addr}/mcp")
+}
+
+/// The last `tool_call` events of the feed.
+fn tool_calls(s: &Server, since: i64) -> Vec<Value> {
+    let page = s.ok_route("changes", json!({"since": since, "ops": ["tool_call"]}));
+    page["changes"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn a_cancelled_call_reaches_the_remote_app_on_both_paths() {
+    let s = Server::start();
+    let rt = runtime();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let url = serve_app(&rt, seen.clone());
+    create_app(&s, json!({"name": "slow", "mcp_url": url}));
+    let c = connect_on(&rt, &format!("{}/mcp", s.url), Some(&s.token), None);
+    eventually("the app's tool is listed", || {
+        rt.block_on(c.list_all_tools())
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "slow_wait")
+    });
+
+    for progress in [false, true] {
+        let since = s.seq();
+        let before = seen.lock().unwrap().calls.len();
+        let mut p = CallToolRequestParams::new("slow_wait");
+        if progress {
+            // A progress token: the call goes through rmcp's path (an SSE answer).
+            let mut meta = p.meta.take().unwrap_or_default();
+            meta.set_progress_token(ProgressToken(RequestId::Number(7)));
+            p.meta = Some(meta);
+        }
+        let handle = rt
+            .block_on(c.send_cancellable_request(
+                ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(p)),
+                PeerRequestOptions::no_options(),
+            ))
+            .unwrap();
+        eventually("the app got the call", || {
+            seen.lock().unwrap().calls.len() > before
+        });
+        let cancelled_at = Instant::now();
+        rt.block_on(handle.cancel(Some("changed my mind".into())))
+            .unwrap();
+        eventually("the app is told", || {
+            seen.lock().unwrap().cancelled.len() > before
+        });
+        let g = seen.lock().unwrap();
+        let (rid, at) = g.cancelled.last().cloned().unwrap();
+        assert_eq!(
+            &rid,
+            g.calls.last().unwrap(),
+            "the app's own request id (progress: {progress})"
+        );
+        assert!(
+            at.duration_since(cancelled_at) < Duration::from_secs(2),
+            "told within 2 s: {:?}",
+            at.duration_since(cancelled_at)
+        );
+        drop(g);
+        // The event records the call as cancelled, with how long it ran.
+        eventually("the cancelled call's event", || {
+            tool_calls(&s, since)
+                .iter()
+                .any(|e| e["call"]["cancelled"] == true)
+        });
+        let events = tool_calls(&s, since);
+        let e = events
+            .iter()
+            .find(|e| e["call"]["cancelled"] == true)
+            .unwrap();
+        assert_eq!(e["call"]["tool"], "slow_wait", "{e}");
+        assert_eq!(e["call"]["ok"], false, "{e}");
+        assert!(e["call"]["durationMs"].as_f64().unwrap() < 30_000.0, "{e}");
+    }
+
+    // The next call is served as usual, and its event is no cancelled one.
+    let since = s.seq();
+    let r = rt
+        .block_on(
+            c.call_tool(
+                CallToolRequestParams::new("slow_wait")
+                    .with_arguments(json!({"ms": 1}).as_object().unwrap().clone()),
+            ),
+        )
+        .unwrap();
+    assert_eq!(text(&r), "waited 1 ms");
+    eventually("its event", || !tool_calls(&s, since).is_empty());
+    let e = &tool_calls(&s, since)[0];
+    assert!(e["call"].get("cancelled").is_none(), "{e}");
+    assert_eq!(seen.lock().unwrap().cancelled.len(), 2);
+}

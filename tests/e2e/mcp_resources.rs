@@ -1,0 +1,561 @@
+//! Resources, resource templates, prompts and completions through `/mcp`: the vault's own
+//! (each table's definition and each row's file, paged, addressed by template, completed,
+//! followed by subscription) and a remote app's, named by the app in every place a URI appears
+//! (listings, templates, resource links and embedded resources in tool results and prompts,
+//! `_meta.ui.resourceUri`, `notifications/resources/updated`), with the app's hostile URIs and
+//! names skipped, its big answers refused unread, and a token's rights deciding what it sees.
+//!
+//! The app is a small MCP server written here on axum: `shelf`.
+
+use crate::kit::*;
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rmcp::RoleClient;
+use rmcp::model::{ClientRequest, ResourceUpdatedNotificationParam, ServerResult};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The app's side: what it was asked, and its stream of notifications outside calls.
+struct Shelf {
+    asked: Mutex<Vec<String>>,
+    push: tokio::sync::broadcast::Sender<String>,
+}
+
+fn rpc(id: &Value, result: Value) -> Response {
+    let v = json!({"jsonrpc": "2.0", "id": id, "result": result});
+    ([("content-type", "application/json")], v.to_string()).into_response()
+}
+
+impl Shelf {
+    fn post(self: Arc<Self>, body: Value) -> Response {
+        let id = body.get("id").cloned().unwrap_or(Value::Null);
+        let method = body["method"].as_str().unwrap_or("").to_string();
+        self.asked.lock().unwrap().push(method.clone());
+        let p = &body["params"];
+        match method.as_str() {
+            "initialize" => {
+                let mut r = rpc(
+                    &id,
+                    json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {"tools": {}, "resources": {"subscribe": true, "listChanged": true},
+                                     "prompts": {}, "completions": {}},
+                    "serverInfo": {"name": "shelf", "version": "1.0.0"}}),
+                );
+                r.headers_mut()
+                    .insert("mcp-session-id", "shelf-session".parse().unwrap());
+                r
+            }
+            "tools/list" => rpc(
+                &id,
+                json!({"tools": [{
+                "name": "shelf_show", "description": "shows the shelf",
+                "inputSchema": {"type": "object", "properties": {}},
+                "_meta": {"ui": {"resourceUri": "ui://shelf/view.html"}}}]}),
+            ),
+            "tools/call" => rpc(
+                &id,
+                json!({"content": [
+                {"type": "text", "text": "two things"},
+                {"type": "resource_link", "uri": "file:///a.txt", "name": "a"},
+                {"type": "resource", "resource": {"uri": "file:///b.txt", "text": "beta"}}]}),
+            ),
+            "resources/list" => rpc(
+                &id,
+                json!({"resources": [
+                {"uri": "file:///a.txt", "name": "a", "mimeType": "text/plain"},
+                {"uri": "ui://shelf/view.html", "name": "view", "mimeType": "text/html;profile=mcp-app",
+                 "_meta": {"ui": {"prefersBorder": true}}},
+                {"uri": "file:///big", "name": "big"},
+                {"uri": "file:///../etc/passwd", "name": "up"},
+                {"uri": "datanotes://tables/a.b.c", "name": "engine's"},
+                {"uri": format!("file:///{}", "x".repeat(3000)), "name": "long"},
+                {"uri": "file:///a\u{0}b", "name": "nul"}]}),
+            ),
+            "resources/templates/list" => rpc(
+                &id,
+                json!({"resourceTemplates": [
+                {"uriTemplate": "file:///{name}", "name": "file"}]}),
+            ),
+            "resources/read" => {
+                let uri = p["uri"].as_str().unwrap_or("");
+                let text = match uri {
+                    "file:///a.txt" => "alpha".to_string(),
+                    "ui://shelf/view.html" => "<p>view</p>".to_string(),
+                    "file:///big" => "x".repeat(20 << 20),
+                    _ => {
+                        let e = json!({"jsonrpc": "2.0", "id": id,
+                                       "error": {"code": -32002, "message": format!("no {uri}")}});
+                        return ([("content-type", "application/json")], e.to_string())
+                            .into_response();
+                    }
+                };
+                rpc(&id, json!({"contents": [{"uri": uri, "text": text}]}))
+            }
+            "resources/subscribe" => {
+                let uri = p["uri"].as_str().unwrap_or("").to_string();
+                let push = self.push.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let n = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                                   "params": {"uri": uri}});
+                    let _ = push.send(n.to_string());
+                });
+                rpc(&id, json!({}))
+            }
+            "prompts/list" => rpc(
+                &id,
+                json!({"prompts": [
+                {"name": "shelf_prompt", "description": "asks about a topic",
+                 "arguments": [{"name": "topic", "required": true}]},
+                {"name": "list_tables", "description": "shadows an operation"}]}),
+            ),
+            "prompts/get" => rpc(
+                &id,
+                json!({"messages": [
+                {"role": "user", "content": {"type": "text",
+                    "text": format!("tell me about {}", p["arguments"]["topic"].as_str().unwrap_or("?"))}},
+                {"role": "user", "content": {"type": "resource",
+                    "resource": {"uri": "file:///a.txt", "text": "alpha"}}}]}),
+            ),
+            "completion/complete" => {
+                let v = p["argument"]["value"].as_str().unwrap_or("");
+                let values: Vec<&str> = ["apple", "apricot", "banana"]
+                    .into_iter()
+                    .filter(|x| x.starts_with(v))
+                    .collect();
+                rpc(
+                    &id,
+                    json!({"completion": {"values": values, "hasMore": false}}),
+                )
+            }
+            _ => StatusCode::ACCEPTED.into_response(),
+        }
+    }
+}
+
+/// Serves the app on 127.0.0.1 (on `rt`); answers its `/mcp` address.
+fn serve_app(rt: &tokio::runtime::Runtime) -> (String, Arc<Shelf>) {
+    let shelf = Arc::new(Shelf {
+        asked: Mutex::default(),
+        push: tokio::sync::broadcast::channel(16).0,
+    });
+    let (a, b) = (shelf.clone(), shelf.clone());
+    let router = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let a = a.clone();
+            async move { a.post(serde_json::from_slice(&body).unwrap_or(Value::Null)) }
+        })
+        .get(move || {
+            let rx = b.push.subscribe();
+            async move {
+                let events = futures_util::stream::unfold(rx, |mut rx| async move {
+                    let m = rx.recv().await.ok()?;
+                    Some((
+                        Ok::<_, std::convert::Infallible>(format!("data: {m}\n\n")),
+                        rx,
+                    ))
+                });
+                (
+                    [("content-type", "text/event-stream")],
+                    Body::from_stream(events),
+                )
+                    .into_response()
+            }
+        })
+        .delete(|| async { StatusCode::OK }),
+    );
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(listener, router).await });
+    (format!("http://{addr}/mcp"), shelf)
+}
+
+/// The agent: notes the resource updates it receives.
+#[derive(Clone, Default)]
+struct Updates(Arc<Mutex<Vec<String>>>);
+
+impl ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _c: NotificationContext<RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params.uri);
+    }
+}
+
+type Client = RunningService<RoleClient, Updates>;
+
+fn connect(rt: &tokio::runtime::Runtime, s: &Server, token: &str) -> (Client, Updates) {
+    let u = Updates::default();
+    let cfg = transport_config(&format!("{}/mcp", s.url), Some(token), None);
+    let c = rt
+        .block_on(async {
+            u.clone()
+                .serve(StreamableHttpClientTransport::from_config(cfg))
+                .await
+        })
+        .unwrap();
+    (c, u)
+}
+
+/// One request, its result as JSON (or the error's JSON).
+fn ask(rt: &tokio::runtime::Runtime, c: &Client, method: &str, params: Value) -> Value {
+    let req: ClientRequest =
+        serde_json::from_value(json!({"method": method, "params": params})).unwrap();
+    match rt.block_on(c.send_request(req)) {
+        Ok(ServerResult::CustomResult(r)) => r.0,
+        Ok(r) => serde_json::to_value(r).unwrap(),
+        Err(rmcp::ServiceError::McpError(e)) => json!({"error": e}),
+        Err(e) => panic!("{method}: {e}"),
+    }
+}
+
+/// Every resource of every page, and the size of each page.
+fn all_resources(rt: &tokio::runtime::Runtime, c: &Client) -> (Vec<Value>, Vec<usize>) {
+    let (mut out, mut sizes, mut cursor) = (vec![], vec![], None::<Value>);
+    loop {
+        let p = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let page = ask(rt, c, "resources/list", p);
+        let items = page["resources"].as_array().cloned().unwrap_or_default();
+        sizes.push(items.len());
+        out.extend(items);
+        match page.get("nextCursor").filter(|c| !c.is_null()) {
+            Some(n) => cursor = Some(n.clone()),
+            None => return (out, sizes),
+        }
+        assert!(sizes.len() < 100, "the listing ends");
+    }
+}
+
+fn uris(v: &[Value]) -> Vec<String> {
+    v.iter()
+        .map(|r| r["uri"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn the_vault_is_resources_paged_read_completed_and_followed() {
+    let s = Server::start();
+    create_tasks(&s);
+    for i in 0..250 {
+        s.ok(
+            "insert_row",
+            json!({"table": "work.crm.tasks", "id": format!("t{i:03}"), "values": {"title": format!("task {i}")}}),
+        );
+    }
+    let rt = runtime();
+    let (c, u) = connect(&rt, &s, &s.token);
+    let (all, sizes) = all_resources(&rt, &c);
+    assert!(sizes.iter().all(|&n| n <= 100), "{sizes:?}");
+    let u_all = uris(&all);
+    assert_eq!(u_all[0], "datanotes://tables/work.crm.people");
+    assert!(u_all.contains(&"datanotes://tables/work.crm.tasks".to_string()));
+    let rows: Vec<&String> = u_all.iter().filter(|x| x.contains("tasks/rows/")).collect();
+    assert_eq!(rows.len(), 250, "every row once");
+    assert_eq!(rows[0], "datanotes://tables/work.crm.tasks/rows/t000");
+    assert_eq!(all[1]["mimeType"], "text/markdown");
+    assert_eq!(u_all[1], "datanotes://tables/work.crm.people/rows/ada");
+
+    // A row reads as its file on disk; the definition as its _table.yaml.
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "datanotes://tables/work.crm.tasks/rows/t007"}),
+    );
+    let file = std::fs::read_to_string(s.row_path("work.crm.tasks", "t007")).unwrap();
+    assert_eq!(r["contents"][0]["text"], file, "{r}");
+    assert_eq!(r["contents"][0]["mimeType"], "text/markdown");
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "datanotes://tables/work.crm.tasks"}),
+    );
+    assert!(
+        r["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("columns"),
+        "{r}"
+    );
+    // Bad URIs say what is wrong.
+    for (uri, says) in [
+        ("datanotes://tables/work.crm.tasks/rows/nope", "no row nope"),
+        ("datanotes://tables/work.crm.tasks/rows/BAD", "row id"),
+        ("datanotes://tables/no.such.table", "no.such.table"),
+        ("datanotes://elsewhere", "not a resource of the vault"),
+    ] {
+        let e = ask(&rt, &c, "resources/read", json!({"uri": uri}));
+        let m = e["error"]["message"].as_str().unwrap_or("");
+        assert!(m.contains(says), "{uri}: {e}");
+    }
+
+    // Templates, and completion of their table and id.
+    let t = ask(&rt, &c, "resources/templates/list", json!({}));
+    let templates: Vec<&str> = t["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["uriTemplate"].as_str().unwrap())
+        .collect();
+    assert!(
+        templates.contains(&"datanotes://tables/{table}/rows/{id}"),
+        "{t}"
+    );
+    let complete = |arg: &str, value: &str, ctx: Value| {
+        ask(
+            &rt,
+            &c,
+            "completion/complete",
+            json!({"ref": {"type": "ref/resource", "uri": "datanotes://tables/{table}/rows/{id}"},
+                   "argument": {"name": arg, "value": value}, "context": {"arguments": ctx}}),
+        )
+    };
+    let r = complete("table", "work.crm.t", json!({}));
+    assert_eq!(r["completion"]["values"], json!(["work.crm.tasks"]), "{r}");
+    let r = complete("id", "t24", json!({"table": "work.crm.tasks"}));
+    assert_eq!(
+        r["completion"]["values"],
+        json!([
+            "t240", "t241", "t242", "t243", "t244", "t245", "t246", "t247", "t248", "t249"
+        ]),
+        "{r}"
+    );
+    let r = complete("id", "t", json!({"table": "work.crm.tasks"}));
+    assert_eq!(r["completion"]["values"].as_array().unwrap().len(), 100);
+    assert_eq!(r["completion"]["hasMore"], true);
+
+    // A subscription to a row and to a table is fed by the change feed.
+    let row = "datanotes://tables/work.crm.tasks/rows/t001";
+    assert!(
+        ask(&rt, &c, "resources/subscribe", json!({"uri": row}))
+            .get("error")
+            .is_none()
+    );
+    s.ok(
+        "update_row",
+        json!({"table": "work.crm.tasks", "id": "t001", "values": {"title": "changed"}}),
+    );
+    eventually("the row's update", || {
+        u.0.lock().unwrap().iter().any(|x| x == row)
+    });
+    s.ok(
+        "update_row",
+        json!({"table": "work.crm.tasks", "id": "t002", "values": {"title": "changed"}}),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !u.0.lock().unwrap().iter().any(|x| x.ends_with("/t002")),
+        "no update of a row nobody subscribed to"
+    );
+    let table = "datanotes://tables/work.crm.tasks";
+    ask(&rt, &c, "resources/subscribe", json!({"uri": table}));
+    s.ok(
+        "delete_row",
+        json!({"table": "work.crm.tasks", "id": "t003"}),
+    );
+    eventually("the table's update", || {
+        u.0.lock().unwrap().iter().any(|x| x == table)
+    });
+}
+
+#[test]
+fn an_apps_resources_prompts_and_completions_reach_the_agent_named_by_the_app() {
+    let s = Server::start();
+    let rt = runtime();
+    let (url, shelf) = serve_app(&rt);
+    create_app(&s, json!({"name": "shelf", "mcp_url": url}));
+    let (c, u) = connect(&rt, &s, &s.token);
+    eventually("the app's tool is listed", || {
+        rt.block_on(c.list_all_tools())
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "shelf_show")
+    });
+
+    // Its tool's UI resource is named by the app; so are the URIs in its result.
+    let tools = rt.block_on(c.list_all_tools()).unwrap();
+    let show = tools.iter().find(|t| t.name == "shelf_show").unwrap();
+    let meta = serde_json::to_value(&show.meta).unwrap();
+    assert_eq!(meta["ui"]["resourceUri"], "ui://shelf/shelf/view.html");
+    let r = ask(
+        &rt,
+        &c,
+        "tools/call",
+        json!({"name": "shelf_show", "arguments": {}}),
+    );
+    assert_eq!(r["content"][1]["uri"], "file://shelf//a.txt", "{r}");
+    assert_eq!(
+        r["content"][2]["resource"]["uri"], "file://shelf//b.txt",
+        "{r}"
+    );
+
+    // Listed after the vault's; the hostile ones skipped, each with why.
+    let (all, _) = all_resources(&rt, &c);
+    let apps: Vec<String> = uris(&all)
+        .into_iter()
+        .filter(|u| !u.starts_with("datanotes://"))
+        .collect();
+    assert_eq!(
+        apps,
+        [
+            "file://shelf//a.txt",
+            "ui://shelf/shelf/view.html",
+            "file://shelf//big"
+        ]
+    );
+    let view = all.iter().find(|r| r["name"] == "view").unwrap();
+    assert_eq!(view["mimeType"], "text/html;profile=mcp-app");
+    assert_eq!(view["_meta"]["ui"]["prefersBorder"], true, "{view}");
+    let entry = s.ok_route("apps/get", json!({"name": "shelf"}))["app"].clone();
+    let skipped = entry["skippedResources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(skipped.len(), 4, "{entry}");
+    assert!(
+        skipped
+            .iter()
+            .all(|x| x["uri"].as_str().unwrap().len() <= 200)
+    );
+    assert!(
+        !entry.to_string().contains("\\u0000"),
+        "no control character shown: {entry}"
+    );
+    assert!(entry.to_string().contains("a .. segment"), "{entry}");
+
+    // Read through the served URI; the app is asked with its own.
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "ui://shelf/shelf/view.html"}),
+    );
+    assert_eq!(r["contents"][0]["text"], "<p>view</p>", "{r}");
+    assert_eq!(r["contents"][0]["uri"], "ui://shelf/shelf/view.html");
+    // A 20 MB answer is refused unread; the server's memory stays bounded.
+    let rss = s.mib("VmRSS");
+    let e = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "file://shelf//big"}),
+    );
+    assert!(e.get("error").is_some(), "{e}");
+    assert!(s.mib("VmRSS") < rss + 40, "RSS {rss} → {}", s.mib("VmRSS"));
+    let e = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "file://shelf//nope"}),
+    );
+    assert!(e.to_string().contains("no file:///nope"), "{e}");
+
+    // Templates, named too.
+    let t = ask(&rt, &c, "resources/templates/list", json!({}));
+    assert!(t.to_string().contains("file://shelf//{name}"), "{t}");
+
+    // Prompts: the one that shadows an operation is skipped.
+    let p = ask(&rt, &c, "prompts/list", json!({}));
+    let names: Vec<&str> = p["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["shelf_prompt"]);
+    assert_eq!(entry["skippedPrompts"][0]["takenBy"], "engine", "{entry}");
+    let g = ask(
+        &rt,
+        &c,
+        "prompts/get",
+        json!({"name": "shelf_prompt", "arguments": {"topic": "apples"}}),
+    );
+    assert_eq!(
+        g["messages"][0]["content"]["text"], "tell me about apples",
+        "{g}"
+    );
+    assert_eq!(
+        g["messages"][1]["content"]["resource"]["uri"],
+        "file://shelf//a.txt"
+    );
+    let r = ask(
+        &rt,
+        &c,
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "shelf_prompt"},
+               "argument": {"name": "topic", "value": "ap"}}),
+    );
+    assert_eq!(
+        r["completion"]["values"],
+        json!(["apple", "apricot"]),
+        "{r}"
+    );
+
+    // A subscription is passed to the app; its update comes back under the served URI.
+    let e = ask(
+        &rt,
+        &c,
+        "resources/subscribe",
+        json!({"uri": "file://shelf//a.txt"}),
+    );
+    assert!(e.get("error").is_none(), "{e}");
+    eventually("the app's update", || {
+        u.0.lock()
+            .unwrap()
+            .iter()
+            .any(|x| x == "file://shelf//a.txt")
+    });
+    assert!(
+        shelf
+            .asked
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m == "resources/subscribe")
+    );
+
+    // A token that may call none of the app's tools sees none of its resources and prompts,
+    // and may not read them; one that may call its tools sees them.
+    let tok = create_app(&s, json!({"name": "other", "call_tools": ["list_*"]}));
+    let (o, _) = connect(&rt, &s, &tok);
+    let (all, _) = all_resources(&rt, &o);
+    assert!(
+        uris(&all).iter().all(|u| u.starts_with("datanotes://")),
+        "{all:?}"
+    );
+    assert_eq!(
+        ask(&rt, &o, "prompts/list", json!({}))["prompts"],
+        json!([])
+    );
+    let e = ask(
+        &rt,
+        &o,
+        "resources/read",
+        json!({"uri": "file://shelf//a.txt"}),
+    );
+    assert!(e.to_string().contains("may call none of its tools"), "{e}");
+    let tok = create_app(&s, json!({"name": "third", "call_tools": ["shelf_*"]}));
+    let (t3, _) = connect(&rt, &s, &tok);
+    let r = ask(
+        &rt,
+        &t3,
+        "resources/read",
+        json!({"uri": "file://shelf//a.txt"}),
+    );
+    assert_eq!(r["contents"][0]["text"], "alpha", "{r}");
+}
