@@ -11,8 +11,8 @@ use crate::apps::backend::{ClientChannel, ClientRefusal};
 use futures_util::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CustomRequest, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
-    ProgressToken, ServerRequest,
+    CustomNotification, CustomRequest, LoggingLevel, ProgressToken, ServerNotification,
+    ServerRequest,
 };
 use rmcp::service::{Peer, ServiceError};
 use serde_json::Value;
@@ -42,12 +42,13 @@ impl ClientChannel for Channel {
         Box::pin(async move {
             match method {
                 "notifications/message" if self.level > 0 => {
-                    let Ok(p) = serde_json::from_value::<LoggingMessageNotificationParam>(params)
-                    else {
+                    // The level is read to filter; the message goes on as the app wrote it.
+                    let level = params.get("level").cloned();
+                    let Some(Ok(level)) = level.map(serde_json::from_value::<LoggingLevel>) else {
                         return;
                     };
-                    if rank(p.level) >= self.level {
-                        let _ = self.peer.notify_logging_message(p).await;
+                    if rank(level) < self.level {
+                        return;
                     }
                 }
                 "notifications/progress" => {
@@ -55,12 +56,16 @@ impl ClientChannel for Channel {
                         return;
                     };
                     p.insert("progressToken".into(), serde_json::json!(token.0));
-                    if let Ok(p) = serde_json::from_value::<ProgressNotificationParam>(params) {
-                        let _ = self.peer.notify_progress(p).await;
-                    }
                 }
-                _ => {}
+                _ => return,
             }
+            // Passed on as JSON, as the app wrote it (rmcp's typed notifications would turn
+            // its integers into floats).
+            let n = CustomNotification::new(method, Some(params));
+            let _ = self
+                .peer
+                .send_notification(ServerNotification::CustomNotification(n))
+                .await;
         })
     }
 

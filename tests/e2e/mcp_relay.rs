@@ -294,9 +294,14 @@ fn conversation(
     let r = call(c);
     assert!(!is_error(&r), "{r:?}");
     assert_eq!(text(&r), "colour: teal; name: Ada (accept)");
-    eventually("three log messages", || {
-        l.seen().iter().filter(|e| e.starts_with("log")).count() >= 3
-    });
+    eventually(
+        "three log messages and three progress notifications",
+        || {
+            let seen = l.seen();
+            seen.iter().filter(|e| e.starts_with("log")).count() >= 3
+                && seen.iter().filter(|e| e.starts_with("progress")).count() >= 3
+        },
+    );
     let seen = l.seen();
     let logs: Vec<&String> = seen.iter().filter(|e| e.starts_with("log")).collect();
     assert_eq!(
