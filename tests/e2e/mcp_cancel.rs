@@ -177,3 +177,108 @@ fn a_cancelled_call_reaches_the_remote_app_on_both_paths() {
     assert!(e["call"].get("cancelled").is_none(), "{e}");
     assert_eq!(seen.lock().unwrap().cancelled.len(), 2);
 }
+
+/// The SSE events of a body: (id, data) pairs.
+fn sse_events(body: &str) -> Vec<(String, String)> {
+    let mut out = vec![];
+    for block in body.split("\n\n") {
+        let mut id = String::new();
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("id:") {
+                id = v.trim().to_string();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push_str(v.trim());
+            }
+        }
+        if !id.is_empty() {
+            out.push((id, data));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_resumed_stream_carries_only_the_events_after_the_last_one_seen() {
+    let s = Server::start();
+    let rt = runtime();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let url = serve_app(&rt, seen.clone());
+    create_app(&s, json!({"name": "slow", "mcp_url": url}));
+    let http = reqwest::blocking::Client::new();
+    let mcp = format!("{}/mcp", s.url);
+    let post = |sid: Option<&str>, body: Value| {
+        let mut r = http
+            .post(&mcp)
+            .bearer_auth(&s.token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .json(&body);
+        if let Some(id) = sid {
+            r = r.header("mcp-session-id", id);
+        }
+        r.send().unwrap()
+    };
+    let init = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    let sid = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = init.text();
+    post(
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    eventually("the app's tool is listed", || {
+        post(
+            Some(&sid),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        )
+        .text()
+        .unwrap()
+        .contains("slow_wait")
+    });
+    // A call with a progress token: an SSE answer, each event with its id. The client reads
+    // its first event and loses the connection.
+    let mut resp = post(
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "slow_wait", "arguments": {"ms": 1500}, "_meta": {"progressToken": "p"}}}),
+    );
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1];
+    while !head.ends_with(b"\n\n") {
+        use std::io::Read;
+        assert_eq!(resp.read(&mut buf).unwrap(), 1, "the first event");
+        head.push(buf[0]);
+    }
+    drop(resp);
+    let first = sse_events(&String::from_utf8(head).unwrap());
+    let (last, _) = first.last().cloned().expect("an event with an id");
+    // Resumed after it: the events after it, up to the result, and not it again.
+    let again = http
+        .get(&mcp)
+        .bearer_auth(&s.token)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &sid)
+        .header("last-event-id", &last)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap_or_default();
+    let again = sse_events(&again);
+    assert!(
+        again.iter().all(|(id, _)| id != &last),
+        "{last} is not sent again: {again:?}"
+    );
+    assert!(
+        again.iter().any(|(_, d)| d.contains("waited 1500 ms")),
+        "the result comes on the resumed stream: {again:?}"
+    );
+}
