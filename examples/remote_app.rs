@@ -375,7 +375,7 @@ impl App {
                 {"type": "text", "text": "a mix of contents", "annotations": {"audience": ["user"], "priority": 0.5}},
                 {"type": "image", "data": PNG, "mimeType": "image/png"},
                 {"type": "audio", "data": WAV, "mimeType": "audio/wav"},
-                {"type": "resource", "resource": {"uri": "datanotes://personal/tasks/items/x", "mimeType": "text/markdown", "text": "# A task\n\nwith a body"}},
+                {"type": "resource", "resource": {"uri": "datanotes://tables/personal.tasks.items/rows/x", "mimeType": "text/markdown", "text": "# A task\n\nwith a body"}},
                 {"type": "resource", "resource": {"uri": "file:///blob.bin", "mimeType": "application/octet-stream", "blob": "AAECAw=="}}
             ],
             "structuredContent": {"kinds": ["text", "image", "audio", "resource"], "count": 5, "nested": {"ok": !a.fail}},

@@ -85,6 +85,30 @@ pub struct CallContext {
     /// answers [`BackendError::cancelled`] (nobody reads it).
     #[allow(dead_code)] // read by the WASM backend in the next commit
     pub cancel: tokio_util::sync::CancellationToken,
+    /// The agent the call is made for, beyond this call: its MCP session at the door. A remote
+    /// app gives each agent a session of its own (its subscriptions, log level and requests
+    /// are that agent's), opened with the agent's capabilities; `None` (HTTP `apps/call/`):
+    /// the app's shared session.
+    pub agent: Option<Arc<dyn AgentChannel>>,
+}
+
+/// An agent's MCP session at the door, as an app's own session with the engine sees it: who
+/// answers what the app asks outside a call (`roots/list`, sampling, elicitation, through
+/// [`ClientChannel::request`]) and where its log messages go ([`ClientChannel::notify`]).
+pub trait AgentChannel: ClientChannel {
+    /// The session's id (the key of the app's session for it).
+    fn id(&self) -> &str;
+    /// What the agent declared that an app may ask of it (`sampling`, `elicitation`,
+    /// `roots`), as MCP client capabilities: what the app's session declares in turn.
+    fn capabilities(&self) -> Value;
+    /// Whether the agent's session has ended (the app's session for it can go).
+    fn is_closed(&self) -> bool;
+}
+
+impl std::fmt::Debug for dyn AgentChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AgentChannel({})", self.id())
+    }
 }
 
 /// The caller of a tool call, as an app sees it while the call runs: where its log messages
@@ -131,6 +155,7 @@ impl ClientRefusal {
         let capability = match method {
             "sampling/createMessage" => "sampling",
             "elicitation/create" => "elicitation",
+            "roots/list" => "roots",
             _ => {
                 return ClientRefusal {
                     code: -32601,
@@ -201,6 +226,12 @@ pub trait AppBackend: Send + Sync {
                 req.method()
             )))
         })
+    }
+    /// An agent's roots changed (`notifications/roots/list_changed`): an app that keeps a
+    /// session for that agent tells it.
+    fn roots_changed<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, ()> {
+        let _ = agent;
+        Box::pin(async {})
     }
     /// Whether a call may send notifications or requests (progress, logs, sampling) to the
     /// caller before its result, through [`CallContext::client`]: the MCP door then answers

@@ -3,7 +3,7 @@
 
 use super::Shared;
 use crate::apps::aggregator::CallOutcome;
-use crate::apps::backend::ClientChannel;
+use crate::apps::backend::{AgentChannel, ClientChannel};
 use crate::ops::Ctx;
 use rmcp::model::{CallToolResult, ContentBlock as Content};
 use serde_json::Value;
@@ -117,12 +117,18 @@ pub(super) async fn serve_call(
     args: Value,
     client: Option<Arc<dyn ClientChannel>>,
     cancel: CancellationToken,
+    agent: Option<Arc<dyn AgentChannel>>,
 ) -> CallToolResult {
     let started = Instant::now();
     let hung_up = cancel.clone().drop_guard();
-    let call = server
-        .agg
-        .call_with(&tool, args.clone(), ctx.clone(), client, cancel.clone());
+    let call = server.agg.call_with(
+        &tool,
+        args.clone(),
+        ctx.clone(),
+        client,
+        cancel.clone(),
+        agent,
+    );
     let outcome = tokio::select! {
         o = call => o,
         _ = cancel.cancelled() => CallOutcome::cancelled(),

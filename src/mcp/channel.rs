@@ -7,7 +7,8 @@
 //! client declared the capability, and the client's answer (or error) is the app's.
 #![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
 
-use crate::apps::backend::{ClientChannel, ClientRefusal};
+use super::Session;
+use crate::apps::backend::{AgentChannel, ClientChannel, ClientRefusal};
 use futures_util::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -31,6 +32,8 @@ pub(super) struct Channel {
     pub(super) level: u8,
     pub(super) sampling: bool,
     pub(super) elicitation: bool,
+    /// The client declared `roots`.
+    pub(super) roots: bool,
 }
 
 impl ClientChannel for Channel {
@@ -38,35 +41,14 @@ impl ClientChannel for Channel {
         self.progress.is_some()
     }
 
-    fn notify<'a>(&'a self, method: &'a str, mut params: Value) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            match method {
-                "notifications/message" if self.level > 0 => {
-                    // The level is read to filter; the message goes on as the app wrote it.
-                    let level = params.get("level").cloned();
-                    let Some(Ok(level)) = level.map(serde_json::from_value::<LoggingLevel>) else {
-                        return;
-                    };
-                    if rank(level) < self.level {
-                        return;
-                    }
-                }
-                "notifications/progress" => {
-                    let (Some(token), Some(p)) = (&self.progress, params.as_object_mut()) else {
-                        return;
-                    };
-                    p.insert("progressToken".into(), serde_json::json!(token.0));
-                }
-                _ => return,
-            }
-            // Passed on as JSON, as the app wrote it (rmcp's typed notifications would turn
-            // its integers into floats).
-            let n = CustomNotification::new(method, Some(params));
-            let _ = self
-                .peer
-                .send_notification(ServerNotification::CustomNotification(n))
-                .await;
-        })
+    fn notify<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, ()> {
+        Box::pin(notify(
+            &self.peer,
+            self.level,
+            self.progress.as_ref(),
+            method,
+            params,
+        ))
     }
 
     fn request<'a>(
@@ -74,36 +56,121 @@ impl ClientChannel for Channel {
         method: &'a str,
         params: Value,
     ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
-        Box::pin(async move {
-            let declared = match method {
-                "sampling/createMessage" => self.sampling,
-                "elicitation/create" => self.elicitation,
-                _ => false,
+        let declared = match method {
+            "sampling/createMessage" => self.sampling,
+            "elicitation/create" => self.elicitation,
+            "roots/list" => self.roots,
+            _ => false,
+        };
+        Box::pin(request(&self.peer, declared, method, params))
+    }
+}
+
+/// The agent's session, for what an app asks outside a call (its own session's requests and
+/// log messages) and for what the app's session declares.
+impl ClientChannel for Session {
+    fn wants_progress(&self) -> bool {
+        false
+    }
+
+    fn notify<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, ()> {
+        let level = self.level.load(std::sync::atomic::Ordering::Relaxed);
+        Box::pin(notify(&self.peer, level, None, method, params))
+    }
+
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
+        let declared = match method {
+            "sampling/createMessage" => self.sampling,
+            "elicitation/create" => self.elicitation,
+            "roots/list" => self.asks.get("roots").is_some(),
+            _ => false,
+        };
+        Box::pin(request(&self.peer, declared, method, params))
+    }
+}
+
+impl AgentChannel for Session {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn capabilities(&self) -> Value {
+        self.asks.clone()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+}
+
+/// Passes an app's notification to the client: a log message at or above `level` (0: none),
+/// progress with the client's `progress` token (none: not passed); anything else is dropped.
+/// As JSON, as the app wrote it (rmcp's typed notifications would turn its integers into
+/// floats).
+async fn notify(
+    peer: &Peer<RoleServer>,
+    level: u8,
+    progress: Option<&ProgressToken>,
+    method: &str,
+    mut params: Value,
+) {
+    match method {
+        "notifications/message" if level > 0 => {
+            // The level is read to filter; the message goes on as the app wrote it.
+            let l = params.get("level").cloned();
+            let Some(Ok(l)) = l.map(serde_json::from_value::<LoggingLevel>) else {
+                return;
             };
-            if !declared {
-                return Err(ClientRefusal::undeclared(method));
+            if rank(l) < level {
+                return;
             }
-            // Passed on as the app wrote it (rmcp's typed requests would reshape newer schemas).
-            let request = ServerRequest::CustomRequest(CustomRequest::new(method, Some(params)));
-            match self.peer.send_request(request).await {
-                Ok(r) => serde_json::to_value(r).map_err(|e| ClientRefusal {
-                    code: -32603,
-                    message: format!("the client's answer to {method} could not be read: {e}"),
-                    data: None,
-                }),
-                Err(ServiceError::McpError(e)) => Err(ClientRefusal {
-                    code: e.code.0,
-                    message: e.message.into_owned(),
-                    data: e.data,
-                }),
-                Err(_) => Err(ClientRefusal {
-                    code: -32603,
-                    message: format!(
-                        "the client of this call did not answer {method}: its session closed"
-                    ),
-                    data: None,
-                }),
-            }
-        })
+        }
+        "notifications/progress" => {
+            let (Some(token), Some(p)) = (progress, params.as_object_mut()) else {
+                return;
+            };
+            p.insert("progressToken".into(), serde_json::json!(token.0));
+        }
+        _ => return,
+    }
+    let n = CustomNotification::new(method, Some(params));
+    let _ = peer
+        .send_notification(ServerNotification::CustomNotification(n))
+        .await;
+}
+
+/// Sends an app's request to the client if it `declared` the capability; the client's answer
+/// (or its error) is the app's.
+async fn request(
+    peer: &Peer<RoleServer>,
+    declared: bool,
+    method: &str,
+    params: Value,
+) -> Result<Value, ClientRefusal> {
+    if !declared {
+        return Err(ClientRefusal::undeclared(method));
+    }
+    // Passed on as the app wrote it (rmcp's typed requests would reshape newer schemas).
+    let request = ServerRequest::CustomRequest(CustomRequest::new(method, Some(params)));
+    match peer.send_request(request).await {
+        Ok(r) => serde_json::to_value(r).map_err(|e| ClientRefusal {
+            code: -32603,
+            message: format!("the client's answer to {method} could not be read: {e}"),
+            data: None,
+        }),
+        Err(ServiceError::McpError(e)) => Err(ClientRefusal {
+            code: e.code.0,
+            message: e.message.into_owned(),
+            data: e.data,
+        }),
+        Err(_) => Err(ClientRefusal {
+            code: -32603,
+            message: format!("the client of this call did not answer {method}: its session closed"),
+            data: None,
+        }),
     }
 }

@@ -28,7 +28,7 @@ pub mod hosts;
 mod sessions;
 pub mod stdio;
 
-use crate::apps::backend::ClientChannel;
+use crate::apps::backend::{AgentChannel, ClientChannel};
 use crate::ops::Ctx;
 use crate::server::Shared;
 use axum::body::{Body, Bytes};
@@ -69,6 +69,10 @@ pub(crate) struct Session {
     /// The client declared `sampling` and `elicitation`.
     sampling: bool,
     elicitation: bool,
+    /// The session's id, and what the client declared that an app may ask of it
+    /// (`sampling`, `elicitation`, `roots`: its capabilities, as it sent them).
+    id: String,
+    asks: Value,
     /// The lowest level of log messages the client asked for (`logging/setLevel`,
     /// [`channel::rank`]); 0 before it asks.
     level: std::sync::atomic::AtomicU8,
@@ -229,7 +233,18 @@ impl ServerHandler for Mcp {
         let info = context.peer.peer_info();
         let client = info.as_ref().map(|i| i.client_info.name.clone());
         let caps = info.as_ref().map(|i| &i.capabilities);
+        let asks = caps
+            .and_then(|c| serde_json::to_value(c).ok())
+            .map(|mut c| {
+                if let Some(o) = c.as_object_mut() {
+                    o.retain(|k, _| matches!(k.as_str(), "sampling" | "elicitation" | "roots"));
+                }
+                c
+            })
+            .unwrap_or_else(|| json!({}));
         let session = Session {
+            id: id.clone(),
+            asks,
             client,
             sampling: caps.is_some_and(|c| c.sampling.is_some()),
             elicitation: caps.is_some_and(|c| c.elicitation.is_some()),
@@ -266,7 +281,9 @@ impl ServerHandler for Mcp {
         let args = Value::Object(req.arguments.unwrap_or_default());
         let client = self.channel(&rc);
         let name = req.name.to_string();
-        let result = calls::serve_call(&self.server, ctx, name, args, client, rc.ct.clone()).await;
+        let agent = self.session_of(&rc).map(|s| s as Arc<dyn AgentChannel>);
+        let cancel = rc.ct.clone();
+        let result = calls::serve_call(&self.server, ctx, name, args, client, cancel, agent).await;
         Ok(result.into())
     }
 
@@ -334,6 +351,17 @@ impl ServerHandler for Mcp {
         self.complete_for(req, &rc).await
     }
 
+    /// `notifications/roots/list_changed`: the agent's sessions with apps are told.
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        let id = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| session_id(&p.headers).map(String::from));
+        if let Some(id) = id {
+            self.server.agg.roots_changed(&id).await;
+        }
+    }
+
     /// `logging/setLevel`: the lowest level of the apps' log messages this session receives.
     #[allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
     async fn set_level(
@@ -371,6 +399,9 @@ impl Mcp {
                 .map_or(0, |s| s.level.load(Ordering::Relaxed)),
             sampling: session.as_ref().is_some_and(|s| s.sampling),
             elicitation: session.as_ref().is_some_and(|s| s.elicitation),
+            roots: session
+                .as_ref()
+                .is_some_and(|s| s.asks.get("roots").is_some()),
         }))
     }
 }
@@ -553,7 +584,8 @@ impl Door {
                     .lock()
                     .unwrap()
                     .insert(key.clone(), cancel.clone());
-                let result = calls::serve_call(server, ctx, tool, args, None, cancel).await;
+                let agent = Some(session.clone() as Arc<dyn AgentChannel>);
+                let result = calls::serve_call(server, ctx, tool, args, None, cancel, agent).await;
                 session.inflight.lock().unwrap().remove(&key);
                 // This path serves versions before 2026-07-28 only (`known_version`): the
                 // result in the shape rmcp gives those peers (no `resultType`).

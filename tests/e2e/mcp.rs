@@ -1173,8 +1173,14 @@ fn app_results_pass_through_intact() {
     let agent = Agent::engine(&s, &s.token, None);
     for fail in [false, true] {
         let args = json!({"fail": fail});
-        let d = serde_json::to_value(direct.call("planning_mixed", args.clone())).unwrap();
+        let mut d = serde_json::to_value(direct.call("planning_mixed", args.clone())).unwrap();
         let v = serde_json::to_value(agent.call("planning_mixed", args.clone())).unwrap();
+        // Modulo the app's name in its resource URIs (the vault's are left as they are).
+        assert_eq!(
+            v["content"][4]["resource"]["uri"], "file://planning//blob.bin",
+            "{v}"
+        );
+        d["content"][4]["resource"]["uri"] = json!("file://planning//blob.bin");
         assert_eq!(v, d, "through /mcp");
         let kinds: Vec<&str> = v["content"]
             .as_array()
@@ -1629,9 +1635,18 @@ fn distinct_actors_share_one_session_with_the_app() {
         r.structured_content.unwrap()["actor"],
         "mcp-harness / mcp-model"
     );
-    // One listing session, one call session, and this test's own.
+    // One listing session, one call session (HTTP), one for the MCP agent's session, and
+    // this test's own.
     let n = app_stats(&app)["initializes"].as_u64().unwrap();
-    assert!(n <= 3, "{n} sessions opened with the app for 201 actors");
+    assert!(n <= 4, "{n} sessions opened with the app for 201 actors");
+    // A second agent gets a session of its own; the first keeps its.
+    let other = Agent::engine(&s, &s.token, Some("other / model"));
+    other.call("planning_echo", json!({}));
+    agent.call("planning_echo", json!({}));
+    other.call("planning_echo", json!({}));
+    let m = app_stats(&app)["initializes"].as_u64().unwrap();
+    // (Reading the app's stats opens a session of the test's own each time.)
+    assert_eq!(m, n + 2, "one more session, for the second agent");
 }
 
 /// `initialize` then `notifications/initialized` on `/mcp`, raw; answers the session id.

@@ -2,7 +2,7 @@
 //! through its backend, and the slot's bookkeeping of the answer.
 
 use super::{Aggregator, CallOutcome, Slot, record};
-use crate::apps::backend::{CallContext, ClientChannel, structured_as_object};
+use crate::apps::backend::{AgentChannel, CallContext, ClientChannel, structured_as_object};
 use crate::auth::{self, Access, Target};
 use crate::error::Error;
 use crate::ops::{self, Ctx};
@@ -14,14 +14,15 @@ impl Aggregator {
     /// Calls a tool of the namespace for a caller (if its `call_tools` let it: the check is
     /// `auth::authorize`'s, before anything else, so a refused name says nothing of the tool).
     pub async fn call(&self, tool: &str, args: Value, ctx: Ctx) -> CallOutcome {
-        self.call_with(tool, args, ctx, None, CancellationToken::new())
+        self.call_with(tool, args, ctx, None, CancellationToken::new(), None)
             .await
     }
 
     /// [`Self::call`], with the caller's side of the call (`client`): where an app's log
     /// messages and progress go and who answers its requests while the call runs; and `cancel`,
     /// cancelled when the caller gives up on the call (the app is told, see
-    /// [`CallContext::cancel`]).
+    /// [`CallContext::cancel`]); and `agent`, the caller's MCP session, if any (see
+    /// [`CallContext::agent`]).
     pub async fn call_with(
         &self,
         tool: &str,
@@ -29,6 +30,7 @@ impl Aggregator {
         ctx: Ctx,
         client: Option<Arc<dyn ClientChannel>>,
         cancel: CancellationToken,
+        agent: Option<Arc<dyn AgentChannel>>,
     ) -> CallOutcome {
         if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
             return CallOutcome {
@@ -99,6 +101,7 @@ impl Aggregator {
             caller: Some(ctx.caller.token_name()),
             client,
             cancel,
+            agent,
         };
         let t0 = std::time::Instant::now();
         let r = backend.call(tool, args, &cc).await;

@@ -60,6 +60,17 @@ impl Aggregator {
         });
     }
 
+    /// An agent's roots changed: every app that keeps a session for it is told.
+    pub async fn roots_changed(&self, agent: &str) {
+        let backends: Vec<Arc<dyn AppBackend>> = {
+            let slots = self.slots.read().unwrap();
+            slots.iter().map(|s| s.backend.clone()).collect()
+        };
+        for b in backends {
+            b.roots_changed(agent).await;
+        }
+    }
+
     /// Changes whenever the apps' resources, templates or prompts change.
     pub fn subscribe_content(&self) -> tokio::sync::watch::Receiver<u64> {
         self.content_changed.subscribe()
@@ -211,6 +222,7 @@ impl Aggregator {
             caller: Some(ctx.caller.token_name()),
             client: None,
             cancel: Default::default(),
+            agent: None,
         };
         backend
             .request(req, params, &cc)

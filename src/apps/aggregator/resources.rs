@@ -107,10 +107,19 @@ fn rename(app: &str, v: &mut Value, key: &str) -> bool {
 }
 
 /// Names the URIs in an app's answer (a tool result, a read, a prompt) for the caller:
-/// `resource_link` blocks, embedded resources, and a read's `contents`. A URI that cannot be
-/// named is replaced by a `datanotes:invalid` marker, so it never points at another app.
+/// `resource_link` blocks, embedded resources, and a read's `contents`. A URI of the vault
+/// (`datanotes:`) is left as it is: it names the engine's resource, which the caller reads
+/// from the engine under its own rights. Any other URI that cannot be named is replaced by a
+/// `datanotes:invalid-uri` marker, so it never points at another app.
 pub fn name_uris(app: &str, v: &mut Value) {
     let fix = |b: &mut Value, key: &str| {
+        let vault = b.get(key).and_then(Value::as_str).is_some_and(|u| {
+            u.split_once(':')
+                .is_some_and(|(s, _)| s.eq_ignore_ascii_case(crate::engine::resources::SCHEME))
+        });
+        if vault {
+            return;
+        }
         if b.get(key).is_some() && !rename(app, b, key) {
             b[key] = json!("datanotes:invalid-uri");
         }
@@ -289,12 +298,14 @@ mod tests {
             {"type": "resource_link", "uri": "file:///a", "name": "a"},
             {"type": "resource", "resource": {"uri": "ui://w", "text": "x"}},
             {"type": "resource_link", "uri": "file:///../etc/passwd", "name": "b"},
+            {"type": "resource_link", "uri": "datanotes://tables/a.b.c/rows/x", "name": "c"},
         ]});
         name_uris("app", &mut v);
         assert_eq!(v["content"][0]["text"], "file:///a");
         assert_eq!(v["content"][1]["uri"], "file://app//a");
         assert_eq!(v["content"][2]["resource"]["uri"], "ui://app/w");
         assert_eq!(v["content"][3]["uri"], "datanotes:invalid-uri");
+        assert_eq!(v["content"][4]["uri"], "datanotes://tables/a.b.c/rows/x");
         let mut meta = json!({"ui": {"resourceUri": "ui://w"}, "ui/resourceUri": "ui://w"});
         name_tool_ui("app", meta.as_object_mut().unwrap());
         assert_eq!(meta["ui"]["resourceUri"], "ui://app/w");

@@ -3,80 +3,17 @@
 //! are bounded ([`MAX_ANSWER_BYTES`]), and what the app says outside any call
 //! (`list_changed`, `notifications/resources/updated`) passed up to the aggregator ([`Relay`]).
 //! Everything is JSON as the app sent it: the aggregator names it in the namespace.
+//! (What the app says outside calls goes through [`super::relay::Relay`].)
 
 use super::{Purpose, RemoteApp, Session, secs};
-use crate::apps::backend::{AppEvent, AppRequest, BackendError, Listing};
+use crate::apps::backend::{AppRequest, BackendError, Listing};
 use crate::apps::plain::{self, Peer};
-use rmcp::RoleClient;
-use rmcp::model::{ClientRequest, ResourceUpdatedNotificationParam, ServerResult};
-use rmcp::service::NotificationContext;
+use rmcp::model::{ClientRequest, ServerResult};
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 /// The most bytes of one answer to a read (a resource, a prompt, a completion):
 /// `DATANOTES_APP_MAX_RESOURCE_BYTES`, 16 MiB by default. A bigger answer is refused unread.
 pub(crate) const MAX_ANSWER_BYTES: usize = 16 << 20;
-
-/// Where an app's events go: the aggregator's, tagged with the app's name.
-pub(crate) type Events = Option<Arc<dyn Fn(AppEvent) + Send + Sync>>;
-
-/// The client side of a remote app's sessions: passes the app's notifications outside calls
-/// to the aggregator. The listing session passes list changes; the content session (where
-/// subscriptions are made) passes resource updates.
-#[derive(Clone)]
-pub(crate) struct Relay {
-    events: Events,
-    updates: bool,
-}
-
-impl Relay {
-    pub(super) fn new(events: &Events, purpose: Purpose) -> Relay {
-        let events = match purpose {
-            Purpose::List | Purpose::Content => events.clone(),
-            Purpose::Call => None,
-        };
-        Relay {
-            events,
-            updates: purpose == Purpose::Content,
-        }
-    }
-
-    fn send(&self, e: AppEvent) {
-        if let Some(f) = &self.events {
-            f(e);
-        }
-    }
-}
-
-impl rmcp::ClientHandler for Relay {
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _c: NotificationContext<RoleClient>,
-    ) {
-        if self.updates {
-            self.send(AppEvent::ResourceUpdated(params.uri));
-        }
-    }
-
-    async fn on_resource_list_changed(&self, _c: NotificationContext<RoleClient>) {
-        if !self.updates {
-            self.send(AppEvent::ListChanged);
-        }
-    }
-
-    async fn on_tool_list_changed(&self, _c: NotificationContext<RoleClient>) {
-        if !self.updates {
-            self.send(AppEvent::ListChanged);
-        }
-    }
-
-    async fn on_prompt_list_changed(&self, _c: NotificationContext<RoleClient>) {
-        if !self.updates {
-            self.send(AppEvent::ListChanged);
-        }
-    }
-}
 
 /// The three listings beside the tools: method, the key of the items, capability.
 const LISTINGS: [(&str, &str); 3] = [

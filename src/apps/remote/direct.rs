@@ -100,7 +100,11 @@ impl RemoteApp {
         let tool = params.name.to_string();
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = NumberOrString::String(format!("datanotes-{n}").into());
-        let channel = ctx.client.as_deref();
+        // The call's own channel, else the agent's session (for what the app asks: roots).
+        let channel = ctx
+            .client
+            .as_deref()
+            .or(ctx.agent.as_deref().map(|a| a as &dyn ClientChannel));
         if channel.is_some_and(|c| c.wants_progress()) {
             // The app's progress comes back with this token; the caller's replaces it.
             let mut meta = params.meta.take().unwrap_or_default();
@@ -284,7 +288,7 @@ impl RemoteApp {
         };
         let answer = match method.as_str() {
             "ping" => Ok(ClientResult::empty(())),
-            "sampling/createMessage" | "elicitation/create" => {
+            "sampling/createMessage" | "elicitation/create" | "roots/list" => {
                 let mut params = v.get_mut("params").map(Value::take).unwrap_or(Value::Null);
                 // The app's own `_meta` (its progress token) means nothing to the caller.
                 if let Some(p) = params.as_object_mut() {

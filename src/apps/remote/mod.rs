@@ -5,6 +5,8 @@
 mod client;
 mod content;
 mod direct;
+mod relay;
+mod sessions;
 
 use self::client::{ActorClient, ActorHeader, Route};
 use crate::apps::backend::{
@@ -14,18 +16,16 @@ use crate::apps::limits::ListingCaps;
 use crate::apps::plain::{self, Peer};
 use futures_util::future::BoxFuture;
 use http::HeaderName;
+use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ClientResult,
     ErrorCode, ErrorData, NumberOrString, PaginatedRequestParams, ServerJsonRpcMessage,
     ServerResult, Tool,
 };
 use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
-    StreamableHttpPostResponse,
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
 };
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -66,7 +66,7 @@ fn secs(d: Duration) -> String {
     format!("{} s", d.as_secs_f64())
 }
 
-type Session = Arc<RunningService<RoleClient, content::Relay>>;
+type Session = Arc<RunningService<RoleClient, relay::Relay>>;
 
 /// An open session with an app: rmcp's, and the HTTP client it posts with.
 #[derive(Clone)]
@@ -104,7 +104,9 @@ pub struct RemoteApp {
     /// [`content::MAX_ANSWER_BYTES`]); subscriptions live on it.
     content: tokio::sync::Mutex<Option<Open>>,
     /// Where the app's notifications outside calls go (list changes, resource updates).
-    events: content::Events,
+    events: relay::Events,
+    /// The sessions of agents: one per agent's MCP session (see `sessions.rs`).
+    agents: tokio::sync::Mutex<std::collections::HashMap<String, sessions::AgentOpen>>,
 }
 
 impl RemoteApp {
@@ -114,11 +116,12 @@ impl RemoteApp {
         token: Option<String>,
         timeouts: Timeouts,
         caps: ListingCaps,
-        events: content::Events,
+        events: relay::Events,
     ) -> RemoteApp {
         RemoteApp {
             content: tokio::sync::Mutex::new(None),
             events,
+            agents: Default::default(),
             url,
             token,
             timeouts,
@@ -137,59 +140,6 @@ impl RemoteApp {
             Purpose::Call => &self.call,
             Purpose::Content => &self.content,
         }
-    }
-
-    async fn session(&self, p: Purpose) -> Result<Open, BackendError> {
-        let mut slot = self.slot(p).lock().await;
-        if let Some(s) = slot.as_ref()
-            && !s.service.is_closed()
-        {
-            return Ok(s.clone());
-        }
-        let mut cfg = StreamableHttpClientTransportConfig::with_uri(self.url.as_str());
-        if let Some(t) = &self.token {
-            cfg = cfg.auth_header(t.clone());
-        }
-        cfg = match p {
-            // One page of a listing holds at most the listing's byte cap.
-            Purpose::List => cfg
-                .max_json_response_size(self.caps.max_bytes)
-                .max_sse_event_size(self.caps.max_bytes),
-            // Every caller's calls share this session.
-            Purpose::Call => cfg.max_concurrent_requests(256),
-            // A resource, a prompt: bounded like a listing's page.
-            Purpose::Content => cfg
-                .max_concurrent_requests(64)
-                .max_json_response_size(content::MAX_ANSWER_BYTES)
-                .max_sse_event_size(content::MAX_ANSWER_BYTES),
-        };
-        let too_big = match p {
-            Purpose::List => self.too_big.clone(),
-            _ => Arc::new(AtomicBool::new(false)),
-        };
-        let reuse = (p == Purpose::Call).then(|| self.reuse.clone());
-        let http = ActorClient::new(too_big, reuse);
-        let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
-        let relay = content::Relay::new(&self.events, p);
-        let client = match tokio::time::timeout(self.timeouts.open, relay.serve(transport)).await {
-            Err(_) => {
-                return Err(BackendError(format!(
-                    "timed out opening a session ({})",
-                    secs(self.timeouts.open)
-                )));
-            }
-            Ok(Err(e)) => return Err(BackendError(plain::init_error(&self.url, Peer::App, &e))),
-            Ok(Ok(c)) => Open {
-                service: Arc::new(c),
-                client: http,
-            },
-        };
-        *slot = Some(client.clone());
-        Ok(client)
-    }
-
-    async fn forget(&self, p: Purpose) {
-        self.slot(p).lock().await.take();
     }
 
     /// Every page of the app's tools, stopping at the caps (tools, bytes, pages).
@@ -268,7 +218,7 @@ impl AppBackend for RemoteApp {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>> {
         Box::pin(async move {
-            let open = self.session(Purpose::Call).await?;
+            let open = self.for_call(ctx).await?;
             let mut params = CallToolRequestParams::new(tool.to_string());
             if let Value::Object(m) = args {
                 params = params.with_arguments(m);
@@ -294,12 +244,12 @@ impl AppBackend for RemoteApp {
                     Ok(direct::Direct::Answered(r)) => r,
                     Ok(direct::Direct::Expired(params)) => {
                         // The app forgot the session (it restarted): a new one, through rmcp.
-                        self.forget(Purpose::Call).await;
-                        break 'direct (self.session(Purpose::Call).await?.service, params);
+                        self.forget_for(ctx).await;
+                        break 'direct (self.for_call(ctx).await?.service, params);
                     }
                 };
                 if r.is_err() {
-                    self.forget(Purpose::Call).await;
+                    self.forget_for(ctx).await;
                 }
                 return r;
             };
@@ -327,7 +277,7 @@ impl AppBackend for RemoteApp {
                 Ok(Ok(result)) => tool_result(tool, result),
             };
             if r.is_err() {
-                self.forget(Purpose::Call).await;
+                self.forget_for(ctx).await;
             }
             r
         })
@@ -340,6 +290,10 @@ impl AppBackend for RemoteApp {
         _ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>> {
         Box::pin(self.content_request(req, params))
+    }
+
+    fn roots_changed<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(self.agent_roots_changed(agent))
     }
 
     /// Its notifications and requests during a call are passed to the caller (on the direct

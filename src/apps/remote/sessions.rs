@@ -1,0 +1,149 @@
+//! A remote app's sessions: opened with rmcp's client, kept, and opened again after a failure.
+//!
+//! - Shared ones, without an agent: the listing session (its answers bounded by the listing's
+//!   byte cap; it declares the capabilities that let the app list every tool), the content
+//!   session (reads of resources and prompts, bounded; subscriptions), and the call session of
+//!   calls that come with no agent (HTTP `apps/call/`).
+//! - One per agent: a call made for an agent's MCP session goes on the app's session for that
+//!   agent, opened at its first call with the agent's capabilities, so that what the app keeps
+//!   per session (log level, subscriptions, toggles) and what it asks (roots, sampling,
+//!   elicitation) are that agent's. At most [`MAX_AGENTS`] per app; one whose agent's session
+//!   ended, or idle for [`AGENT_IDLE`], is closed when another opens (the least recently used
+//!   goes first beyond the cap).
+
+use super::relay::Relay;
+use super::{ActorClient, BackendError, Open, Purpose, RemoteApp, content, plain, secs};
+use crate::apps::backend::{AgentChannel, CallContext};
+use crate::apps::plain::Peer;
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+/// The most sessions one app keeps for agents.
+pub(super) const MAX_AGENTS: usize = 64;
+/// An agent's session unused this long is closed when another opens.
+pub(super) const AGENT_IDLE: Duration = Duration::from_secs(600);
+
+/// An agent's session with the app.
+pub(crate) struct AgentOpen {
+    open: Open,
+    agent: Arc<dyn AgentChannel>,
+    used: Instant,
+}
+
+impl RemoteApp {
+    /// The shared session of `p`, opened if needed.
+    pub(super) async fn session(&self, p: Purpose) -> Result<Open, BackendError> {
+        let mut slot = self.slot(p).lock().await;
+        if let Some(s) = slot.as_ref()
+            && !s.service.is_closed()
+        {
+            return Ok(s.clone());
+        }
+        let open = self.connect(p, Relay::new(&self.events, p)).await?;
+        *slot = Some(open.clone());
+        Ok(open)
+    }
+
+    pub(super) async fn forget(&self, p: Purpose) {
+        self.slot(p).lock().await.take();
+    }
+
+    /// The session a call goes on: its agent's, or the shared call session.
+    pub(super) async fn for_call(&self, ctx: &CallContext) -> Result<Open, BackendError> {
+        let Some(agent) = &ctx.agent else {
+            return self.session(Purpose::Call).await;
+        };
+        let mut agents = self.agents.lock().await;
+        if let Some(a) = agents.get_mut(agent.id())
+            && !a.open.service.is_closed()
+        {
+            a.used = Instant::now();
+            return Ok(a.open.clone());
+        }
+        // Room first: sessions of agents gone or idle, then the least recently used.
+        agents.retain(|_, a| !a.agent.is_closed() && a.used.elapsed() < AGENT_IDLE);
+        while agents.len() >= MAX_AGENTS {
+            let Some(oldest) = agents
+                .iter()
+                .min_by_key(|(_, a)| a.used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            agents.remove(&oldest);
+        }
+        let open = self
+            .connect(Purpose::Call, Relay::for_agent(agent.clone()))
+            .await?;
+        agents.insert(
+            agent.id().to_string(),
+            AgentOpen {
+                open: open.clone(),
+                agent: agent.clone(),
+                used: Instant::now(),
+            },
+        );
+        Ok(open)
+    }
+
+    /// Forgets the session a call went on (it failed): the next call opens a new one.
+    pub(super) async fn forget_for(&self, ctx: &CallContext) {
+        match &ctx.agent {
+            Some(a) => {
+                self.agents.lock().await.remove(a.id());
+            }
+            None => self.forget(Purpose::Call).await,
+        }
+    }
+
+    /// The agent's roots changed: its session with the app is told.
+    pub(super) async fn agent_roots_changed(&self, agent: &str) {
+        let open = self.agents.lock().await.get(agent).map(|a| a.open.clone());
+        if let Some(open) = open {
+            let _ = open.service.notify_roots_list_changed().await;
+        }
+    }
+
+    /// Opens a session for `p` with `relay` as its client side.
+    async fn connect(&self, p: Purpose, relay: Relay) -> Result<Open, BackendError> {
+        let mut cfg = StreamableHttpClientTransportConfig::with_uri(self.url.as_str());
+        if let Some(t) = &self.token {
+            cfg = cfg.auth_header(t.clone());
+        }
+        cfg = match p {
+            // One page of a listing holds at most the listing's byte cap.
+            Purpose::List => cfg
+                .max_json_response_size(self.caps.max_bytes)
+                .max_sse_event_size(self.caps.max_bytes),
+            // Calls: the shared session carries every call without an agent.
+            Purpose::Call => cfg.max_concurrent_requests(256),
+            // A resource, a prompt: bounded like a listing's page.
+            Purpose::Content => cfg
+                .max_concurrent_requests(64)
+                .max_json_response_size(content::MAX_ANSWER_BYTES)
+                .max_sse_event_size(content::MAX_ANSWER_BYTES),
+        };
+        let too_big = match p {
+            Purpose::List => self.too_big.clone(),
+            _ => Arc::new(AtomicBool::new(false)),
+        };
+        let reuse = (p == Purpose::Call).then(|| self.reuse.clone());
+        let http = ActorClient::new(too_big, reuse);
+        let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
+        match tokio::time::timeout(self.timeouts.open, relay.serve(transport)).await {
+            Err(_) => Err(BackendError(format!(
+                "timed out opening a session ({})",
+                secs(self.timeouts.open)
+            ))),
+            Ok(Err(e)) => Err(BackendError(plain::init_error(&self.url, Peer::App, &e))),
+            Ok(Ok(c)) => Ok(Open {
+                service: Arc::new(c),
+                client: http,
+            }),
+        }
+    }
+}
