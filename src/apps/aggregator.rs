@@ -459,6 +459,10 @@ impl Aggregator {
         // describe_table shows the tools that declare each table.
         let mut per_table: HashMap<String, Vec<Value>> = HashMap::new();
         for (app, t) in &ns.tools {
+            // A tool the MCP Apps extension marks as its view's only is not the model's.
+            if !resources::for_the_model(t) {
+                continue;
+            }
             for table in declared_tables(t) {
                 per_table
                     .entry(table)

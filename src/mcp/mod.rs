@@ -69,8 +69,9 @@ pub(crate) struct Session {
     /// The client declared `sampling` and `elicitation`.
     sampling: bool,
     elicitation: bool,
-    /// The session's id, and what the client declared that an app may ask of it
-    /// (`sampling`, `elicitation`, `roots`: its capabilities, as it sent them).
+    /// The session's id, and what the client declared that an app may ask of it or show it
+    /// (`sampling`, `elicitation`, `roots`, `extensions` such as MCP Apps: its capabilities,
+    /// as it sent them).
     id: String,
     asks: Value,
     /// The lowest level of log messages the client asked for (`logging/setLevel`,
@@ -237,7 +238,12 @@ impl ServerHandler for Mcp {
             .and_then(|c| serde_json::to_value(c).ok())
             .map(|mut c| {
                 if let Some(o) = c.as_object_mut() {
-                    o.retain(|k, _| matches!(k.as_str(), "sampling" | "elicitation" | "roots"));
+                    o.retain(|k, _| {
+                        matches!(
+                            k.as_str(),
+                            "sampling" | "elicitation" | "roots" | "extensions"
+                        )
+                    });
                 }
                 c
             })

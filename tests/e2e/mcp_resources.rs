@@ -56,7 +56,12 @@ impl Shelf {
                 json!({"tools": [{
                 "name": "shelf_show", "description": "shows the shelf",
                 "inputSchema": {"type": "object", "properties": {}},
-                "_meta": {"ui": {"resourceUri": "ui://shelf/view.html"}}}]}),
+                "_meta": {"ui": {"resourceUri": "ui://shelf/view.html"},
+                          "datanotes/tables": ["work.crm.tasks"]}}, {
+                "name": "shelf_refresh", "description": "the view's own",
+                "inputSchema": {"type": "object", "properties": {}},
+                "_meta": {"ui": {"resourceUri": "ui://shelf/view.html", "visibility": ["app"]},
+                          "datanotes/tables": ["work.crm.tasks"]}}]}),
             ),
             "tools/call" => rpc(
                 &id,
@@ -376,6 +381,7 @@ fn the_vault_is_resources_paged_read_completed_and_followed() {
 #[test]
 fn an_apps_resources_prompts_and_completions_reach_the_agent_named_by_the_app() {
     let s = Server::start();
+    create_tasks(&s);
     let rt = runtime();
     let (url, shelf) = serve_app(&rt);
     create_app(&s, json!({"name": "shelf", "mcp_url": url}));
@@ -392,6 +398,20 @@ fn an_apps_resources_prompts_and_completions_reach_the_agent_named_by_the_app() 
     let show = tools.iter().find(|t| t.name == "shelf_show").unwrap();
     let meta = serde_json::to_value(&show.meta).unwrap();
     assert_eq!(meta["ui"]["resourceUri"], "ui://shelf/shelf/view.html");
+    // A tool for its view only is listed, marked so (hosts keep it from the model), and left
+    // out of what the engine tells agents (describe_table's tools).
+    let refresh = tools.iter().find(|t| t.name == "shelf_refresh").unwrap();
+    let meta = serde_json::to_value(&refresh.meta).unwrap();
+    assert_eq!(meta["ui"]["visibility"], json!(["app"]));
+    assert_eq!(meta["ui"]["resourceUri"], "ui://shelf/shelf/view.html");
+    let d = s.ok("describe_table", json!({"table": "work.crm.tasks"}));
+    let names: Vec<&str> = d["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["shelf_show"], "{d}");
     let r = ask(
         &rt,
         &c,

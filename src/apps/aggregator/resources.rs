@@ -177,6 +177,22 @@ pub fn name_tool_ui(app: &str, meta: &mut serde_json::Map<String, Value>) {
     }
 }
 
+/// Whether a tool is for the model: not one the MCP Apps extension marks as callable by its
+/// view only (`_meta.ui.visibility` without `"model"`). Such a tool is still listed (hosts keep
+/// it from the model); what the engine itself tells agents about tools leaves it out.
+pub fn for_the_model(t: &rmcp::model::Tool) -> bool {
+    let v = t
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("ui"))
+        .and_then(|ui| ui.get("visibility"))
+        .and_then(Value::as_array);
+    match v {
+        None => true,
+        Some(v) => v.is_empty() || v.iter().any(|x| x == "model"),
+    }
+}
+
 /// The content of the namespace from the apps' last known listings.
 pub(super) fn resolve(slots: &[Slot], caps: &ListingCaps) -> Content {
     let mut c = Content::default();

@@ -19,6 +19,9 @@ use rmcp::{ErrorData, RoleClient};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+/// The MIME type of an MCP Apps view.
+const MCP_APP_MIME: &str = "text/html;profile=mcp-app";
+
 /// Where an app's events go: the aggregator's, tagged with the app's name.
 pub(crate) type Events = Option<Arc<dyn Fn(AppEvent) + Send + Sync>>;
 
@@ -87,7 +90,10 @@ impl rmcp::ClientHandler for Relay {
     fn get_info(&self) -> ClientConfig {
         let caps = match &self.agent {
             Some(a) => a.capabilities(),
-            None => json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}),
+            None => json!({
+                "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {},
+                "extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": [MCP_APP_MIME]}},
+            }),
         };
         let caps: ClientCapabilities = serde_json::from_value(caps).unwrap_or_default();
         ClientConfig::new(
