@@ -25,6 +25,10 @@ pub struct Detail {
     pub rule: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// A JSON-RPC error an app answered (`{"code", "message", "data"?}`), passed on: the MCP
+    /// door answers it as it is.
+    #[serde(skip)]
+    pub rpc: Option<Value>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -39,6 +43,7 @@ impl Error {
             column: None,
             rule: None,
             hint: None,
+            rpc: None,
         }))
     }
     /// 400: the call itself is malformed (shape, type, unknown field).
@@ -81,6 +86,11 @@ impl Error {
     }
     pub fn hint(mut self, h: impl Into<String>) -> Self {
         self.hint = Some(h.into());
+        self
+    }
+    /// Carries the JSON-RPC error an app answered, for the MCP door to pass on.
+    pub fn rpc(mut self, e: Value) -> Self {
+        self.rpc = Some(e);
         self
     }
     /// The wire shape: `{"error": {...}}`.

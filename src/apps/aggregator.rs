@@ -121,7 +121,7 @@ pub struct Aggregator {
     events: tokio::sync::mpsc::Sender<(String, AppEvent)>,
     events_rx: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<(String, AppEvent)>>>,
     /// Resources of apps that changed (their served URIs), for the subscribed agents.
-    updated: tokio::sync::broadcast::Sender<String>,
+    updated: tokio::sync::broadcast::Sender<(Option<String>, String)>,
 }
 
 /// The most app events waiting to be handled; more are dropped (a flood of updates).

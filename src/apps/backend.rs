@@ -62,8 +62,9 @@ impl AppRequest {
 pub enum AppEvent {
     /// Its tools, resources or prompts changed: list them again.
     ListChanged,
-    /// A resource it was subscribed to changed (its own URI).
-    ResourceUpdated(String),
+    /// A resource it was subscribed to changed (its own URI), on the session of the agent
+    /// named (its id), or on a shared session (`None`).
+    ResourceUpdated(Option<String>, String),
 }
 
 /// Who a call is made for: forwarded to the app.
@@ -103,6 +104,9 @@ pub trait AgentChannel: ClientChannel {
     fn capabilities(&self) -> Value;
     /// Whether the agent's session has ended (the app's session for it can go).
     fn is_closed(&self) -> bool;
+    /// The log level the agent set (`logging/setLevel`), if it set one: the app's session
+    /// for it is set to it too.
+    fn log_level(&self) -> Option<&'static str>;
 }
 
 impl std::fmt::Debug for dyn AgentChannel {
@@ -177,6 +181,10 @@ impl ClientRefusal {
     }
 }
 
+/// The `_meta` key of a tool result that stands for a JSON-RPC error the app answered
+/// (`{"code", "message", "data"}`): the MCP door answers that error to its client as it is.
+pub const RPC_ERROR_META: &str = "datanotes/jsonrpcError";
+
 /// Why an app could not answer. The message names what failed (and which limit ran out).
 #[derive(Debug, Clone)]
 pub struct BackendError(pub String);
@@ -231,6 +239,11 @@ pub trait AppBackend: Send + Sync {
     /// session for that agent tells it.
     fn roots_changed<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, ()> {
         let _ = agent;
+        Box::pin(async {})
+    }
+    /// An agent set its log level: an app that keeps a session for it sets that session's.
+    fn set_log_level<'a>(&'a self, agent: &'a str, level: &'static str) -> BoxFuture<'a, ()> {
+        let _ = (agent, level);
         Box::pin(async {})
     }
     /// Whether a call may send notifications or requests (progress, logs, sampling) to the

@@ -3,8 +3,9 @@
 
 use super::Shared;
 use crate::apps::aggregator::CallOutcome;
-use crate::apps::backend::{AgentChannel, ClientChannel};
+use crate::apps::backend::{AgentChannel, ClientChannel, RPC_ERROR_META};
 use crate::ops::Ctx;
+use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock as Content};
 use serde_json::Value;
 use std::sync::Arc;
@@ -15,8 +16,12 @@ use tokio_util::sync::CancellationToken;
 /// JSON as text plus `structuredContent`; a refusal or an unreachable app is an `isError` result.
 pub(super) fn to_mcp_result(o: &CallOutcome) -> CallToolResult {
     if o.is_mcp_result
-        && let Ok(r) = <CallToolResult as serde::Deserialize>::deserialize(&o.value)
+        && let Ok(mut r) = <CallToolResult as serde::Deserialize>::deserialize(&o.value)
     {
+        // An app of an earlier protocol version sends none; a 2026-07-28 client needs it
+        // (rmcp takes it off again for earlier clients).
+        r.result_type
+            .get_or_insert(rmcp::model::ResultType::COMPLETE);
         return r;
     }
     let text = match &o.value {
@@ -110,6 +115,7 @@ fn json_len(v: &impl serde::Serialize) -> usize {
 /// (`notifications/cancelled`); dropping this future (the request's connection closed) cancels
 /// it too. A cancelled call is answered at once (nobody reads the answer), its app is told
 /// (see `CallContext::cancel`), and its event records it as cancelled, with how long it ran.
+/// A JSON-RPC error the app answered is the call's error, as the app sent it.
 pub(super) async fn serve_call(
     server: &Shared,
     ctx: Ctx,
@@ -118,7 +124,7 @@ pub(super) async fn serve_call(
     client: Option<Arc<dyn ClientChannel>>,
     cancel: CancellationToken,
     agent: Option<Arc<dyn AgentChannel>>,
-) -> CallToolResult {
+) -> Result<CallToolResult, ErrorData> {
     let started = Instant::now();
     let hung_up = cancel.clone().drop_guard();
     let call = server.agg.call_with(
@@ -136,6 +142,21 @@ pub(super) async fn serve_call(
     hung_up.disarm();
     let result = to_mcp_result(&outcome);
     let chars = json_len(&result.content);
+    let rpc_error = rpc_error(&outcome);
     record_call(server, ctx, tool, args, outcome, started, chars);
-    result
+    match rpc_error {
+        Some(e) => Err(e),
+        None => Ok(result),
+    }
+}
+
+/// The JSON-RPC error an app answered to the call, if it did: the client gets it as it is.
+fn rpc_error(o: &CallOutcome) -> Option<ErrorData> {
+    if !o.is_mcp_result || o.ok {
+        return None;
+    }
+    let e = o
+        .value
+        .pointer(&format!("/_meta/{}", RPC_ERROR_META.replace('/', "~1")))?;
+    serde_json::from_value(e.clone()).ok()
 }

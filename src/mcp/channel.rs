@@ -12,8 +12,8 @@ use crate::apps::backend::{AgentChannel, ClientChannel, ClientRefusal};
 use futures_util::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CustomNotification, CustomRequest, LoggingLevel, ProgressToken, ServerNotification,
-    ServerRequest,
+    CustomNotification, CustomRequest, LoggingLevel, ProgressNotificationParam, ProgressToken,
+    ServerNotification, ServerRequest,
 };
 use rmcp::service::{Peer, ServiceError};
 use serde_json::Value;
@@ -105,12 +105,26 @@ impl AgentChannel for Session {
     fn is_closed(&self) -> bool {
         self.peer.is_transport_closed()
     }
+
+    fn log_level(&self) -> Option<&'static str> {
+        const NAMES: [&str; 8] = [
+            "debug",
+            "info",
+            "notice",
+            "warning",
+            "error",
+            "critical",
+            "alert",
+            "emergency",
+        ];
+        let rank = self.level.load(std::sync::atomic::Ordering::Relaxed);
+        NAMES.get((rank as usize).checked_sub(1)?).copied()
+    }
 }
 
 /// Passes an app's notification to the client: a log message at or above `level` (0: none),
 /// progress with the client's `progress` token (none: not passed); anything else is dropped.
-/// As JSON, as the app wrote it (rmcp's typed notifications would turn its integers into
-/// floats).
+/// A log message goes as JSON, as the app wrote it.
 async fn notify(
     peer: &Peer<RoleServer>,
     level: u8,
@@ -134,6 +148,12 @@ async fn notify(
                 return;
             };
             p.insert("progressToken".into(), serde_json::json!(token.0));
+            // Typed: rmcp sends progress on the stream of the request its token belongs to
+            // (its type reads the numbers as floats: `1` goes on as `1.0`).
+            if let Ok(p) = serde_json::from_value::<ProgressNotificationParam>(params) {
+                let _ = peer.notify_progress(p).await;
+            }
+            return;
         }
         _ => return,
     }

@@ -6,6 +6,7 @@
 //! or prompts reaches every session as `list_changed`.
 
 use super::{Mcp, Session, Sessions};
+use crate::apps::backend::AgentChannel;
 use crate::engine::resources::VaultUri;
 use crate::error::Error;
 use crate::server::Shared;
@@ -24,8 +25,14 @@ use std::sync::Arc;
 pub(super) const MAX_SUBSCRIPTIONS: usize = 1000;
 
 /// An error of the engine as an MCP error: its message, with its `code` and teaching fields as
-/// `data`. A resource that is not there is MCP's "resource not found" (-32002).
+/// `data`. A resource that is not there is MCP's "resource not found" (-32002). An app's own
+/// JSON-RPC error is passed on as it is.
 fn mcp_error(e: Error) -> ErrorData {
+    if let Some(rpc) = e.rpc.clone()
+        && let Ok(e) = serde_json::from_value::<ErrorData>(rpc)
+    {
+        return e;
+    }
     let data = Some(e.to_json()["error"].clone());
     match e.status {
         404 => ErrorData::new(rmcp::model::ErrorCode(-32002), e.message.clone(), data),
@@ -35,7 +42,12 @@ fn mcp_error(e: Error) -> ErrorData {
 }
 
 /// An answer as the typed result rmcp writes.
-fn typed<T: serde::de::DeserializeOwned>(v: Value, what: &str) -> Result<T, ErrorData> {
+fn typed<T: serde::de::DeserializeOwned>(mut v: Value, what: &str) -> Result<T, ErrorData> {
+    // An app of an earlier protocol version sends no `resultType`; a 2026-07-28 client needs
+    // it (rmcp takes it off again for earlier clients).
+    if let Some(o) = v.as_object_mut() {
+        o.entry("resultType").or_insert_with(|| "complete".into());
+    }
     serde_json::from_value(v).map_err(|e| {
         ErrorData::internal_error(format!("the {what} answer is not valid MCP: {e}"), None)
     })
@@ -74,7 +86,12 @@ impl Mcp {
         rc: &RequestContext<RoleServer>,
     ) -> Result<ReadResourceResult, ErrorData> {
         let ctx = self.ctx(rc)?;
-        let r = self.server.agg.read_resource(&ctx, &req.uri).await;
+        let agent = self.agent_of(rc);
+        let r = self
+            .server
+            .agg
+            .read_resource(&ctx, agent.as_ref(), &req.uri)
+            .await;
         typed(r.map_err(mcp_error)?, "resources/read")
     }
 
@@ -93,7 +110,12 @@ impl Mcp {
     ) -> Result<GetPromptResult, ErrorData> {
         let ctx = self.ctx(rc)?;
         let args = req.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let r = self.server.agg.get_prompt(&ctx, &req.name, args).await;
+        let agent = self.agent_of(rc);
+        let r = self
+            .server
+            .agg
+            .get_prompt(&ctx, agent.as_ref(), &req.name, args)
+            .await;
         typed(r.map_err(mcp_error)?, "prompts/get")
     }
 
@@ -106,7 +128,8 @@ impl Mcp {
         let params = serde_json::to_value(&req).map_err(|e| {
             ErrorData::invalid_params(format!("the completion cannot be read: {e}"), None)
         })?;
-        let r = self.server.agg.complete(&ctx, params).await;
+        let agent = self.agent_of(rc);
+        let r = self.server.agg.complete(&ctx, agent.as_ref(), params).await;
         typed(r.map_err(mcp_error)?, "completion/complete")
     }
 
@@ -130,12 +153,14 @@ impl Mcp {
                 let v = v.map_err(mcp_error)?;
                 self.server.engine.table(v.table()).map_err(mcp_error)?;
             }
-            None => self
-                .server
-                .agg
-                .subscribe_app_resource(&ctx, uri, on)
-                .await
-                .map_err(mcp_error)?,
+            None => {
+                let agent = Some(session.clone() as Arc<dyn AgentChannel>);
+                self.server
+                    .agg
+                    .subscribe_app_resource(&ctx, agent.as_ref(), uri, on)
+                    .await
+                    .map_err(mcp_error)?
+            }
         }
         let mut subs = session.subs.lock().unwrap();
         if on {
@@ -155,6 +180,13 @@ impl Mcp {
     }
 }
 
+impl Mcp {
+    /// The agent's session behind a request, as apps see it.
+    fn agent_of(&self, rc: &RequestContext<RoleServer>) -> Option<Arc<dyn AgentChannel>> {
+        self.session_of(rc).map(|s| s as Arc<dyn AgentChannel>)
+    }
+}
+
 impl Session {
     fn subscribed(&self, uris: &[String]) -> Vec<String> {
         let subs = self.subs.lock().unwrap();
@@ -163,10 +195,15 @@ impl Session {
 }
 
 impl Sessions {
-    /// Sends `notifications/resources/updated` for `uris` to every session subscribed to one.
-    fn notify_updated(&self, uris: &[String]) {
+    /// Sends `notifications/resources/updated` for `uris` to every session subscribed to one
+    /// (of those, only the session `only`, when given: an app's update on its session for that
+    /// agent).
+    fn notify_updated(&self, uris: &[String], only: Option<&str>) {
         let all = self.0.read().unwrap();
-        for s in all.values() {
+        for (id, s) in all.iter() {
+            if only.is_some_and(|o| o != id) {
+                continue;
+            }
             for uri in s.subscribed(uris) {
                 let peer = s.peer.clone();
                 tokio::spawn(async move {
@@ -219,7 +256,7 @@ pub(super) fn follow(server: Shared, sessions: Arc<Sessions>) {
         loop {
             tokio::select! {
                 u = updates.recv() => match u {
-                    Ok(uri) => sessions.notify_updated(&[uri]),
+                    Ok((agent, uri)) => sessions.notify_updated(&[uri], agent.as_deref()),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => return,
                 },
@@ -256,7 +293,7 @@ pub(super) fn follow(server: Shared, sessions: Arc<Sessions>) {
                         }
                     }
                     let uris: Vec<String> = uris.into_iter().collect();
-                    sessions.notify_updated(&uris);
+                    sessions.notify_updated(&uris, None);
                 }
                 _ = async { closing.wait_for(|v| *v).await.map(|_| ()) } => return,
             }

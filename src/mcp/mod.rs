@@ -290,7 +290,7 @@ impl ServerHandler for Mcp {
         let agent = self.session_of(&rc).map(|s| s as Arc<dyn AgentChannel>);
         let cancel = rc.ct.clone();
         let result = calls::serve_call(&self.server, ctx, name, args, client, cancel, agent).await;
-        Ok(result.into())
+        Ok(result?.into())
     }
 
     async fn list_resources(
@@ -377,6 +377,10 @@ impl ServerHandler for Mcp {
     ) -> Result<(), ErrorData> {
         if let Some(s) = self.session_of(&rc) {
             s.level.store(channel::rank(req.level), Ordering::Relaxed);
+            // The agent's sessions with apps are set to it too.
+            if let Some(level) = s.log_level() {
+                self.server.agg.set_log_level(&s.id, level).await;
+            }
         }
         Ok(())
     }
@@ -593,6 +597,16 @@ impl Door {
                 let agent = Some(session.clone() as Arc<dyn AgentChannel>);
                 let result = calls::serve_call(server, ctx, tool, args, None, cancel, agent).await;
                 session.inflight.lock().unwrap().remove(&key);
+                let result = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let answer = json!({"jsonrpc": "2.0", "id": rpc_id, "error": e});
+                        let body = serde_json::to_vec(&answer).ok()?;
+                        self.touch(id, &session).await;
+                        let json = [(header::CONTENT_TYPE, "application/json")];
+                        return Some((json, body).into_response());
+                    }
+                };
                 // This path serves versions before 2026-07-28 only (`known_version`): the
                 // result in the shape rmcp gives those peers (no `resultType`).
                 let mut result = ServerResult::CallToolResult(result);

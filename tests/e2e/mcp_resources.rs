@@ -58,11 +58,19 @@ impl Shelf {
                 "inputSchema": {"type": "object", "properties": {}},
                 "_meta": {"ui": {"resourceUri": "ui://shelf/view.html"},
                           "datanotes/tables": ["work.crm.tasks"]}}, {
+                "name": "shelf_fail", "description": "answers an error",
+                "inputSchema": {"type": "object", "properties": {}}}, {
                 "name": "shelf_refresh", "description": "the view's own",
                 "inputSchema": {"type": "object", "properties": {}},
                 "_meta": {"ui": {"resourceUri": "ui://shelf/view.html", "visibility": ["app"]},
                           "datanotes/tables": ["work.crm.tasks"]}}]}),
             ),
+            "tools/call" if p["name"] == "shelf_fail" => {
+                let e = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32042,
+                    "message": "this needs the user at a URL",
+                    "data": {"elicitations": [{"mode": "url", "url": "https://example.org/x", "elicitationId": "e1"}]}}});
+                ([("content-type", "application/json")], e.to_string()).into_response()
+            }
             "tools/call" => rpc(
                 &id,
                 json!({"content": [
@@ -422,6 +430,33 @@ fn an_apps_resources_prompts_and_completions_reach_the_agent_named_by_the_app() 
     assert_eq!(
         r["content"][2]["resource"]["uri"], "file://shelf//b.txt",
         "{r}"
+    );
+
+    // A JSON-RPC error of the app reaches the agent as it is, data and all, on both paths
+    // (rmcp's, for a call with a progress token; the lean JSON one); HTTP reads an error result.
+    for progress in [false, true] {
+        let mut p = json!({"name": "shelf_fail", "arguments": {}});
+        if progress {
+            p["_meta"] = json!({"progressToken": 1});
+        }
+        let e = ask(&rt, &c, "tools/call", p);
+        assert_eq!(e["error"]["code"], -32042, "{e}");
+        assert_eq!(e["error"]["message"], "this needs the user at a URL");
+        assert_eq!(
+            e["error"]["data"]["elicitations"][0]["elicitationId"], "e1",
+            "{e}"
+        );
+    }
+    let (st, v) = s.post(
+        "/datanotes/apps/call/",
+        Some(&s.token),
+        &json!({"tool": "shelf_fail", "arguments": {}}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(
+        v["value"]["content"][0]["text"],
+        "this needs the user at a URL"
     );
 
     // Listed after the vault's; the hostile ones skipped, each with why.

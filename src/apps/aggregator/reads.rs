@@ -7,13 +7,19 @@
 
 use super::resources::{self, inner};
 use super::{Aggregator, Namespace};
-use crate::apps::backend::{AppBackend, AppEvent, AppRequest, CallContext};
+use crate::apps::backend::{
+    AgentChannel, AppBackend, AppEvent, AppRequest, CallContext, RPC_ERROR_META,
+};
 use crate::auth::{self, Access, Caller, Target};
 use crate::engine::resources::{self as vault, VaultCursor, VaultUri};
 use crate::error::{Error, Result};
 use crate::ops::Ctx;
 use serde_json::{Value, json};
 use std::sync::Arc;
+
+/// The agent a request is made for (its MCP session), if any: the app answers on its session
+/// for that agent.
+pub type Agent<'a> = Option<&'a Arc<dyn AgentChannel>>;
 
 /// The most app resources on one page of `resources/list`.
 const APP_PAGE: usize = 100;
@@ -42,17 +48,14 @@ impl Aggregator {
                 let Some(agg) = me.upgrade() else { return };
                 match e {
                     AppEvent::ListChanged => {
-                        // What else is queued of this burst is handled by this refresh.
-                        while let Ok((other, AppEvent::ListChanged)) = rx.try_recv() {
-                            if other != app {
-                                let _ = agg.refresh(&other).await;
-                            }
-                        }
                         let _ = agg.refresh(&app).await;
+                        // The agents are told even when the listing looks the same (the app
+                        // may list per session).
+                        agg.content_changed.send_modify(|v| *v += 1);
                     }
-                    AppEvent::ResourceUpdated(uri) => {
+                    AppEvent::ResourceUpdated(agent, uri) => {
                         if let Ok(served) = resources::outer(&app, &uri) {
-                            let _ = agg.updated.send(served);
+                            let _ = agg.updated.send((agent, served));
                         }
                     }
                 }
@@ -71,13 +74,25 @@ impl Aggregator {
         }
     }
 
+    /// An agent set its log level: every app that keeps a session for it is set to it.
+    pub async fn set_log_level(&self, agent: &str, level: &'static str) {
+        let backends: Vec<Arc<dyn AppBackend>> = {
+            let slots = self.slots.read().unwrap();
+            slots.iter().map(|s| s.backend.clone()).collect()
+        };
+        for b in backends {
+            b.set_log_level(agent, level).await;
+        }
+    }
+
     /// Changes whenever the apps' resources, templates or prompts change.
     pub fn subscribe_content(&self) -> tokio::sync::watch::Receiver<u64> {
         self.content_changed.subscribe()
     }
 
-    /// The served URIs of apps' resources that changed (for subscribed agents).
-    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
+    /// The served URIs of apps' resources that changed (for subscribed agents), each with the
+    /// agent session it is for (`None`: any subscribed).
+    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<(Option<String>, String)> {
         self.updated.subscribe()
     }
 
@@ -215,6 +230,7 @@ impl Aggregator {
         req: AppRequest,
         params: Value,
         ctx: &Ctx,
+        agent: Agent<'_>,
     ) -> Result<Value> {
         let cc = CallContext {
             actor: ctx.actor.harness.clone(),
@@ -222,17 +238,30 @@ impl Aggregator {
             caller: Some(ctx.caller.token_name()),
             client: None,
             cancel: Default::default(),
-            agent: None,
+            agent: agent.cloned(),
         };
-        backend
+        let r = backend
             .request(req, params, &cc)
             .await
-            .map_err(|e| Error::new(502, "app_unreachable", format!("app {app}: {}", e.0)))
+            .map_err(|e| Error::new(502, "app_unreachable", format!("app {app}: {}", e.0)))?;
+        // The app answered with a JSON-RPC error: passed on as it is.
+        let key = format!("/_meta/{}", RPC_ERROR_META.replace('/', "~1"));
+        if let Some(e) = r
+            .pointer(&key)
+            .filter(|_| r.as_object().is_some_and(|o| o.len() == 1))
+        {
+            let message = e["message"]
+                .as_str()
+                .unwrap_or("the app refused")
+                .to_string();
+            return Err(Error::new(400, "app_error", message).rpc(e.clone()));
+        }
+        Ok(r)
     }
 
     /// `resources/read`: a file of the vault, or an app's resource (its URIs named for the
     /// caller).
-    pub async fn read_resource(&self, ctx: &Ctx, uri: &str) -> Result<Value> {
+    pub async fn read_resource(&self, ctx: &Ctx, agent: Agent<'_>, uri: &str) -> Result<Value> {
         if let Some(v) = VaultUri::parse(uri) {
             let v = v?;
             auth::authorize(&ctx.caller, Access::Read, Target::Table(v.table()))?;
@@ -244,14 +273,27 @@ impl Aggregator {
         let (app, backend, own) = self.app_of_uri(&ctx.caller, uri)?;
         let params = json!({"uri": own});
         let mut r = self
-            .ask(&app, &*backend, AppRequest::ReadResource, params, ctx)
+            .ask(
+                &app,
+                &*backend,
+                AppRequest::ReadResource,
+                params,
+                ctx,
+                agent,
+            )
             .await?;
         resources::name_uris(&app, &mut r);
         Ok(r)
     }
 
     /// `prompts/get`: an app's prompt, by its served name.
-    pub async fn get_prompt(&self, ctx: &Ctx, name: &str, arguments: Value) -> Result<Value> {
+    pub async fn get_prompt(
+        &self,
+        ctx: &Ctx,
+        agent: Agent<'_>,
+        name: &str,
+        arguments: Value,
+    ) -> Result<Value> {
         let app = {
             let ns = self.ns.read().unwrap().clone();
             let Some(&i) = ns.content.prompt_by_name.get(name) else {
@@ -274,7 +316,7 @@ impl Aggregator {
             params["arguments"] = arguments;
         }
         let mut r = self
-            .ask(&app, &*backend, AppRequest::GetPrompt, params, ctx)
+            .ask(&app, &*backend, AppRequest::GetPrompt, params, ctx, agent)
             .await?;
         resources::name_uris(&app, &mut r);
         Ok(r)
@@ -282,7 +324,7 @@ impl Aggregator {
 
     /// `completion/complete`: of the vault's templates (table names, row ids), or passed to the
     /// app whose prompt or resource template it names.
-    pub async fn complete(&self, ctx: &Ctx, mut params: Value) -> Result<Value> {
+    pub async fn complete(&self, ctx: &Ctx, agent: Agent<'_>, mut params: Value) -> Result<Value> {
         let kind = params.pointer("/ref/type").and_then(Value::as_str);
         let arg = params.pointer("/argument/name").and_then(Value::as_str);
         let value = params
@@ -333,20 +375,26 @@ impl Aggregator {
         let backend = self
             .backend_of(&app)
             .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
-        self.ask(&app, &*backend, AppRequest::Complete, params, ctx)
+        self.ask(&app, &*backend, AppRequest::Complete, params, ctx, agent)
             .await
     }
 
     /// `resources/subscribe` (`on`) or `resources/unsubscribe` of an app's resource: passed to
     /// the app. (The vault's resources need nothing from an app: the door follows the feed.)
-    pub async fn subscribe_app_resource(&self, ctx: &Ctx, uri: &str, on: bool) -> Result<()> {
+    pub async fn subscribe_app_resource(
+        &self,
+        ctx: &Ctx,
+        agent: Agent<'_>,
+        uri: &str,
+        on: bool,
+    ) -> Result<()> {
         let (app, backend, own) = self.app_of_uri(&ctx.caller, uri)?;
         let req = if on {
             AppRequest::Subscribe
         } else {
             AppRequest::Unsubscribe
         };
-        self.ask(&app, &*backend, req, json!({"uri": own}), ctx)
+        self.ask(&app, &*backend, req, json!({"uri": own}), ctx, agent)
             .await
             .map(|_| ())
     }

@@ -48,6 +48,9 @@ pub(super) struct ActorClient {
     reuse: Arc<AtomicBool>,
     too_big: Arc<AtomicBool>,
     route: Arc<std::sync::Mutex<Option<Route>>>,
+    /// The session's standalone stream (`GET`) was answered (opened, or refused by an app
+    /// that has none): until then, what the app sends outside a request may be lost.
+    standalone: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// The most idle connections kept open to one app, between its calls.
@@ -118,7 +121,18 @@ impl ActorClient {
             reuse: reuse.unwrap_or_default(),
             too_big,
             route: Arc::new(std::sync::Mutex::new(None)),
+            standalone: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
+    }
+
+    /// Waits (up to `limit`) until the session's standalone stream was answered.
+    pub(super) async fn standalone_open(&self, limit: Duration) {
+        let mut rx = self.standalone.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|open| *open)).await;
+    }
+
+    fn standalone_answered(&self) {
+        self.standalone.send_replace(true);
     }
 
     /// The client to post with now.
@@ -272,9 +286,12 @@ impl StreamableHttpClient for ActorClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
     ) -> SseResult {
-        self.http()
+        let r = self
+            .http()
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
+            .await;
+        self.standalone_answered();
+        r
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -286,7 +303,8 @@ impl StreamableHttpClient for ActorClient {
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
         max_sse_event_size: usize,
     ) -> SseResult {
-        self.http()
+        let r = self
+            .http()
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -295,6 +313,8 @@ impl StreamableHttpClient for ActorClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await
+            .await;
+        self.standalone_answered();
+        r
     }
 }

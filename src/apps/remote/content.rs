@@ -6,7 +6,7 @@
 //! (What the app says outside calls goes through [`super::relay::Relay`].)
 
 use super::{Purpose, RemoteApp, Session, secs};
-use crate::apps::backend::{AppRequest, BackendError, Listing};
+use crate::apps::backend::{AppRequest, BackendError, CallContext, Listing};
 use crate::apps::plain::{self, Peer};
 use rmcp::model::{ClientRequest, ServerResult};
 use serde_json::{Value, json};
@@ -81,13 +81,19 @@ impl RemoteApp {
         }
     }
 
-    /// A request beside the tools, on the content session, within the call timeout.
+    /// A request beside the tools, within the call timeout: on the agent's own session (what
+    /// the app keeps per session is that agent's: its subscriptions, its session's resources),
+    /// else on the shared content session.
     pub(super) async fn content_request(
         &self,
         req: AppRequest,
         params: Value,
+        ctx: &CallContext,
     ) -> Result<Value, BackendError> {
-        let s = self.session(Purpose::Content).await?.service;
+        let s = match &ctx.agent {
+            Some(_) => self.for_call(ctx).await?.service,
+            None => self.session(Purpose::Content).await?.service,
+        };
         let limit = self.timeouts.call;
         match tokio::time::timeout(limit, send(&s, req.method(), params)).await {
             Err(_) => Err(BackendError(format!(
@@ -97,7 +103,10 @@ impl RemoteApp {
             ))),
             Ok(Err(e)) => {
                 if s.is_closed() {
-                    self.forget(Purpose::Content).await;
+                    match &ctx.agent {
+                        Some(_) => self.forget_for(ctx).await,
+                        None => self.forget(Purpose::Content).await,
+                    }
                 }
                 Err(e)
             }
@@ -107,7 +116,7 @@ impl RemoteApp {
 }
 
 /// Sends one request on a session and answers its result as JSON. A JSON-RPC error of the app
-/// is its message; anything else (the app cannot be reached, an answer over the bound) says
+/// is answered as `{"_meta": {RPC_ERROR_META: error}}`, whole; anything else (the app cannot be reached, an answer over the bound) says
 /// what went wrong in plain words.
 async fn send(s: &Session, method: &str, params: Value) -> Result<Value, BackendError> {
     let req = serde_json::from_value::<ClientRequest>(json!({"method": method, "params": params}))
@@ -115,10 +124,10 @@ async fn send(s: &Session, method: &str, params: Value) -> Result<Value, Backend
     match s.send_request(req).await {
         Ok(ServerResult::CustomResult(r)) => Ok(r.0),
         Ok(r) => serde_json::to_value(r).map_err(|e| BackendError(e.to_string())),
-        Err(rmcp::ServiceError::McpError(e)) => Err(BackendError(format!(
-            "the app answered {method} with an error: {}",
-            e.message
-        ))),
+        // The app's own error, whole: the aggregator passes it on as it is.
+        Err(rmcp::ServiceError::McpError(e)) => {
+            Ok(json!({"_meta": {crate::apps::backend::RPC_ERROR_META: e}}))
+        }
         Err(e) => Err(BackendError(format!(
             "{method} failed: {}",
             plain::service_error("the app", Peer::App, &e)

@@ -170,7 +170,7 @@ impl RemoteApp {
         Direct::Answered(match answer {
             ServerJsonRpcMessage::Response(r) => tool_result(&tool, r.result),
             // The app answered, with a protocol error: it is reachable; the caller sees the error.
-            ServerJsonRpcMessage::Error(e) => Ok(error_result(&e.error.message)),
+            ServerJsonRpcMessage::Error(e) => Ok(error_result(&e.error)),
             _ => Err(BackendError(format!(
                 "calling {tool} failed: the app answered something other than a tool result"
             ))),

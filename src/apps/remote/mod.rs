@@ -82,6 +82,8 @@ enum Purpose {
     List,
     Call,
     Content,
+    /// An agent's own session (kept by agent, never in a slot).
+    Agent,
 }
 
 /// A remote app: an MCP server over streamable HTTP, reached with rmcp's client. Two sessions
@@ -137,7 +139,7 @@ impl RemoteApp {
     fn slot(&self, p: Purpose) -> &tokio::sync::Mutex<Option<Open>> {
         match p {
             Purpose::List => &self.list,
-            Purpose::Call => &self.call,
+            Purpose::Call | Purpose::Agent => &self.call,
             Purpose::Content => &self.content,
         }
     }
@@ -269,7 +271,7 @@ impl AppBackend for RemoteApp {
             let r = match tokio::time::timeout(self.timeouts.call, sent).await {
                 Err(_) => Err(timed_out(tool, self.timeouts.call)),
                 // The app answered, with a protocol error: it is reachable; the caller sees the error.
-                Ok(Err(rmcp::ServiceError::McpError(e))) => return Ok(error_result(&e.message)),
+                Ok(Err(rmcp::ServiceError::McpError(e))) => return Ok(error_result(&e)),
                 Ok(Err(e)) => Err(BackendError(format!(
                     "calling {tool} failed: {}",
                     plain::service_error(&self.url, Peer::App, &e)
@@ -287,13 +289,17 @@ impl AppBackend for RemoteApp {
         &'a self,
         req: AppRequest,
         params: Value,
-        _ctx: &'a CallContext,
+        ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>> {
-        Box::pin(self.content_request(req, params))
+        Box::pin(self.content_request(req, params, ctx))
     }
 
     fn roots_changed<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, ()> {
         Box::pin(self.agent_roots_changed(agent))
+    }
+
+    fn set_log_level<'a>(&'a self, agent: &'a str, level: &'static str) -> BoxFuture<'a, ()> {
+        Box::pin(self.agent_log_level(agent, level))
     }
 
     /// Its notifications and requests during a call are passed to the caller (on the direct
@@ -333,9 +339,15 @@ fn timed_out(tool: &str, limit: Duration) -> BackendError {
     BackendError(format!("timed out calling {tool} ({})", secs(limit)))
 }
 
-/// A protocol error the app answered, as the caller sees it: an error result.
-fn error_result(message: &str) -> Value {
-    serde_json::json!({"content": [{"type": "text", "text": message}], "isError": true})
+/// A JSON-RPC error the app answered to a call: an error result (what an HTTP caller reads),
+/// carrying the error whole in `_meta` ([`crate::apps::backend::RPC_ERROR_META`]), which the
+/// MCP door answers as the JSON-RPC error itself, `data` and all.
+fn error_result(e: &ErrorData) -> Value {
+    serde_json::json!({
+        "content": [{"type": "text", "text": e.message}],
+        "isError": true,
+        "_meta": {crate::apps::backend::RPC_ERROR_META: e},
+    })
 }
 
 /// The app's answer to a call, as JSON: a tool result, or the error that it is not one.

@@ -40,7 +40,7 @@ impl Relay {
     pub(super) fn new(events: &Events, purpose: Purpose) -> Relay {
         let events = match purpose {
             Purpose::List | Purpose::Content => events.clone(),
-            Purpose::Call => None,
+            Purpose::Call | Purpose::Agent => None,
         };
         Relay {
             events,
@@ -49,11 +49,12 @@ impl Relay {
         }
     }
 
-    /// The relay of an agent's own session.
-    pub(super) fn for_agent(agent: Arc<dyn AgentChannel>) -> Relay {
+    /// The relay of an agent's own session: resource updates and list changes go to the
+    /// aggregator too (an update for that agent alone).
+    pub(super) fn for_agent(events: &Events, agent: Arc<dyn AgentChannel>) -> Relay {
         Relay {
-            events: None,
-            updates: false,
+            events: events.clone(),
+            updates: true,
             agent: Some(agent),
         }
     }
@@ -153,24 +154,25 @@ impl rmcp::ClientHandler for Relay {
         _c: NotificationContext<RoleClient>,
     ) {
         if self.updates {
-            self.send(AppEvent::ResourceUpdated(params.uri));
+            let agent = self.agent.as_ref().map(|a| a.id().to_string());
+            self.send(AppEvent::ResourceUpdated(agent, params.uri));
         }
     }
 
     async fn on_resource_list_changed(&self, _c: NotificationContext<RoleClient>) {
-        if !self.updates {
+        if !self.updates || self.agent.is_some() {
             self.send(AppEvent::ListChanged);
         }
     }
 
     async fn on_tool_list_changed(&self, _c: NotificationContext<RoleClient>) {
-        if !self.updates {
+        if !self.updates || self.agent.is_some() {
             self.send(AppEvent::ListChanged);
         }
     }
 
     async fn on_prompt_list_changed(&self, _c: NotificationContext<RoleClient>) {
-        if !self.updates {
+        if !self.updates || self.agent.is_some() {
             self.send(AppEvent::ListChanged);
         }
     }

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 /// The most sessions one app keeps for agents.
 pub(super) const MAX_AGENTS: usize = 64;
+/// The longest a new agent session waits for its standalone stream to open.
+const STANDALONE_WAIT: Duration = Duration::from_millis(500);
 /// An agent's session unused this long is closed when another opens.
 pub(super) const AGENT_IDLE: Duration = Duration::from_secs(600);
 
@@ -77,8 +79,20 @@ impl RemoteApp {
             agents.remove(&oldest);
         }
         let open = self
-            .connect(Purpose::Call, Relay::for_agent(agent.clone()))
+            .connect(
+                Purpose::Agent,
+                Relay::for_agent(&self.events, agent.clone()),
+            )
             .await?;
+        // The app may ask the agent something at once (its roots, on its standalone stream):
+        // the first call waits until that stream is open (or refused), a moment.
+        // (An app without sessions has no such stream.)
+        if open.client.route().is_some_and(|r| r.session.is_some()) {
+            open.client.standalone_open(STANDALONE_WAIT).await;
+        }
+        if let Some(level) = agent.log_level() {
+            set_level(&open, level).await;
+        }
         agents.insert(
             agent.id().to_string(),
             AgentOpen {
@@ -108,6 +122,14 @@ impl RemoteApp {
         }
     }
 
+    /// An agent set its log level: its session with the app, if there is one, is set to it.
+    pub(super) async fn agent_log_level(&self, agent: &str, level: &'static str) {
+        let open = self.agents.lock().await.get(agent).map(|a| a.open.clone());
+        if let Some(open) = open {
+            set_level(&open, level).await;
+        }
+    }
+
     /// Opens a session for `p` with `relay` as its client side.
     async fn connect(&self, p: Purpose, relay: Relay) -> Result<Open, BackendError> {
         let mut cfg = StreamableHttpClientTransportConfig::with_uri(self.url.as_str());
@@ -121,6 +143,11 @@ impl RemoteApp {
                 .max_sse_event_size(self.caps.max_bytes),
             // Calls: the shared session carries every call without an agent.
             Purpose::Call => cfg.max_concurrent_requests(256),
+            // An agent's calls and reads: an answer through rmcp bounded as a read's.
+            Purpose::Agent => cfg
+                .max_concurrent_requests(256)
+                .max_json_response_size(content::MAX_ANSWER_BYTES)
+                .max_sse_event_size(content::MAX_ANSWER_BYTES),
             // A resource, a prompt: bounded like a listing's page.
             Purpose::Content => cfg
                 .max_concurrent_requests(64)
@@ -131,7 +158,7 @@ impl RemoteApp {
             Purpose::List => self.too_big.clone(),
             _ => Arc::new(AtomicBool::new(false)),
         };
-        let reuse = (p == Purpose::Call).then(|| self.reuse.clone());
+        let reuse = matches!(p, Purpose::Call | Purpose::Agent).then(|| self.reuse.clone());
         let http = ActorClient::new(too_big, reuse);
         let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
         match tokio::time::timeout(self.timeouts.open, relay.serve(transport)).await {
@@ -146,4 +173,22 @@ impl RemoteApp {
             }),
         }
     }
+}
+
+/// `logging/setLevel` on a session, if the app declared logging (what it answers is not
+/// waited on for more than a second).
+async fn set_level(open: &Open, level: &str) {
+    let logs = open
+        .service
+        .peer_info()
+        .is_some_and(|i| i.capabilities.logging.is_some());
+    if !logs {
+        return;
+    }
+    let Ok(req) = serde_json::from_value::<rmcp::model::ClientRequest>(serde_json::json!({
+        "method": "logging/setLevel", "params": {"level": level},
+    })) else {
+        return;
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), open.service.send_request(req)).await;
 }
