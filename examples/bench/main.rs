@@ -7,6 +7,7 @@
 //! cargo run --release --example bench -- --json       # one JSON object of named figures on stdout
 //! cargo run --release --example bench -- --rows 30000 --insert-secs 10   # other sizes
 //! cargo run --release --example bench -- --only feed,wasm    # the load section, then these
+//! cargo run --release --example bench -- --quick --only wasm_cancel   # a cancelled WASM call
 //! ```
 //!
 //! The server binary is `target/release/datanotes` (`target/debug/` for a debug build of the
@@ -38,6 +39,7 @@ mod server;
 mod start;
 mod typed;
 mod wasm;
+mod wasm_cancel;
 
 // What every file of the bench uses: each starts with `use super::*;`.
 use figures::*;
@@ -80,6 +82,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("feed", feed::section_feed),
     ("agg", agg::section_aggregator),
     ("wasm", wasm::section_wasm),
+    ("wasm_cancel", wasm_cancel::section_wasm_cancel),
     ("typed", typed::section_typed),
     ("semantic", semantic::section_semantic),
     ("quality", quality::section_quality),

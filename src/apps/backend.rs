@@ -84,7 +84,6 @@ pub struct CallContext {
     /// request's connection closed): a remote app is sent `notifications/cancelled` for its
     /// request, a WASM guest is interrupted and its instance discarded. The backend then
     /// answers [`BackendError::cancelled`] (nobody reads it).
-    #[allow(dead_code)] // read by the WASM backend in the next commit
     pub cancel: tokio_util::sync::CancellationToken,
     /// The agent the call is made for, beyond this call: its MCP session at the door. A remote
     /// app gives each agent a session of its own (its subscriptions, log level and requests

@@ -137,7 +137,10 @@ pub(super) async fn serve_call(
     );
     let outcome = tokio::select! {
         o = call => o,
-        _ = cancel.cancelled() => CallOutcome::cancelled(),
+        _ = cancel.cancelled() => CallOutcome {
+            served_by: server.agg.served_by(&tool),
+            ..CallOutcome::cancelled()
+        },
     };
     hung_up.disarm();
     let result = to_mcp_result(&outcome);

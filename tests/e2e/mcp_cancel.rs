@@ -157,6 +157,7 @@ fn a_cancelled_call_reaches_the_remote_app_on_both_paths() {
             .find(|e| e["call"]["cancelled"] == true)
             .unwrap();
         assert_eq!(e["call"]["tool"], "slow_wait", "{e}");
+        assert_eq!(e["call"]["servedBy"], "slow", "{e}");
         assert_eq!(e["call"]["ok"], false, "{e}");
         assert!(e["call"]["durationMs"].as_f64().unwrap() < 30_000.0, "{e}");
     }

@@ -128,4 +128,14 @@ impl Aggregator {
         }
         s
     }
+
+    /// Who serves a tool of the namespace: its app, or `engine` (an operation, or a name no app
+    /// holds).
+    pub fn served_by(&self, tool: &str) -> String {
+        let ns = self.ns.read().unwrap().clone();
+        match ns.by_name.get(tool) {
+            Some(&i) => ns.tools[i].0.clone(),
+            None => "engine".into(),
+        }
+    }
 }

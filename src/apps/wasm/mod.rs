@@ -18,10 +18,13 @@
 //!   no thread hop); a call that yields goes on in a tokio task of its own (a caller that
 //!   hangs up does not cut it short), on a runtime of their own (`DATANOTES_WASM_THREADS`
 //!   threads, nice 10): a spinning guest holds a server thread for at most one epoch tick
-//!   (10 ms), then no longer holds up HTTP, feed streams or writes. A running guest yields to the executor at every epoch
-//!   tick; the wall-clock timeout drops the call's future, which cancels the guest wherever it is
-//!   (spinning, or blocked in a host call such as a sleep or an HTTP request). The cancelled
-//!   instance is thrown away and its slot is free at once.
+//!   (10 ms), then no longer holds up HTTP, feed streams or writes. A running guest yields to
+//!   the executor at every epoch tick; the wall-clock timeout, or the caller's cancellation
+//!   (`CallContext::cancel`: MCP `notifications/cancelled`, a closed MCP request; never on
+//!   HTTP `apps/call/`), drops the call's future, which cancels the guest wherever it is
+//!   (spinning: at its next tick; blocked in a host call such as a sleep or an HTTP request:
+//!   at once). The cancelled instance is thrown away and its slot is free at once; a cancelled
+//!   call answers `BackendError::cancelled`.
 //! - Fast: compiled once at install into a cache keyed by the component's SHA-256 and the engine
 //!   configuration; instances are kept warm and reused, and thrown away after a trap or limit.
 //!
@@ -352,27 +355,38 @@ impl AppBackend for WasmApp {
             let (me, name, text, cc) = (self.clone(), tool.to_string(), args, ctx.clone());
             // The call starts on the caller's task and, if it does not end in its first step,
             // goes on in a task of its own on the guests' runtime: a caller that goes away (a
-            // closed connection) does not cancel it half-way; its timeout does.
+            // closed connection) does not cancel it half-way; its timeout does, and so does its
+            // caller's cancellation (`ctx.cancel`: MCP `notifications/cancelled`, a closed MCP
+            // request), which the task watches itself (the caller no longer awaits it then).
             let mut work = Box::pin(async move {
                 let tool = name.as_str();
-                // Waiting for a free instance counts in the call's time too.
-                let _permit = match me.slot(deadline).await {
-                    Ok(p) => p,
-                    Err(e) => return error(format!("calling {tool}: {e}")),
+                let run = async {
+                    // Waiting for a free instance counts in the call's time too.
+                    let _permit = match me.slot(deadline).await {
+                        Ok(p) => p,
+                        Err(e) => return error(format!("calling {tool}: {e}")),
+                    };
+                    // A timeout drops the call's future, which cancels the guest even when it
+                    // is blocked in a host call (a sleep): its instance is thrown away (a
+                    // cancelled store is never reused) and the slot is free as soon as this
+                    // returns.
+                    match until(deadline, me.0.call_tool(tool, &text, &cc, deadline)).await {
+                        None => error(WasmError::Timeout {
+                            what: format!("calling {tool}"),
+                            ms: timeout.as_millis(),
+                        }),
+                        Some(Err(_)) => error(WasmError::Panicked(format!("calling {tool}"))),
+                        // A trap or a limit fails this call only: the app stays usable.
+                        Some(Ok(Err(e))) => error(e),
+                        Some(Ok(Ok(v))) => Ok(v),
+                    }
                 };
-                // A timeout drops the call's future, which cancels the guest even when it is
-                // blocked in a host call (a sleep): its instance is thrown away (a cancelled
-                // store is never reused) and the slot is free as soon as this returns.
-                match until(deadline, me.0.call_tool(tool, &text, &cc, deadline)).await {
-                    None => error(WasmError::Timeout {
-                        what: format!("calling {tool}"),
-                        ms: timeout.as_millis(),
-                    }),
-                    Some(Err(_)) => error(WasmError::Panicked(format!("calling {tool}"))),
-                    // A trap or a limit fails this call only: the app stays usable.
-                    Some(Ok(Err(e))) => error(e),
-                    Some(Ok(Ok(v))) => Ok(v),
-                }
+                // A cancellation drops `run` the same way, wherever it is: waiting for a slot,
+                // making the instance, spinning (seen at the next epoch tick, when the guest
+                // yields) or blocked in a host call (seen at once).
+                unless_cancelled(&cc.cancel, run)
+                    .await
+                    .unwrap_or_else(|| Err(BackendError::cancelled()))
             });
             // The first step, here: a call that needs no wait (most: a warm instance, guest
             // code that ends before the next epoch tick, at most 10 ms, and no host call that
@@ -393,6 +407,37 @@ impl AppBackend for WasmApp {
 /// A failed call's answer: an error result the caller sees (the app stays reachable).
 fn error(msg: impl std::fmt::Display) -> Result<Value, BackendError> {
     Ok(json!({"content": [{"type": "text", "text": msg.to_string()}], "isError": true}))
+}
+
+/// Runs `fut` unless `cancel` fires first: `None` then, and `fut` is dropped at once (a guest
+/// stopped wherever it is, its instance thrown away). Nothing is armed until `fut` waits: a
+/// call that ends in its first step only polls it. Once armed, the token is checked before
+/// `fut` is polled again, so a guest woken after the cancellation (its epoch tick's yield)
+/// does not run another tick.
+async fn unless_cancelled<T>(
+    cancel: &tokio_util::sync::CancellationToken,
+    fut: impl Future<Output = T>,
+) -> Option<T> {
+    use std::task::Poll;
+    let mut fut = std::pin::pin!(fut);
+    let mut cancelled = std::pin::pin!(cancel.cancelled());
+    let mut armed = false;
+    std::future::poll_fn(|cx| {
+        if armed && cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(r) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
+        }
+        if !armed {
+            armed = true;
+            if cancelled.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Runs `fut` until `deadline`; `None` when the deadline came first, `Some(Err)` if it panicked
