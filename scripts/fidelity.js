@@ -134,17 +134,9 @@ const EXPECTED_FOR = {
       expected: "differs",
       why: "2026-07-28 has no `resources/subscribe` (whose acknowledgment this message is) and no log messages outside a request: cannot be equal",
     },
-    "resources/subscribe and notifications/resources/updated": {
-      expected: "differs",
-      why: "2026-07-28 subscribes with `subscriptions/listen`, which the engine's /mcp does not serve yet (it answers -32601): to do",
-    },
     "notifications/resources/list_changed": {
       expected: "differs",
-      why: "2026-07-28 sends list changes on a `subscriptions/listen` stream, which the engine's /mcp does not serve yet: to do",
-    },
-    "resources/read of a session resource (a tool's link)": {
-      expected: "differs",
-      why: "a 2026-07-28 client has no session, so nothing ties its read to the app session its tool call ran on (the app, of 2025-11-25, keeps the resource per session): cannot be equal without one",
+      why: "at 2026-07-28 list changes come only on a `subscriptions/listen` stream (the engine serves it), and this row's client opens none for them: cannot be equal as written",
     },
   },
 };

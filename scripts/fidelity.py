@@ -433,7 +433,7 @@ def rows(both: dict[str, Side]) -> list[tuple[str, Any, dict]]:
         msg = next((m for m in s.logs[mark:] if is_simulated(m)), None)
         told = any(e["dir"] == "in" and e["msg"].get("method") == "logging/setLevel" for e in read_log(s.log)[s.log_start:])
         return {"setLevel": set_level, "appToldLevel": told, "on": on, "off": off,
-                "message": {**msg, "level": "<random>", "data": re.sub(r"^\S+ ?message", "<level> message", str(msg.get("data")), flags=re.I)} if msg else "none"}
+                "message": {**msg, "level": "<random>", "data": re.sub(r"^\S+(?: level-| )?message", "<level> message", str(msg.get("data")), flags=re.I)} if msg else "none"}
 
     tool("tool toggle-simulated-logging", "toggle-simulated-logging", {}, {"twice": True})
 

@@ -243,6 +243,27 @@ fn row_of(json: &str) -> Option<String> {
     serde_json::from_str::<Row>(json).ok()?.row
 }
 
+/// The vault's resources that changed after `since` (each change's table and row), and the
+/// seq read up to; None: the feed could not be read.
+pub(super) async fn vault_changes(server: &Shared, since: i64) -> Option<(Vec<String>, i64)> {
+    let engine = server.engine.clone();
+    let filter = crate::feed::Filter::default();
+    let page =
+        tokio::task::spawn_blocking(move || crate::feed::read(&engine, since, 10_000, &filter))
+            .await
+            .ok()?
+            .ok()?;
+    let mut uris = HashSet::new();
+    for c in &page.changes {
+        let Some(t) = &c.table else { continue };
+        uris.insert(VaultUri::Table(t.clone()).to_uri());
+        if let Some(id) = row_of(&c.json) {
+            uris.insert(VaultUri::Row(t.clone(), id).to_uri());
+        }
+    }
+    Some((uris.into_iter().collect(), page.next))
+}
+
 /// Follows what subscribed sessions and listings need, until the server closes: the apps'
 /// resource updates, the vault's changes (through the feed, read only while a session holds a
 /// subscription), and changes of the apps' resources and prompts.
@@ -272,27 +293,11 @@ pub(super) fn follow(server: Shared, sessions: Arc<Sessions>) {
                         since = last;
                         continue;
                     }
-                    let engine = server.engine.clone();
-                    let from = since;
-                    let filter = crate::feed::Filter::default();
-                    let page = tokio::task::spawn_blocking(move || {
-                        crate::feed::read(&engine, from, 10_000, &filter)
-                    })
-                    .await;
-                    let Ok(Ok(page)) = page else {
+                    let Some((uris, next)) = vault_changes(&server, since).await else {
                         since = last;
                         continue;
                     };
-                    since = page.next;
-                    let mut uris = HashSet::new();
-                    for c in &page.changes {
-                        let Some(t) = &c.table else { continue };
-                        uris.insert(VaultUri::Table(t.clone()).to_uri());
-                        if let Some(id) = row_of(&c.json) {
-                            uris.insert(VaultUri::Row(t.clone(), id).to_uri());
-                        }
-                    }
-                    let uris: Vec<String> = uris.into_iter().collect();
+                    since = next;
                     sessions.notify_updated(&uris, None);
                 }
                 _ = async { closing.wait_for(|v| *v).await.map(|_| ()) } => return,

@@ -25,6 +25,7 @@ mod calls;
 mod channel;
 mod content;
 pub mod hosts;
+mod listen;
 mod sessions;
 pub mod stdio;
 
@@ -355,6 +356,18 @@ impl ServerHandler for Mcp {
         rc: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         self.complete_for(req, &rc).await
+    }
+
+    /// `subscriptions/listen` (2026-07-28): what it accepts, and running it (`listen.rs`).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(self.listen_filter(requested))
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        self.listen_for(context).await
     }
 
     /// `notifications/roots/list_changed`: the agent's sessions with apps are told.

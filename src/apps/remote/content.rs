@@ -83,7 +83,7 @@ impl RemoteApp {
 
     /// A request beside the tools, within the call timeout: on the agent's own session (what
     /// the app keeps per session is that agent's: its subscriptions, its session's resources),
-    /// else on the shared content session.
+    /// else on the shared session of callers without one (where their calls go too).
     pub(super) async fn content_request(
         &self,
         req: AppRequest,
@@ -92,7 +92,7 @@ impl RemoteApp {
     ) -> Result<Value, BackendError> {
         let s = match &ctx.agent {
             Some(_) => self.for_call(ctx).await?.service,
-            None => self.session(Purpose::Content).await?.service,
+            None => self.session(Purpose::Call).await?.service,
         };
         let limit = self.timeouts.call;
         match tokio::time::timeout(limit, send(&s, req.method(), params)).await {
@@ -105,7 +105,7 @@ impl RemoteApp {
                 if s.is_closed() {
                     match &ctx.agent {
                         Some(_) => self.forget_for(ctx).await,
-                        None => self.forget(Purpose::Content).await,
+                        None => self.forget(Purpose::Call).await,
                     }
                 }
                 Err(e)

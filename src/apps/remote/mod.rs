@@ -75,20 +75,21 @@ struct Open {
     client: ActorClient,
 }
 
-/// Which of an app's two sessions: the one that lists (its answers bounded by the listing's
-/// byte cap) or the one every call goes through (each call carrying its caller's actor).
+/// Which of an app's sessions (see `sessions.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Purpose {
+    /// The one that lists (its answers bounded by the listing's byte cap).
     List,
+    /// The one shared by every caller without an MCP session (HTTP `apps/call/`, a client of
+    /// 2026-07-28): its calls, reads and subscriptions.
     Call,
-    Content,
     /// An agent's own session (kept by agent, never in a slot).
     Agent,
 }
 
-/// A remote app: an MCP server over streamable HTTP, reached with rmcp's client. Two sessions
-/// per app, kept and re-opened after a failure: one lists, one serves every call (the actor
-/// travels as the `X-Datanotes-Actor` header of each call's request, not per session).
+/// A remote app: an MCP server over streamable HTTP, reached with rmcp's client, on sessions
+/// kept and re-opened after a failure (the actor travels as the `X-Datanotes-Actor` header of
+/// each call's request, not per session).
 pub struct RemoteApp {
     url: String,
     token: Option<String>,
@@ -102,9 +103,6 @@ pub struct RemoteApp {
     next_id: AtomicU64,
     /// Whether calls keep their connection to the app open (see [`ActorClient`]).
     reuse: Arc<AtomicBool>,
-    /// The session of reads of resources, prompts and completions (answers bounded by
-    /// [`content::MAX_ANSWER_BYTES`]); subscriptions live on it.
-    content: tokio::sync::Mutex<Option<Open>>,
     /// Where the app's notifications outside calls go (list changes, resource updates).
     events: relay::Events,
     /// The sessions of agents: one per agent's MCP session (see `sessions.rs`).
@@ -121,7 +119,6 @@ impl RemoteApp {
         events: relay::Events,
     ) -> RemoteApp {
         RemoteApp {
-            content: tokio::sync::Mutex::new(None),
             events,
             agents: Default::default(),
             url,
@@ -140,7 +137,6 @@ impl RemoteApp {
         match p {
             Purpose::List => &self.list,
             Purpose::Call | Purpose::Agent => &self.call,
-            Purpose::Content => &self.content,
         }
     }
 

@@ -29,8 +29,8 @@ pub(crate) type Events = Option<Arc<dyn Fn(AppEvent) + Send + Sync>>;
 #[derive(Clone)]
 pub(crate) struct Relay {
     events: Events,
-    /// This session passes resource updates (the content session, where subscriptions are
-    /// made); else list changes (the listing session).
+    /// This session passes resource updates (a session where subscriptions are made: the
+    /// shared call session, an agent's).
     updates: bool,
     /// The agent this session is for.
     pub(super) agent: Option<Arc<dyn AgentChannel>>,
@@ -38,13 +38,9 @@ pub(crate) struct Relay {
 
 impl Relay {
     pub(super) fn new(events: &Events, purpose: Purpose) -> Relay {
-        let events = match purpose {
-            Purpose::List | Purpose::Content => events.clone(),
-            Purpose::Call | Purpose::Agent => None,
-        };
         Relay {
-            events,
-            updates: purpose == Purpose::Content,
+            events: events.clone(),
+            updates: purpose != Purpose::List,
             agent: None,
         }
     }
@@ -160,20 +156,14 @@ impl rmcp::ClientHandler for Relay {
     }
 
     async fn on_resource_list_changed(&self, _c: NotificationContext<RoleClient>) {
-        if !self.updates || self.agent.is_some() {
-            self.send(AppEvent::ListChanged);
-        }
+        self.send(AppEvent::ListChanged);
     }
 
     async fn on_tool_list_changed(&self, _c: NotificationContext<RoleClient>) {
-        if !self.updates || self.agent.is_some() {
-            self.send(AppEvent::ListChanged);
-        }
+        self.send(AppEvent::ListChanged);
     }
 
     async fn on_prompt_list_changed(&self, _c: NotificationContext<RoleClient>) {
-        if !self.updates || self.agent.is_some() {
-            self.send(AppEvent::ListChanged);
-        }
+        self.send(AppEvent::ListChanged);
     }
 }

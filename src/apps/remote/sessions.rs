@@ -1,9 +1,10 @@
 //! A remote app's sessions: opened with rmcp's client, kept, and opened again after a failure.
 //!
 //! - Shared ones, without an agent: the listing session (its answers bounded by the listing's
-//!   byte cap; it declares the capabilities that let the app list every tool), the content
-//!   session (reads of resources and prompts, bounded; subscriptions), and the call session of
-//!   calls that come with no agent (HTTP `apps/call/`).
+//!   byte cap; it declares the capabilities that let the app list every tool), and the session
+//!   of every caller without an MCP session (HTTP `apps/call/`, a client of 2026-07-28, which
+//!   has none): its calls, reads and subscriptions, so that what one of them turns on at the
+//!   app (a toggle, a subscription) is on the same session as the rest.
 //! - One per agent: a call made for an agent's MCP session goes on the app's session for that
 //!   agent, opened at its first call with the agent's capabilities, so that what the app keeps
 //!   per session (log level, subscriptions, toggles) and what it asks (roots, sampling,
@@ -141,16 +142,10 @@ impl RemoteApp {
             Purpose::List => cfg
                 .max_json_response_size(self.caps.max_bytes)
                 .max_sse_event_size(self.caps.max_bytes),
-            // Calls: the shared session carries every call without an agent.
-            Purpose::Call => cfg.max_concurrent_requests(256),
-            // An agent's calls and reads: an answer through rmcp bounded as a read's.
-            Purpose::Agent => cfg
+            // Calls, reads, subscriptions: an answer through rmcp bounded as a read's (a call
+            // posted directly reads its answer itself).
+            Purpose::Call | Purpose::Agent => cfg
                 .max_concurrent_requests(256)
-                .max_json_response_size(content::MAX_ANSWER_BYTES)
-                .max_sse_event_size(content::MAX_ANSWER_BYTES),
-            // A resource, a prompt: bounded like a listing's page.
-            Purpose::Content => cfg
-                .max_concurrent_requests(64)
                 .max_json_response_size(content::MAX_ANSWER_BYTES)
                 .max_sse_event_size(content::MAX_ANSWER_BYTES),
         };

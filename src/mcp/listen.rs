@@ -1,0 +1,122 @@
+//! `subscriptions/listen` (protocol 2026-07-28, where a client has no session): one request
+//! whose stream carries the notifications its filter accepts, until the client cancels it: the
+//! resources it names (the vault's followed through the change feed; an app's subscribed to at
+//! the app, on its shared session, for the caller, and unsubscribed at the end), and the
+//! `list_changed` of tools, resources and prompts. rmcp acknowledges the subscription and
+//! keeps to the filter; this runs it.
+
+use super::Mcp;
+use super::content::{MAX_SUBSCRIPTIONS, vault_changes};
+use crate::engine::resources::VaultUri;
+use rmcp::ErrorData;
+use rmcp::model::{ServerNotification, SubscriptionFilter};
+use rmcp::service::SubscriptionContext;
+use serde_json::json;
+use std::collections::HashSet;
+
+/// A notification of `method` with `params`, as rmcp's type.
+fn notification(method: &str, params: serde_json::Value) -> Option<ServerNotification> {
+    serde_json::from_value(json!({"method": method, "params": params})).ok()
+}
+
+impl Mcp {
+    /// What `subscriptions/listen` accepts: what the client asks, up to
+    /// [`MAX_SUBSCRIPTIONS`] resources (rmcp keeps to what `initialize` advertised).
+    pub(super) fn listen_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
+        let mut f = requested.clone();
+        if let Some(uris) = f.resource_subscriptions.as_mut() {
+            uris.truncate(MAX_SUBSCRIPTIONS);
+        }
+        f
+    }
+
+    /// Runs one `subscriptions/listen` until the client cancels it or the server closes.
+    pub(super) async fn listen_for(&self, sc: SubscriptionContext) -> Result<(), ErrorData> {
+        let ctx = self.ctx(sc.request_context())?;
+        let accepted = sc.accepted().clone();
+        let uris: HashSet<String> = accepted
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let agg = &self.server.agg;
+        // An app's resource: subscribed at the app for this caller (refused ones are left).
+        let mut apps = vec![];
+        for u in uris.iter().filter(|u| VaultUri::parse(u).is_none()) {
+            if agg
+                .subscribe_app_resource(&ctx, None, u, true)
+                .await
+                .is_ok()
+            {
+                apps.push(u.clone());
+            }
+        }
+        let vault = uris.iter().any(|u| VaultUri::parse(u).is_some());
+        let mut updates = agg.resource_updates();
+        let mut content = agg.subscribe_content();
+        let mut tools = agg.subscribe();
+        let mut seq = self.server.engine.seq.subscribe();
+        let mut since = self.server.engine.last_seq();
+        let mut closing = self.server.closing.subscribe();
+        let sink = sc.sink().clone();
+        let send = |n: Option<ServerNotification>| {
+            let sink = sink.clone();
+            async move {
+                if let Some(n) = n {
+                    let _ = sink.send(n).await;
+                }
+            }
+        };
+        let updated =
+            |uri: &str| notification("notifications/resources/updated", json!({"uri": uri}));
+        loop {
+            tokio::select! {
+                _ = sc.cancelled() => break,
+                _ = async { closing.wait_for(|v| *v).await.map(|_| ()) } => break,
+                u = updates.recv() => match u {
+                    Ok((None, uri)) if uris.contains(&uri) => send(updated(&uri)).await,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => break,
+                },
+                r = content.changed() => {
+                    if r.is_err() { break }
+                    content.borrow_and_update();
+                    if accepted.resources_list_changed == Some(true) {
+                        send(notification("notifications/resources/list_changed", json!({}))).await;
+                    }
+                    if accepted.prompts_list_changed == Some(true) {
+                        send(notification("notifications/prompts/list_changed", json!({}))).await;
+                    }
+                }
+                r = tools.changed() => {
+                    if r.is_err() { break }
+                    tools.borrow_and_update();
+                    if accepted.tools_list_changed == Some(true) {
+                        send(notification("notifications/tools/list_changed", json!({}))).await;
+                    }
+                }
+                r = seq.changed() => {
+                    if r.is_err() { break }
+                    let last = *seq.borrow_and_update();
+                    if !vault {
+                        since = last;
+                        continue;
+                    }
+                    let Some((changed, next)) = vault_changes(&self.server, since).await else {
+                        since = last;
+                        continue;
+                    };
+                    since = next;
+                    for u in changed.iter().filter(|u| uris.contains(*u)) {
+                        send(updated(u)).await;
+                    }
+                }
+            }
+        }
+        for u in &apps {
+            let _ = agg.subscribe_app_resource(&ctx, None, u, false).await;
+        }
+        Ok(())
+    }
+}
