@@ -6,13 +6,12 @@
 //! The app is a small MCP server written here on axum: its tool `slow_wait` answers only when
 //! told to, and it notes every request id it was sent and every cancellation it received.
 
-use crate::kit::mcp::connect_on;
+use crate::kit::mcp::{call_cancellable, connect_on};
 use crate::kit::*;
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{CallToolRequestParams, ClientRequest, ProgressToken, RequestId};
-use rmcp::service::PeerRequestOptions;
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,20 +23,16 @@ struct Seen {
     cancelled: Vec<(Value, Instant)>,
 }
 
-fn rpc(v: Value) -> Response {
-    ([("content-type", "application/json")], v.to_string()).into_response()
-}
-
 async fn post(seen: Arc<Mutex<Seen>>, body: Value) -> Response {
     let id = body.get("id").cloned().unwrap_or(Value::Null);
     match body.get("method").and_then(Value::as_str).unwrap_or("") {
-        "initialize" => rpc(json!({"jsonrpc": "2.0", "id": id, "result": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {"tools": {}},
-            "serverInfo": {"name": "slow", "version": "1.0.0"}}})),
-        "tools/list" => rpc(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [
+        "initialize" => fake_app::initialized(&id, "slow", json!({"tools": {}}), "slow-session"),
+        "tools/list" => fake_app::rpc(
+            &id,
+            json!({"tools": [
             {"name": "slow_wait", "description": "waits", "inputSchema": {"type": "object",
-             "properties": {"ms": {"type": "integer"}}}}]}})),
+             "properties": {"ms": {"type": "integer"}}}}]}),
+        ),
         "tools/call" => {
             seen.lock().unwrap().calls.push(id.clone());
             let ms = body.pointer("/params/arguments/ms").and_then(Value::as_u64);
@@ -66,24 +61,8 @@ async fn post(seen: Arc<Mutex<Seen>>, body: Value) -> Response {
 
 /// Serves the app on 127.0.0.1 (on `rt`); answers its `/mcp` address.
 fn serve_app(rt: &tokio::runtime::Runtime, seen: Arc<Mutex<Seen>>) -> String {
-    let router = axum::Router::new().route(
-        "/mcp",
-        axum::routing::post(move |body: axum::body::Bytes| {
-            let seen = seen.clone();
-            async move {
-                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                post(seen, v).await
-            }
-        })
-        .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
-        .delete(|| async { StatusCode::OK }),
-    );
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(async move { axum::serve(listener, router).await });
-    format!("http://{addr}/mcp")
+    let post: fake_app::Post = Arc::new(move |v| Box::pin(post(seen.clone(), v)));
+    fake_app::serve(rt, post, None)
 }
 
 /// The last `tool_call` events of the feed.
@@ -110,19 +89,7 @@ fn a_cancelled_call_reaches_the_remote_app_on_both_paths() {
     for progress in [false, true] {
         let since = s.seq();
         let before = seen.lock().unwrap().calls.len();
-        let mut p = CallToolRequestParams::new("slow_wait");
-        if progress {
-            // A progress token: the call goes through rmcp's path (an SSE answer).
-            let mut meta = p.meta.take().unwrap_or_default();
-            meta.set_progress_token(ProgressToken(RequestId::Number(7)));
-            p.meta = Some(meta);
-        }
-        let handle = rt
-            .block_on(c.send_cancellable_request(
-                ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(p)),
-                PeerRequestOptions::no_options(),
-            ))
-            .unwrap();
+        let handle = call_cancellable(&rt, &c, "slow_wait", progress);
         eventually("the app got the call", || {
             seen.lock().unwrap().calls.len() > before
         });

@@ -4,7 +4,6 @@
 //! stays bounded, and other agents are not held up.
 
 use crate::kit::*;
-use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rmcp::RoleClient;
@@ -23,26 +22,18 @@ struct Flood {
     push: tokio::sync::broadcast::Sender<String>,
 }
 
-fn rpc(id: &Value, result: Value) -> Response {
-    let v = json!({"jsonrpc": "2.0", "id": id, "result": result});
-    ([("content-type", "application/json")], v.to_string()).into_response()
-}
+use fake_app::rpc;
 
 impl Flood {
     fn post(self: Arc<Self>, body: Value) -> Response {
         let id = body.get("id").cloned().unwrap_or(Value::Null);
         match body["method"].as_str().unwrap_or("") {
-            "initialize" => {
-                let mut r = rpc(
-                    &id,
-                    json!({"protocolVersion": "2025-06-18",
-                           "capabilities": {"tools": {}, "resources": {"subscribe": true}},
-                           "serverInfo": {"name": "flood", "version": "1"}}),
-                );
-                r.headers_mut()
-                    .insert("mcp-session-id", "flood-session".parse().unwrap());
-                r
-            }
+            "initialize" => fake_app::initialized(
+                &id,
+                "flood",
+                json!({"tools": {}, "resources": {"subscribe": true}}),
+                "flood-session",
+            ),
             "tools/list" => rpc(
                 &id,
                 json!({"tools": [{"name": "flood_links", "inputSchema": {"type": "object"}}]}),
@@ -90,45 +81,13 @@ fn serve_app(rt: &tokio::runtime::Runtime) -> (String, Arc<Flood>) {
         pages: AtomicUsize::new(0),
         push: tokio::sync::broadcast::channel(200_000).0,
     });
-    let (a, b) = (flood.clone(), flood.clone());
-    let router = axum::Router::new().route(
-        "/mcp",
-        axum::routing::post(move |body: axum::body::Bytes| {
-            let a = a.clone();
-            async move { a.post(serde_json::from_slice(&body).unwrap_or(Value::Null)) }
-        })
-        .get(move || {
-            let rx = b.push.subscribe();
-            async move {
-                let events = futures_util::stream::unfold(rx, |mut rx| async move {
-                    loop {
-                        match rx.recv().await {
-                            Ok(m) => {
-                                return Some((
-                                    Ok::<_, std::convert::Infallible>(format!("data: {m}\n\n")),
-                                    rx,
-                                ));
-                            }
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(_) => return None,
-                        }
-                    }
-                });
-                (
-                    [("content-type", "text/event-stream")],
-                    Body::from_stream(events),
-                )
-                    .into_response()
-            }
-        })
-        .delete(|| async { StatusCode::OK }),
-    );
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(async move { axum::serve(listener, router).await });
-    (format!("http://{addr}/mcp"), flood)
+    let app = flood.clone();
+    let post: fake_app::Post = Arc::new(move |v| {
+        let app = app.clone();
+        Box::pin(async move { app.post(v) })
+    });
+    let url = fake_app::serve(rt, post, Some(flood.push.clone()));
+    (url, flood)
 }
 
 #[derive(Clone, Default)]

@@ -10,7 +10,7 @@
 
 use crate::kit::*;
 use axum::body::Body;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientInfo, CreateMessageRequestParams,
@@ -178,24 +178,8 @@ impl Chatty {
 /// Serves the app on 127.0.0.1 (on `rt`); answers its `/mcp` address.
 fn serve_app(rt: &tokio::runtime::Runtime) -> String {
     let app = Arc::new(Chatty::default());
-    let router = axum::Router::new().route(
-        "/mcp",
-        axum::routing::post(move |_h: HeaderMap, body: axum::body::Bytes| {
-            let app = app.clone();
-            async move {
-                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                app.post(v).await
-            }
-        })
-        .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
-        .delete(|| async { StatusCode::OK }),
-    );
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(async move { axum::serve(listener, router).await });
-    format!("http://{addr}/mcp")
+    let post: fake_app::Post = Arc::new(move |v| Box::pin(app.clone().post(v)));
+    fake_app::serve(rt, post, None)
 }
 
 /// The client of the test: declares sampling and elicitation (or not), answers them, and

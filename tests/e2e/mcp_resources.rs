@@ -8,7 +8,6 @@
 //! The app is a small MCP server written here on axum: `shelf`.
 
 use crate::kit::*;
-use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rmcp::RoleClient;
@@ -26,10 +25,7 @@ struct Shelf {
     push: tokio::sync::broadcast::Sender<String>,
 }
 
-fn rpc(id: &Value, result: Value) -> Response {
-    let v = json!({"jsonrpc": "2.0", "id": id, "result": result});
-    ([("content-type", "application/json")], v.to_string()).into_response()
-}
+use fake_app::rpc;
 
 impl Shelf {
     fn post(self: Arc<Self>, body: Value) -> Response {
@@ -38,19 +34,13 @@ impl Shelf {
         self.asked.lock().unwrap().push(method.clone());
         let p = &body["params"];
         match method.as_str() {
-            "initialize" => {
-                let mut r = rpc(
-                    &id,
-                    json!({
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {"tools": {}, "resources": {"subscribe": true, "listChanged": true},
-                                     "prompts": {}, "completions": {}},
-                    "serverInfo": {"name": "shelf", "version": "1.0.0"}}),
-                );
-                r.headers_mut()
-                    .insert("mcp-session-id", "shelf-session".parse().unwrap());
-                r
-            }
+            "initialize" => fake_app::initialized(
+                &id,
+                "shelf",
+                json!({"tools": {}, "resources": {"subscribe": true, "listChanged": true},
+                       "prompts": {}, "completions": {}}),
+                "shelf-session",
+            ),
             "tools/list" => rpc(
                 &id,
                 json!({"tools": [{
@@ -65,12 +55,14 @@ impl Shelf {
                 "_meta": {"ui": {"resourceUri": "ui://shelf/view.html", "visibility": ["app"]},
                           "datanotes/tables": ["work.crm.tasks"]}}]}),
             ),
-            "tools/call" if p["name"] == "shelf_fail" => {
-                let e = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32042,
-                    "message": "this needs the user at a URL",
-                    "data": {"elicitations": [{"mode": "url", "url": "https://example.org/x", "elicitationId": "e1"}]}}});
-                ([("content-type", "application/json")], e.to_string()).into_response()
-            }
+            "tools/call" if p["name"] == "shelf_fail" => fake_app::rpc_error(
+                &id,
+                -32042,
+                "this needs the user at a URL",
+                Some(
+                    json!({"elicitations": [{"mode": "url", "url": "https://example.org/x", "elicitationId": "e1"}]}),
+                ),
+            ),
             "tools/call" => rpc(
                 &id,
                 json!({"content": [
@@ -102,10 +94,7 @@ impl Shelf {
                     "ui://shelf/view.html" => "<p>view</p>".to_string(),
                     "file:///big" => "x".repeat(20 << 20),
                     _ => {
-                        let e = json!({"jsonrpc": "2.0", "id": id,
-                                       "error": {"code": -32002, "message": format!("no {uri}")}});
-                        return ([("content-type", "application/json")], e.to_string())
-                            .into_response();
+                        return fake_app::rpc_error(&id, -32002, &format!("no {uri}"), None);
                     }
                 };
                 rpc(&id, json!({"contents": [{"uri": uri, "text": text}]}))
@@ -158,38 +147,13 @@ fn serve_app(rt: &tokio::runtime::Runtime) -> (String, Arc<Shelf>) {
         asked: Mutex::default(),
         push: tokio::sync::broadcast::channel(16).0,
     });
-    let (a, b) = (shelf.clone(), shelf.clone());
-    let router = axum::Router::new().route(
-        "/mcp",
-        axum::routing::post(move |body: axum::body::Bytes| {
-            let a = a.clone();
-            async move { a.post(serde_json::from_slice(&body).unwrap_or(Value::Null)) }
-        })
-        .get(move || {
-            let rx = b.push.subscribe();
-            async move {
-                let events = futures_util::stream::unfold(rx, |mut rx| async move {
-                    let m = rx.recv().await.ok()?;
-                    Some((
-                        Ok::<_, std::convert::Infallible>(format!("data: {m}\n\n")),
-                        rx,
-                    ))
-                });
-                (
-                    [("content-type", "text/event-stream")],
-                    Body::from_stream(events),
-                )
-                    .into_response()
-            }
-        })
-        .delete(|| async { StatusCode::OK }),
-    );
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(async move { axum::serve(listener, router).await });
-    (format!("http://{addr}/mcp"), shelf)
+    let app = shelf.clone();
+    let post: fake_app::Post = Arc::new(move |v| {
+        let app = app.clone();
+        Box::pin(async move { app.post(v) })
+    });
+    let url = fake_app::serve(rt, post, Some(shelf.push.clone()));
+    (url, shelf)
 }
 
 /// The agent: notes the resource updates it receives.

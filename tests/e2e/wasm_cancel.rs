@@ -12,13 +12,12 @@
 //! only the cancellation can stop a call. HTTP `apps/call/` keeps its semantics (a caller that
 //! hangs up does not cut a call short): `wasm::a_call_whose_caller_goes_away_still_finishes`.
 
-use crate::kit::mcp::connect_on;
+use crate::kit::mcp::{call_cancellable, connect_on};
 use crate::kit::*;
 use crate::mcp::RawSession;
 use crate::wasm::shared_cache;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
-    ProgressToken, RequestId,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
@@ -102,19 +101,7 @@ fn an_rmcp_client_cancels_a_spinning_guest_on_both_paths() {
     let c = connect_on(&rt, &format!("{}/mcp", s.url), Some(&s.token), None);
     for progress in [false, true] {
         let since = s.seq();
-        let mut p = CallToolRequestParams::new("hostile_spin");
-        if progress {
-            // A progress token: the call goes through rmcp's path (an SSE answer).
-            let mut meta = p.meta.take().unwrap_or_default();
-            meta.set_progress_token(ProgressToken(RequestId::Number(7)));
-            p.meta = Some(meta);
-        }
-        let handle = rt
-            .block_on(c.send_cancellable_request(
-                ClientRequest::CallToolRequest(CallToolRequest::new(p)),
-                PeerRequestOptions::no_options(),
-            ))
-            .unwrap();
+        let handle = call_cancellable(&rt, &c, "hostile_spin", progress);
         wait_in_call(&s);
         let cancelled_at = Instant::now();
         rt.block_on(handle.cancel(Some("changed my mind".into())))

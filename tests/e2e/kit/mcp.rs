@@ -177,3 +177,26 @@ pub fn structured(r: &CallToolResult) -> Value {
         None => serde_json::from_str(&text(r)).unwrap_or(Value::Null),
     }
 }
+
+/// Sends `tools/call` of `tool` (no arguments) on `c` as a request the caller may cancel
+/// (`handle.cancel`): with a progress token when `progress` (the engine then serves it on
+/// rmcp's SSE path), else without (its lean JSON path).
+pub fn call_cancellable<H: rmcp::ClientHandler>(
+    rt: &tokio::runtime::Runtime,
+    c: &RunningService<RoleClient, H>,
+    tool: &str,
+    progress: bool,
+) -> rmcp::service::RequestHandle<RoleClient> {
+    use rmcp::model::{CallToolRequest, ClientRequest, ProgressToken, RequestId};
+    let mut p = CallToolRequestParams::new(tool.to_string());
+    if progress {
+        let mut meta = p.meta.take().unwrap_or_default();
+        meta.set_progress_token(ProgressToken(RequestId::Number(7)));
+        p.meta = Some(meta);
+    }
+    rt.block_on(c.send_cancellable_request(
+        ClientRequest::CallToolRequest(CallToolRequest::new(p)),
+        rmcp::service::PeerRequestOptions::no_options(),
+    ))
+    .unwrap_or_else(|e| panic!("tools/call {tool}: {e}"))
+}

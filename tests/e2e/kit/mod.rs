@@ -12,7 +12,9 @@
 //! - [`Agent`] is the one MCP client (rmcp, made blocking; it counts the `list_changed`
 //!   notifications it receives); [`mcp::connect_on`] opens the same
 //!   session on a runtime of the caller's (the bench's timed calls).
-//! - [`App`] runs the `remote_app` example as a remote MCP app; [`create_app`] makes an app entry.
+//! - [`App`] runs the `remote_app` example as a remote MCP app; [`create_app`] makes an app entry;
+//!   [`fake_app`] serves a small MCP server written in a test (one that misbehaves, or notes what
+//!   it received).
 //! - Below: [`snapshot`] of the files, [`eventually`], the error shape, the `work.crm.*` tables
 //!   most engine tests use, hand edits.
 //!
@@ -20,6 +22,7 @@
 //! the tests and the bench, hence `dead_code` and `unused_imports` are allowed here.
 #![allow(dead_code, unused_imports)]
 
+pub mod fake_app;
 pub mod mcp;
 pub mod process;
 mod server;

@@ -1,0 +1,93 @@
+//! A small MCP server written in a test, served on 127.0.0.1 with axum: the test says how to
+//! answer each JSON-RPC message `POST`ed to `/mcp`, and what the standalone stream (`GET`)
+//! carries. For the remote-app tests that need an app to misbehave or to show what it
+//! received (`mcp_relay`, `mcp_cancel`, `mcp_resources`, `mcp_hostile_content`).
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// A JSON-RPC result, as one `application/json` answer.
+pub fn rpc(id: &Value, result: Value) -> Response {
+    let v = json!({"jsonrpc": "2.0", "id": id, "result": result});
+    ([("content-type", "application/json")], v.to_string()).into_response()
+}
+
+/// A JSON-RPC error, as one `application/json` answer.
+pub fn rpc_error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Response {
+    let mut e = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        e["data"] = d;
+    }
+    let v = json!({"jsonrpc": "2.0", "id": id, "error": e});
+    ([("content-type", "application/json")], v.to_string()).into_response()
+}
+
+/// An answer of `initialize` for a server of `name` with `capabilities`, naming `session`.
+pub fn initialized(id: &Value, name: &str, capabilities: Value, session: &str) -> Response {
+    let mut r = rpc(
+        id,
+        json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
+               "serverInfo": {"name": name, "version": "1.0.0"}}),
+    );
+    r.headers_mut()
+        .insert("mcp-session-id", session.parse().unwrap());
+    r
+}
+
+/// An SSE answer whose events are the messages of `stream`, each one `data:` line.
+pub fn sse(stream: impl futures_util::Stream<Item = String> + Send + 'static) -> Response {
+    use futures_util::StreamExt;
+    let events = stream.map(|m| Ok::<_, std::convert::Infallible>(format!("data: {m}\n\n")));
+    (
+        [("content-type", "text/event-stream")],
+        Body::from_stream(events),
+    )
+        .into_response()
+}
+
+/// How the app answers a message `POST`ed to it.
+pub type Post = Arc<dyn Fn(Value) -> BoxFuture<'static, Response> + Send + Sync>;
+
+/// Serves the app on `rt`; answers its `/mcp` address. `push`: what its standalone stream
+/// carries (each message as sent), else `GET` is refused (405).
+pub fn serve(
+    rt: &tokio::runtime::Runtime,
+    post: Post,
+    push: Option<tokio::sync::broadcast::Sender<String>>,
+) -> String {
+    let router = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let post = post.clone();
+            async move { post(serde_json::from_slice(&body).unwrap_or(Value::Null)).await }
+        })
+        .get(move || {
+            let rx = push.as_ref().map(|p| p.subscribe());
+            async move {
+                let Some(rx) = rx else {
+                    return StatusCode::METHOD_NOT_ALLOWED.into_response();
+                };
+                sse(futures_util::stream::unfold(rx, |mut rx| async move {
+                    loop {
+                        match rx.recv().await {
+                            Ok(m) => return Some((m, rx)),
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(_) => return None,
+                        }
+                    }
+                }))
+            }
+        })
+        .delete(|| async { StatusCode::OK }),
+    );
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(listener, router).await });
+    format!("http://{addr}/mcp")
+}
