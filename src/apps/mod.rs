@@ -60,8 +60,10 @@ pub struct AppRecord {
     /// Whether the app may change its own `mcp_url` (true unless the owner pinned it).
     #[serde(default = "yes")]
     pub self_url: bool,
-    /// Whether an `mcp_url` the app sets for itself may be a loopback, private or link-local
-    /// address (the owner's grant; false by default).
+    /// Whether an `mcp_url` the app sets for itself may be any loopback, private or link-local
+    /// address (the owner's grant; false by default: only a public one, or one within the
+    /// place its `mcp_url` is now, another port of its IP address or, on loopback, any
+    /// loopback address of this machine; see `self_url.rs`).
     #[serde(default)]
     pub self_url_private: bool,
     /// The last change of `mcp_url`: when, what it was, who changed it.

@@ -186,7 +186,7 @@ static ROUTES: &[Route] = &[
                     && o.self_url
                     && o.mcp_url.as_ref() != Some(url)
                 {
-                    apps::self_url::check(&name, url, o.self_url_private).await?;
+                    apps::self_url::check(o, url).await?;
                 }
                 let rec = s.apps.update(&name, f, by_owner, wasm)?;
                 forget_component(&s, old.as_ref());

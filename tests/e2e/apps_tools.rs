@@ -1,7 +1,8 @@
 //! Who may call which tools, and the apps' own addresses: `call_tools` patterns through every
 //! door (`apps/tools/`, `apps/call/`, `/mcp`), the calling token recorded with a WASM app's
 //! writes and sent to a remote app, an app's self-set `mcp_url` (pinned, logged, never a private
-//! address unless allowed), the `Host`/`Origin` `/mcp` answers, and one rule for a non-object
+//! address unless allowed or within the place the owner gave it: a loopback app on another
+//! loopback port), the `Host`/`Origin` `/mcp` answers, and one rule for a non-object
 //! `structuredContent` on both doors.
 
 use crate::kit::*;
@@ -398,6 +399,61 @@ fn an_app_sets_its_own_address_only_where_the_owner_lets_it() {
     );
     assert_eq!(v["app"]["urlChangedBy"], "owner", "{v}");
     assert_eq!(v["app"]["previousUrl"], "http://127.0.0.1:10/mcp", "{v}");
+}
+
+#[test]
+fn a_loopback_app_moves_itself_to_the_port_it_picked_and_is_served_there() {
+    let s = Server::start();
+    s.ok(
+        "create_table",
+        json!({"table": "personal.tasks.items", "description": "Things to do",
+               "columns": {"title": {"type": "text", "required": true},
+                           "status": {"type": "enum", "values": ["todo", "done"], "default": "todo"}}}),
+    );
+    // The owner registers it on this machine's loopback, at a port it does not listen on; no
+    // grant of private addresses.
+    let tok = create_app(
+        &s,
+        json!({"name": "mover", "write": ["personal.tasks.items"], "mcp_url": "http://127.0.0.1:9/mcp"}),
+    );
+    // It picks a free port and moves itself there at start.
+    let app = App::spawn(&s.url, "mover", &tok, &[], false);
+    assert!(app.url.starts_with("http://127.0.0.1:"), "{}", app.url);
+    assert_ne!(app.url, "http://127.0.0.1:9/mcp");
+    let e = s.ok_route("apps/get", json!({"name": "mover"}))["app"].clone();
+    assert_eq!(e["mcp_url"], app.url.as_str(), "{e}");
+    assert_eq!(e["previousUrl"], "http://127.0.0.1:9/mcp", "{e}");
+    assert_eq!(e["urlChangedBy"], "app:mover", "{e}");
+    assert_eq!(e["self_url_private"], false, "{e}");
+
+    // Its tools are served from there, on both doors.
+    eventually("mover listed", || {
+        tools_of(&s, &s.token).contains(&"mover_add_task".into())
+    });
+    let v = call(&s, &s.token, "mover_add_task", json!({"title": "moved"}));
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(last_migration(&s)["actor"]["token"], "app:mover");
+    let agent = Agent::owner(&s);
+    assert!(agent.names().contains(&"mover_list_tasks".to_string()));
+    let r = agent.call("mover_list_tasks", json!({}));
+    assert!(text(&r).contains("moved"), "{r:?}");
+
+    // From loopback, not into the private network: refused, the entry unchanged.
+    let (st, v) = s.call_as(
+        Some(&tok),
+        "apps/update",
+        &json!({"name": "mover", "mcp_url": "http://10.0.0.1/mcp"}),
+        &[],
+    );
+    assert_eq!(st, 403, "{v}");
+    assert_eq!(v["error"]["rule"], "private_address", "{v}");
+    assert_eq!(v["error"]["column"], "mcp_url", "{v}");
+    let m = v["error"]["message"].as_str().unwrap();
+    assert!(m.contains("any loopback address of this machine"), "{m}");
+    assert_eq!(
+        s.ok_route("apps/get", json!({"name": "mover"}))["app"]["mcp_url"],
+        app.url.as_str()
+    );
 }
 
 /// `initialize` on `/mcp` with these headers: the answer's status.
