@@ -6,10 +6,10 @@
 //! prints `listening on http://ADDR/mcp`.
 //!
 //! ```sh
-//! # as the owner: create the app with a write scope, keep its token; it registers an address
-//! # on 127.0.0.1 for itself, which the owner must allow (self_url_private)
+//! # as the owner: create the app with a write scope at a loopback address (any port), keep its
+//! # token; it moves itself to the port it listens on (another loopback port: allowed)
 //! curl -s -H "Authorization: Bearer $OWNER" http://127.0.0.1:5234/datanotes/apps/create/ \
-//!      -d '{"name": "planning", "write": ["personal.tasks.items"], "self_url_private": true}'
+//!      -d '{"name": "planning", "write": ["personal.tasks.items"], "mcp_url": "http://127.0.0.1:9/mcp"}'
 //! cargo run --example remote_app -- --engine http://127.0.0.1:5234 --token dn_app_... --name planning
 //! ```
 //!
@@ -21,7 +21,9 @@
 //! `--array-result`, `<p>_names` (an array as `structuredContent`). Its writes carry the
 //! caller's actor and calling token as the engine forwarded them (`X-Datanotes-Actor`,
 //! `X-Datanotes-Caller`). `--tool NAME` adds trivial
-//! tools (to force name collisions); `--bare` serves only those.
+//! tools (to force name collisions); `--bare` serves only those. `--resources N` and
+//! `--prompts N` offer N trivial text resources (`test://r1` … `test://r<N>`) and N trivial
+//! prompts (`<p>_p1` … `<p>_p<N>`), answering `resources/read` and `prompts/get` for them.
 //!
 //! Test knobs: `--json` answers `application/json` (stateless) instead of SSE; `--nagle` leaves
 //! Nagle's algorithm on;
@@ -44,9 +46,11 @@ use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::{Extension, ToolCallContext};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, MetaObject, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    PromptsCapability, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourcesCapability, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::schemars::{self, JsonSchema};
 use rmcp::service::RequestContext;
@@ -135,6 +139,12 @@ struct Args {
     /// object, as MCP 2026-07-28 allows).
     #[arg(long)]
     array_result: bool,
+    /// Offer this many trivial text resources, `test://r1` … `test://r<N>`.
+    #[arg(long, default_value_t = 0)]
+    resources: usize,
+    /// Offer this many trivial prompts, `<prefix>_p1` … `<prefix>_p<N>`.
+    #[arg(long, default_value_t = 0)]
+    prompts: usize,
 }
 
 /// What every session shares.
@@ -459,6 +469,23 @@ fn trivial(name: &str, app: &str, pad: usize) -> Tool {
     Tool::new(name.to_string(), d, Arc::new(schema))
 }
 
+/// The URI of the trivial resource `i` (`--resources`; the engine serves it as
+/// `test://<app>/r<i>`).
+fn resource_uri(i: usize) -> String {
+    format!("test://r{i}")
+}
+
+/// The name of the trivial prompt `i` (`--prompts`).
+fn prompt_name(a: &Args, i: usize) -> String {
+    let prefix = a.prefix.clone().unwrap_or_else(|| a.name.replace('-', "_"));
+    format!("{prefix}_p{i}")
+}
+
+/// A JSON answer as rmcp's typed result.
+fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(v).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+}
+
 async fn pause(ms: u64) {
     if ms > 0 {
         tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -467,7 +494,14 @@ async fn pause(ms: u64) {
 
 impl ServerHandler for App {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let mut caps = ServerCapabilities::builder().enable_tools().build();
+        if self.s.args.resources > 0 {
+            caps.resources = Some(ResourcesCapability::default());
+        }
+        if self.s.args.prompts > 0 {
+            caps.prompts = Some(PromptsCapability::default());
+        }
+        ServerConfig::new(caps)
             .with_server_info(Implementation::new(
                 self.s.args.name.clone(),
                 env!("CARGO_PKG_VERSION"),
@@ -549,6 +583,76 @@ impl ServerHandler for App {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.router.get(name).cloned()
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let a = &self.s.args;
+        let resources: Vec<Value> = (1..=a.resources)
+            .map(|i| {
+                json!({"uri": resource_uri(i), "name": format!("r{i}"),
+                       "description": format!("A trivial resource of app {}.", a.name),
+                       "mimeType": "text/plain"})
+            })
+            .collect();
+        typed(json!({"resources": resources}))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let a = &self.s.args;
+        let Some(i) = (1..=a.resources).find(|&i| resource_uri(i) == request.uri) else {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {}", request.uri),
+                None,
+            ));
+        };
+        let text = format!("resource r{i} of app {}", a.name);
+        let r: ReadResourceResult = typed(json!({"contents": [
+            {"uri": request.uri, "mimeType": "text/plain", "text": text}
+        ]}))?;
+        Ok(r.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let a = &self.s.args;
+        let prompts: Vec<Value> = (1..=a.prompts)
+            .map(|i| {
+                json!({"name": prompt_name(a, i),
+                       "description": format!("A trivial prompt of app {}.", a.name)})
+            })
+            .collect();
+        typed(json!({"prompts": prompts}))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let a = &self.s.args;
+        let Some(i) = (1..=a.prompts).find(|&i| prompt_name(a, i) == request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt {}", request.name),
+                None,
+            ));
+        };
+        let text = format!("prompt p{i} of app {}", a.name);
+        let r: GetPromptResult = typed(json!({
+            "description": format!("A trivial prompt of app {}.", a.name),
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}]
+        }))?;
+        Ok(r.into())
     }
 }
 

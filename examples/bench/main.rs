@@ -33,6 +33,7 @@ mod insert;
 mod load;
 mod opts;
 mod quality;
+mod resources;
 mod select;
 mod semantic;
 mod server;
@@ -81,6 +82,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("insert", insert::section_insert),
     ("feed", feed::section_feed),
     ("agg", agg::section_aggregator),
+    ("resources", resources::section_resources),
     ("wasm", wasm::section_wasm),
     ("wasm_cancel", wasm_cancel::section_wasm_cancel),
     ("typed", typed::section_typed),

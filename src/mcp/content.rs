@@ -180,6 +180,44 @@ impl Mcp {
     }
 }
 
+/// The lean path's `resources/read`, `resources/list`, `resources/templates/list` and
+/// `prompts/list` (`msg`, the request): the aggregator's answer as it is (no `resultType`:
+/// this path serves versions before 2026-07-28 only), or its error as MCP's. None: a request
+/// this path does not read (rmcp serves it).
+pub(super) async fn lean(
+    server: &Shared,
+    ctx: &crate::ops::Ctx,
+    agent: Option<&Arc<dyn AgentChannel>>,
+    msg: &Value,
+) -> Option<Result<Value, ErrorData>> {
+    let agg = &server.agg;
+    let r = match msg.get("method")?.as_str()? {
+        "resources/read" => {
+            let uri = msg.pointer("/params/uri")?.as_str()?;
+            agg.read_resource(ctx, agent, uri).await
+        }
+        "resources/list" => {
+            let cursor = msg.pointer("/params/cursor").filter(|c| !c.is_null());
+            let cursor = match cursor {
+                Some(c) => Some(c.as_str()?),
+                None => None,
+            };
+            agg.resource_page(&ctx.caller, cursor)
+        }
+        "resources/templates/list" => Ok(agg.resource_templates(&ctx.caller)),
+        "prompts/list" => Ok(agg.prompts(&ctx.caller)),
+        _ => return None,
+    };
+    Some(r.map_err(mcp_error).map(|mut r| {
+        if let Some(o) = r.as_object_mut()
+            && o.get("resultType").and_then(Value::as_str) == Some("complete")
+        {
+            o.remove("resultType");
+        }
+        r
+    }))
+}
+
 impl Mcp {
     /// The agent's session behind a request, as apps see it.
     fn agent_of(&self, rc: &RequestContext<RoleServer>) -> Option<Arc<dyn AgentChannel>> {

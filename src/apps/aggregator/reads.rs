@@ -15,6 +15,7 @@ use crate::engine::resources::{self as vault, VaultCursor, VaultUri};
 use crate::error::{Error, Result};
 use crate::ops::Ctx;
 use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// The agent a request is made for (its MCP session), if any: the app answers on its session
@@ -112,6 +113,29 @@ impl Aggregator {
         e["skippedPrompts"] = json!(c.skipped_prompts.get(app).cloned().unwrap_or_default());
     }
 
+    /// The apps whose resources and prompts `caller` may use, each decided once (a listing
+    /// asks for every item).
+    fn usable<'n>(&self, caller: &Caller, ns: &'n Namespace) -> HashSet<&'n str> {
+        let mut tools: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (app, t) in &ns.tools {
+            tools.entry(app.as_str()).or_default().push(t.name.as_ref());
+        }
+        let apps = ns.content.resources.iter().chain(&ns.content.templates);
+        let apps = apps.chain(&ns.content.prompts).map(|(a, _)| a.as_str());
+        let mut out = HashSet::new();
+        for app in apps {
+            if out.contains(app) {
+                continue;
+            }
+            let t = tools.get(app).map_or(&[][..], |v| &v[..]);
+            let target = Target::AppContent { app, tools: t };
+            if auth::authorize(caller, Access::AppContent, target).is_ok() {
+                out.insert(app);
+            }
+        }
+        out
+    }
+
     /// Whether `caller` may use what `app` offers besides its tools.
     fn may_use(&self, caller: &Caller, ns: &Namespace, app: &str) -> Result<()> {
         let tools: Vec<&str> = ns
@@ -141,22 +165,30 @@ impl Aggregator {
             }
             _ => None,
         };
-        let Some(from) = apps_from else {
-            let at = match cursor {
-                None => VaultCursor::Start,
-                Some(c) => VaultCursor::parse(c).ok_or_else(bad)?,
-            };
-            auth::authorize(caller, Access::Read, Target::None)?;
-            let (page, next) = self.engine.resource_page(&at, vault::PAGE)?;
-            let next = next.map_or(format!("{APPS_CURSOR}0"), |n| n.text());
-            return Ok(json!({"resources": page, "nextCursor": next}));
+        let mut out = vec![];
+        let from = match apps_from {
+            Some(from) => from,
+            None => {
+                let at = match cursor {
+                    None => VaultCursor::Start,
+                    Some(c) => VaultCursor::parse(c).ok_or_else(bad)?,
+                };
+                auth::authorize(caller, Access::Read, Target::None)?;
+                let (page, next) = self.engine.resource_page(&at, vault::PAGE)?;
+                if let Some(next) = next {
+                    return Ok(json!({"resources": page, "nextCursor": next.text()}));
+                }
+                // The vault is listed: the apps' resources follow on the same page.
+                out = page;
+                0
+            }
         };
         let ns = self.ns.read().unwrap().clone();
-        let mut out = vec![];
+        let usable = self.usable(caller, &ns);
         let mut i = from;
         while i < ns.content.resources.len() && out.len() < APP_PAGE {
             let (app, r) = &ns.content.resources[i];
-            if self.may_use(caller, &ns, app).is_ok() {
+            if usable.contains(app.as_str()) {
                 out.push(r.clone());
             }
             i += 1;
@@ -171,12 +203,13 @@ impl Aggregator {
     /// `resources/templates/list`: the vault's, then those of the apps the caller may use.
     pub fn resource_templates(&self, caller: &Caller) -> Value {
         let ns = self.ns.read().unwrap().clone();
+        let usable = self.usable(caller, &ns);
         let mut out = vault::templates();
         out.extend(
             ns.content
                 .templates
                 .iter()
-                .filter(|(app, _)| self.may_use(caller, &ns, app).is_ok())
+                .filter(|(app, _)| usable.contains(app.as_str()))
                 .map(|(_, t)| t.clone()),
         );
         json!({"resourceTemplates": out})
@@ -185,11 +218,12 @@ impl Aggregator {
     /// `prompts/list`: those of the apps the caller may use.
     pub fn prompts(&self, caller: &Caller) -> Value {
         let ns = self.ns.read().unwrap().clone();
+        let usable = self.usable(caller, &ns);
         let out: Vec<Value> = ns
             .content
             .prompts
             .iter()
-            .filter(|(app, _)| self.may_use(caller, &ns, app).is_ok())
+            .filter(|(app, _)| usable.contains(app.as_str()))
             .map(|(_, p)| p.clone())
             .collect();
         json!({"prompts": out})

@@ -1,0 +1,173 @@
+//! The lean path beside rmcp's session worker: `ping`, `tools/list`, `tools/call`, and the reads
+//! and listings of resources and prompts, on an open session from a client that accepts JSON,
+//! answered here as one `application/json` answer, written once from the result (the answer
+//! rmcp would give the same peer: it serves protocol versions before 2026-07-28 only). Its
+//! calls in flight are cancelled by `notifications/cancelled` here; it tells rmcp's session
+//! about its traffic now and then.
+
+use super::*;
+
+impl Door {
+    /// Answers `ping`, `tools/list`, `tools/call`, and the reads and listings of resources and
+    /// prompts, on an open session as one JSON answer; None: rmcp serves the request.
+    pub(super) async fn lean(
+        &self,
+        parts: &http::request::Parts,
+        body: &Bytes,
+    ) -> Option<Response> {
+        let h = &parts.headers;
+        if !accepts_json(h) || !known_version(h) {
+            return None;
+        }
+        let id = session_id(h)?;
+        let session = self.mcp.sessions.get(id)?;
+        let mut msg: Value = serde_json::from_slice(body).ok()?;
+        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+            return self.cancel_lean(&session, &msg);
+        }
+        let rpc_id = msg
+            .get("id")
+            .filter(|i| i.is_string() || i.is_number())?
+            .clone();
+        let rpc_id = &rpc_id;
+        if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return None;
+        }
+        let server = &self.mcp.server;
+        let body = match msg.get("method").and_then(Value::as_str)? {
+            "ping" => to_answer(rpc_id, &json!({}))?,
+            "tools/list" => {
+                if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
+                    return None;
+                }
+                let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
+                to_answer(rpc_id, &server.agg.tool_list(&ctx.caller))?
+            }
+            "resources/read" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+                let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
+                let agent = Some(session.clone() as Arc<dyn AgentChannel>);
+                match content::lean(server, &ctx, agent.as_ref(), &msg).await? {
+                    Ok(r) => to_answer(rpc_id, &r)?,
+                    Err(e) => {
+                        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": rpc_id, "error": e}))
+                            .ok()?
+                    }
+                }
+            }
+            "tools/call" => {
+                let tool = msg.pointer("/params/name")?.as_str()?.to_string();
+                // A call that asks for progress, or whose app may stream to a client that
+                // listens, is rmcp's.
+                if msg.pointer("/params/_meta/progressToken").is_some()
+                    || (session.listens() && server.agg.streams(&tool))
+                {
+                    return None;
+                }
+                let args = match msg.pointer_mut("/params/arguments").map(Value::take) {
+                    None | Some(Value::Null) => Value::Object(Default::default()),
+                    Some(a @ Value::Object(_)) => a,
+                    Some(_) => return None,
+                };
+                let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
+                let cancel = CancellationToken::new();
+                let key = rpc_id.to_string();
+                session
+                    .inflight
+                    .lock()
+                    .unwrap()
+                    .insert(key.clone(), cancel.clone());
+                let agent = Some(session.clone() as Arc<dyn AgentChannel>);
+                let result = calls::serve_call(server, ctx, tool, args, None, cancel, agent).await;
+                session.inflight.lock().unwrap().remove(&key);
+                let result = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let answer = json!({"jsonrpc": "2.0", "id": rpc_id, "error": e});
+                        let body = serde_json::to_vec(&answer).ok()?;
+                        self.touch(id, &session).await;
+                        let json = [(header::CONTENT_TYPE, "application/json")];
+                        return Some((json, body).into_response());
+                    }
+                };
+                // This path serves versions before 2026-07-28 only (`known_version`): the
+                // result in the shape rmcp gives those peers (no `resultType`).
+                let mut result = ServerResult::CallToolResult(result);
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+                to_answer(rpc_id, &result)?
+            }
+            _ => return None,
+        };
+        self.touch(id, &session).await;
+        Some(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    }
+
+    /// `notifications/cancelled` for a call the lean path serves: the call is cancelled and
+    /// the notification accepted (202). Any other (one of rmcp's requests, an id never sent,
+    /// a call already answered) goes to rmcp, which ignores what it does not know.
+    fn cancel_lean(&self, session: &Session, msg: &Value) -> Option<Response> {
+        let id = msg.pointer("/params/requestId")?.to_string();
+        let token = session.inflight.lock().unwrap().remove(&id)?;
+        token.cancel();
+        Some(StatusCode::ACCEPTED.into_response())
+    }
+
+    /// Tells rmcp's session about the lean path's traffic now and then, so that an active
+    /// session is not closed as idle.
+    async fn touch(&self, id: &str, session: &Session) {
+        {
+            let mut t = session.touched.lock().unwrap();
+            if t.elapsed() < TOUCH_EVERY.min(self.ledger.caps.idle / 3) {
+                return;
+            }
+            *t = Instant::now();
+        }
+        let Ok(msg) = serde_json::from_value::<ClientJsonRpcMessage>(
+            json!({"jsonrpc": "2.0", "method": "notifications/datanotes/active"}),
+        ) else {
+            return;
+        };
+        let _ = self
+            .manager
+            .accept_message(&id.to_string().into(), msg)
+            .await;
+    }
+}
+
+/// A JSON-RPC answer of the lean path.
+#[derive(serde::Serialize)]
+struct Answer<'a, T> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a T,
+}
+
+/// The bytes of a JSON-RPC answer, written once, straight from its result.
+fn to_answer<T: serde::Serialize>(id: &Value, result: &T) -> Option<Vec<u8>> {
+    serde_json::to_vec(&Answer {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .ok()
+}
+
+fn accepts_json(h: &HeaderMap) -> bool {
+    h.get_all(header::ACCEPT).iter().any(|v| {
+        v.to_str().is_ok_and(|s| {
+            s.split(',')
+                .any(|m| m.trim().starts_with("application/json"))
+        })
+    })
+}
+
+/// No `MCP-Protocol-Version`, or one this path knows (any other is rmcp's to refuse).
+fn known_version(h: &HeaderMap) -> bool {
+    match h.get("mcp-protocol-version") {
+        None => true,
+        Some(v) => matches!(
+            v.to_str().unwrap_or(""),
+            "2024-11-05" | "2025-03-26" | "2025-06-18" | "2025-11-25"
+        ),
+    }
+}
