@@ -37,4 +37,5 @@ mod smoke;
 mod wasm;
 mod wasm_cancel;
 mod wasm_idle;
+mod wasm_v2;
 mod watch_scope;

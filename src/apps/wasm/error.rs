@@ -2,7 +2,7 @@
 //! place it becomes the aggregator's [`BackendError`].
 
 use super::WORLD;
-use super::world::TOOLS_INTERFACE;
+use super::world::{TOOLS_INTERFACE, TOOLS_INTERFACE_V2};
 use crate::apps::backend::BackendError;
 use std::fmt;
 use std::path::PathBuf;
@@ -144,7 +144,7 @@ impl fmt::Display for WasmError {
                 };
                 write!(
                     f,
-                    "the component exports neither the interface {TOOLS_INTERFACE} nor any function (it exports {listed})"
+                    "the component exports neither the interface {TOOLS_INTERFACE} (or {TOOLS_INTERFACE_V2}) nor any function (it exports {listed})"
                 )
             }
             WasmError::Import { name } => write!(
@@ -154,14 +154,22 @@ impl fmt::Display for WasmError {
             WasmError::NotInterface { name } => {
                 write!(f, "the component's export {name} is not an interface")
             }
-            WasmError::Mismatch { name, problems } => write!(
-                f,
-                "its {name} does not match the world {WORLD}: {}",
-                problems.join("; ")
-            ),
+            WasmError::Mismatch { name, problems } => {
+                // The world of the version the component targets.
+                let world = if name.contains("@0.2.") {
+                    "datanotes:app@0.2.0 (wit/0.2)"
+                } else {
+                    WORLD
+                };
+                write!(
+                    f,
+                    "its {name} does not match the world {world}: {}",
+                    problems.join("; ")
+                )
+            }
             WasmError::Link(e) => write!(
                 f,
-                "the component's imports or exports do not match what the engine provides ({WORLD}, or typed functions importing WASI, datanotes:app/engine and log): {e}"
+                "the component's imports or exports do not match what the engine provides ({WORLD} or datanotes:app@0.2.0, or typed functions importing WASI, datanotes:app/engine and log): {e}"
             ),
             WasmError::Instantiate(e) => write!(f, "cannot instantiate: {e}"),
             WasmError::Memory(m) | WasmError::Wasmtime(m) => f.write_str(m),

@@ -59,7 +59,7 @@ pub use precheck::check_before_compile;
 pub(crate) use runtime::component_bytes;
 pub use runtime::{COMPILE_COMMAND, WasmRuntime, compile_in_child, compile_main};
 
-use super::backend::{AppBackend, BackendError, CallContext, Listing};
+use super::backend::{AppBackend, AppRequest, BackendError, CallContext, Listing, RPC_ERROR_META};
 use crate::auth::AppScope;
 use crate::engine::Actor;
 use error::WasmError;
@@ -78,6 +78,21 @@ mod bindings {
         world: "app",
         // Engine calls may wait on the writer: they run in a blocking thread, awaited.
         imports: { "datanotes:app/engine.call": async },
+        exports: { default: async },
+    });
+}
+
+/// Version 0.2 of the world (`wit/0.2/`): its imports add `engine.progress` and
+/// `engine.cancelled`; its exports add `resources` and `prompts`, each optional (a component's
+/// exports are looked up one interface at a time, see `typed::Shared`).
+mod bindings_v2 {
+    wasmtime::component::bindgen!({
+        path: "wit/0.2",
+        world: "app-with-content",
+        imports: {
+            "datanotes:app/engine.call": async,
+            "datanotes:app/engine.progress": async,
+        },
         exports: { default: async },
     });
 }
@@ -153,15 +168,109 @@ impl WasmApp {
     }
 }
 
+/// A tool as either version of the world lists it.
+struct ToolRec {
+    name: String,
+    description: String,
+    input_schema: String,
+    tables: Vec<String>,
+}
+
+/// What a 0.2 component lists besides its tools (as MCP JSON).
+#[derive(Default)]
+struct ContentLists {
+    resources: Vec<Value>,
+    templates: Vec<Value>,
+    prompts: Vec<Value>,
+}
+
+/// `{key: value}` added to `v` when `value` is some.
+fn with(mut v: Value, key: &str, value: Option<String>) -> Value {
+    if let Some(x) = value {
+        v[key] = x.into();
+    }
+    v
+}
+
+/// What a 0.2 instance lists: its tools, instructions, resources, templates and prompts.
+async fn list_v2(
+    v: &typed::V2,
+    store: &mut wasmtime::Store<host::Host>,
+) -> wasmtime::Result<(Vec<ToolRec>, String, ContentLists)> {
+    let tools = v.tools.call_list_tools(&mut *store).await?;
+    let instructions = v.tools.call_instructions(&mut *store).await?;
+    let tools = tools
+        .into_iter()
+        .map(|t| ToolRec {
+            name: t.name,
+            description: t.description,
+            input_schema: t.input_schema,
+            tables: t.tables,
+        })
+        .collect();
+    let mut c = ContentLists::default();
+    if let Some(r) = &v.resources {
+        for x in r.call_list_resources(&mut *store).await? {
+            let e = json!({"uri": x.uri, "name": x.name});
+            let e = with(e, "description", x.description);
+            c.resources.push(with(e, "mimeType", x.mime_type));
+        }
+        for x in r.call_list_resource_templates(&mut *store).await? {
+            let e = json!({"uriTemplate": x.uri_template, "name": x.name});
+            let e = with(e, "description", x.description);
+            c.templates.push(with(e, "mimeType", x.mime_type));
+        }
+    }
+    if let Some(p) = &v.prompts {
+        for x in p.call_list_prompts(&mut *store).await? {
+            let e = with(json!({"name": x.name}), "description", x.description);
+            let args: Vec<Value> = x
+                .arguments
+                .into_iter()
+                .map(|a| {
+                    let e = json!({"name": a.name, "required": a.required});
+                    with(e, "description", a.description)
+                })
+                .collect();
+            let mut e = e;
+            if !args.is_empty() {
+                e["arguments"] = args.into();
+            }
+            c.prompts.push(e);
+        }
+    }
+    Ok((tools, instructions, c))
+}
+
 impl Inner {
-    /// The app's tools and instructions, from an instance.
+    /// The app's tools and instructions (and, of a 0.2 component, its resources, templates and
+    /// prompts), from an instance.
     async fn list_tools(
         self: &Arc<Self>,
         deadline: tokio::time::Instant,
     ) -> Result<Listing, WasmError> {
-        let mut inst = self.checkout(Actor::default(), deadline).await?;
-        let app = match (&inst.app, self.loaded().await?) {
-            (typed::Guest::World(app), _) => app,
+        let mut inst = self.checkout(Actor::default(), None, deadline).await?;
+        let pre = self.loaded().await?;
+        let r = match (&inst.app, &pre) {
+            (typed::Guest::World(app), _) => {
+                let t = app.datanotes_app_tools();
+                match t.call_list_tools(&mut inst.store).await {
+                    Ok(tools) => t.call_instructions(&mut inst.store).await.map(|ins| {
+                        let tools = tools
+                            .into_iter()
+                            .map(|t| ToolRec {
+                                name: t.name,
+                                description: t.description,
+                                input_schema: t.input_schema,
+                                tables: t.tables,
+                            })
+                            .collect();
+                        (tools, ins, ContentLists::default())
+                    }),
+                    Err(e) => Err(e),
+                }
+            }
+            (typed::Guest::World2(v), _) => list_v2(v, &mut inst.store).await,
             // A typed component's tools come from its types; the instance is made (and kept
             // warm) to check that it instantiates.
             (typed::Guest::Typed(_), typed::Pre::Typed(_, t)) => {
@@ -170,15 +279,7 @@ impl Inner {
             }
             _ => return Err(WasmError::Wasmtime("the component changed kind".into())),
         };
-        let t = app.datanotes_app_tools();
-        let r = match t.call_list_tools(&mut inst.store).await {
-            Ok(tools) => t
-                .call_instructions(&mut inst.store)
-                .await
-                .map(|ins| (tools, ins)),
-            Err(e) => Err(e),
-        };
-        let (tools, instructions) = self.checkin(inst, r)?;
+        let (tools, instructions, content) = self.checkin(inst, r)?;
         let mut out = vec![];
         for t in tools {
             let schema: Value =
@@ -202,19 +303,14 @@ impl Inner {
             tools: out,
             instructions: Some(instructions).filter(|s| !s.is_empty()),
             skipped: vec![],
-            ..Default::default()
+            resources: content.resources,
+            templates: content.templates,
+            prompts: content.prompts,
         })
     }
 
-    /// Calls `tool` in an instance: its answer as an MCP `CallToolResult`, or why the call
-    /// failed (a trap, a limit).
-    async fn call_tool(
-        self: &Arc<Self>,
-        tool: &str,
-        args: &Value,
-        cc: &CallContext,
-        deadline: tokio::time::Instant,
-    ) -> Result<Value, WasmError> {
+    /// The actor of a call made for `cc`, and the context the guest is passed.
+    fn actor_of(&self, cc: &CallContext) -> (Actor, WitContext) {
         let (harness, model) = match cc.actor.as_deref().map(|a| a.split_once('/')) {
             Some(Some((h, m))) => (Some(h.trim().to_string()), Some(m.trim().to_string())),
             Some(None) => (cc.actor.clone(), None),
@@ -228,23 +324,44 @@ impl Inner {
             Some(format!("app:{}", self.scope.name)),
         )
         .with_caller(cc.caller.clone());
-        if let typed::Pre::Typed(_, t) = self.loaded().await? {
-            return self.call_typed(&t, tool, args, actor, deadline).await;
-        }
-        let args = &args.to_string();
         let wctx = WitContext {
             harness,
             model,
             session: cc.session.clone(),
         };
-        let mut inst = self.checkout(actor, deadline).await?;
-        let typed::Guest::World(app) = &inst.app else {
-            return Err(WasmError::Wasmtime("the component changed kind".into()));
+        (actor, wctx)
+    }
+
+    /// Calls `tool` in an instance: its answer as an MCP `CallToolResult`, or why the call
+    /// failed (a trap, a limit).
+    async fn call_tool(
+        self: &Arc<Self>,
+        tool: &str,
+        args: &Value,
+        cc: &CallContext,
+        deadline: tokio::time::Instant,
+    ) -> Result<Value, WasmError> {
+        let (actor, wctx) = self.actor_of(cc);
+        if let typed::Pre::Typed(_, t) = self.loaded().await? {
+            return self.call_typed(&t, tool, args, actor, cc, deadline).await;
+        }
+        let args = &args.to_string();
+        let mut inst = self.checkout(actor, Some(cc), deadline).await?;
+        let r = match &inst.app {
+            typed::Guest::World(app) => {
+                app.datanotes_app_tools()
+                    .call_call_tool(&mut inst.store, tool, args, &wctx)
+                    .await
+            }
+            typed::Guest::World2(v) => {
+                v.tools
+                    .call_call_tool(&mut inst.store, tool, args, &v2_context(wctx))
+                    .await
+            }
+            typed::Guest::Typed(_) => {
+                return Err(WasmError::Wasmtime("the component changed kind".into()));
+            }
         };
-        let r = app
-            .datanotes_app_tools()
-            .call_call_tool(&mut inst.store, tool, args, &wctx)
-            .await;
         let r = self.checkin(inst, r)?;
         let max = self.limits.max_result_bytes as usize;
         let text = match r {
@@ -269,6 +386,95 @@ impl Inner {
             Err(_) => json!({"content": [{"type": "text", "text": text}]}),
         })
     }
+
+    /// A request beside the tools (0.2: `resources/read`, `prompts/get`) in an instance: the
+    /// guest's MCP result, or a JSON-RPC error it answered (as the aggregator passes it on).
+    async fn serve(
+        self: &Arc<Self>,
+        req: AppRequest,
+        params: &Value,
+        cc: &CallContext,
+        deadline: tokio::time::Instant,
+    ) -> Result<Value, WasmError> {
+        let (actor, wctx) = self.actor_of(cc);
+        let wctx = v2_context(wctx);
+        let mut inst = self.checkout(actor, Some(cc), deadline).await?;
+        let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default();
+        let (r, code, want) = match (&inst.app, req) {
+            (typed::Guest::World2(v), AppRequest::ReadResource) if v.resources.is_some() => {
+                let g = v.resources.as_ref().expect("checked");
+                let r = g
+                    .call_read_resource(&mut inst.store, text("uri"), &wctx)
+                    .await;
+                (r, -32002, "contents")
+            }
+            (typed::Guest::World2(v), AppRequest::GetPrompt) if v.prompts.is_some() => {
+                let g = v.prompts.as_ref().expect("checked");
+                let args: Vec<(String, String)> = match params.get("arguments") {
+                    Some(Value::Object(m)) => m
+                        .iter()
+                        .map(|(k, v)| {
+                            let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                            (k.clone(), v)
+                        })
+                        .collect(),
+                    _ => vec![],
+                };
+                let r = g
+                    .call_get_prompt(&mut inst.store, text("name"), &args, &wctx)
+                    .await;
+                (r, -32602, "messages")
+            }
+            _ => {
+                self.checkin(inst, Ok(()))?;
+                return Ok(rpc_error(
+                    -32601,
+                    format!("the app does not answer {}", req.method()),
+                ));
+            }
+        };
+        let r = self.checkin(inst, r)?;
+        let max = self.limits.max_result_bytes as usize;
+        let what = || {
+            format!(
+                "{} ({})",
+                req.method(),
+                text(if want == "contents" { "uri" } else { "name" })
+            )
+        };
+        match r {
+            Ok(t) | Err(t) if t.len() > max => Err(WasmError::TooLarge {
+                tool: what(),
+                bytes: t.len(),
+                max,
+            }),
+            Err(msg) => Ok(rpc_error(code, msg)),
+            Ok(t) => match serde_json::from_str::<Value>(&t) {
+                Ok(v) if v.get(want).is_some_and(Value::is_array) => Ok(v),
+                _ => Ok(rpc_error(
+                    -32603,
+                    format!(
+                        "the app's answer to {} is not JSON with an array \"{want}\"",
+                        what()
+                    ),
+                )),
+            },
+        }
+    }
+}
+
+/// The call context of 0.2 (the same fields as 0.1's).
+fn v2_context(c: WitContext) -> bindings_v2::exports::datanotes::app::tools::CallContext {
+    bindings_v2::exports::datanotes::app::tools::CallContext {
+        harness: c.harness,
+        model: c.model,
+        session: c.session,
+    }
+}
+
+/// An answer that stands for a JSON-RPC error (see [`RPC_ERROR_META`]).
+fn rpc_error(code: i64, message: String) -> Value {
+    json!({"_meta": {RPC_ERROR_META: {"code": code, "message": message}}})
 }
 
 impl WasmApp {
@@ -346,63 +552,127 @@ impl AppBackend for WasmApp {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>> {
         Box::pin(async move {
-            // A component that cannot be loaded makes the app unreachable (not a failed call).
-            if let Err(e) = self.0.loaded().await {
-                return Err(e.into());
+            let name = tool.to_string();
+            let r = self
+                .run(format!("calling {tool}"), ctx, move |me, cc, deadline| {
+                    Box::pin(async move { me.call_tool(&name, &args, &cc, deadline).await })
+                })
+                .await?;
+            // A trap or a limit fails this call only: the app stays usable.
+            r.or_else(error)
+        })
+    }
+
+    fn request<'a>(
+        &'a self,
+        req: AppRequest,
+        params: Value,
+        ctx: &'a CallContext,
+    ) -> BoxFuture<'a, Result<Value, BackendError>> {
+        Box::pin(async move {
+            match req {
+                AppRequest::ReadResource | AppRequest::GetPrompt => {}
+                // No completions: none to offer (not an unreachable app).
+                AppRequest::Complete => {
+                    return Ok(json!({"completion": {"values": [], "hasMore": false}}));
+                }
+                // No subscriptions: a WASM app sends no `resources/updated`.
+                AppRequest::Subscribe | AppRequest::Unsubscribe => {
+                    return Ok(rpc_error(
+                        -32601,
+                        format!("a WASM app does not answer {}", req.method()),
+                    ));
+                }
             }
-            let timeout = Duration::from_millis(self.0.limits.timeout_ms);
-            let deadline = tokio::time::Instant::now() + timeout;
-            let (me, name, text, cc) = (self.clone(), tool.to_string(), args, ctx.clone());
-            // The call starts on the caller's task and, if it does not end in its first step,
-            // goes on in a task of its own on the guests' runtime: a caller that goes away (a
-            // closed connection) does not cancel it half-way; its timeout does, and so does its
-            // caller's cancellation (`ctx.cancel`: MCP `notifications/cancelled`, a closed MCP
-            // request), which the task watches itself (the caller no longer awaits it then).
-            let mut work = Box::pin(async move {
-                let tool = name.as_str();
-                let run = async {
-                    // Waiting for a free instance counts in the call's time too.
-                    let _permit = match me.slot(deadline).await {
-                        Ok(p) => p,
-                        Err(e) => return error(format!("calling {tool}: {e}")),
-                    };
-                    // A timeout drops the call's future, which cancels the guest even when it
-                    // is blocked in a host call (a sleep): its instance is thrown away (a
-                    // cancelled store is never reused) and the slot is free as soon as this
-                    // returns.
-                    match until(deadline, me.0.call_tool(tool, &text, &cc, deadline)).await {
-                        None => error(WasmError::Timeout {
-                            what: format!("calling {tool}"),
-                            ms: timeout.as_millis(),
-                        }),
-                        Some(Err(_)) => error(WasmError::Panicked(format!("calling {tool}"))),
-                        // A trap or a limit fails this call only: the app stays usable.
-                        Some(Ok(Err(e))) => error(e),
-                        Some(Ok(Ok(v))) => Ok(v),
-                    }
-                };
-                // A cancellation drops `run` the same way, wherever it is: waiting for a slot,
-                // making the instance, spinning (seen at the next epoch tick, when the guest
-                // yields) or blocked in a host call (seen at once).
-                unless_cancelled(&cc.cancel, run)
-                    .await
-                    .unwrap_or_else(|| Err(BackendError::cancelled()))
-            });
-            // The first step, here: a call that needs no wait (most: a warm instance, guest
-            // code that ends before the next epoch tick, at most 10 ms, and no host call that
-            // waits) is answered without a hop to the guests' threads and back. A guest that
-            // yields (an epoch tick, an engine call, a sleep, an HTTP request) goes on there.
-            let first =
-                std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx))).await;
-            if let std::task::Poll::Ready(r) = first {
-                return r;
-            }
-            let task = self.0.rt.guests.handle().spawn(work);
-            task.await
-                .unwrap_or_else(|_| error(WasmError::Panicked(format!("calling {tool}"))))
+            let r = self
+                .run(
+                    format!("answering {}", req.method()),
+                    ctx,
+                    move |me, cc, deadline| {
+                        Box::pin(async move { me.serve(req, &params, &cc, deadline).await })
+                    },
+                )
+                .await?;
+            r.map_err(BackendError)
         })
     }
 }
+
+/// The work of one call or request in an instance of the app.
+type Work<T> = BoxFuture<'static, Result<T, WasmError>>;
+
+impl WasmApp {
+    /// Runs `work` (a tool call, a read) like every call: in a slot, within the app's
+    /// `timeout_ms`, unless its caller cancels it. Answers its result or why it failed (the
+    /// text the caller reads); `Err` only when the caller cancelled it.
+    ///
+    /// The work starts on the caller's task and, if it does not end in its first step, goes on
+    /// in a task of its own on the guests' runtime: a caller that goes away (a closed
+    /// connection) does not cancel it half-way; its timeout does, and so does its caller's
+    /// cancellation (`ctx.cancel`: MCP `notifications/cancelled`, a closed MCP request), which
+    /// the task watches itself (the caller no longer awaits it then). A component that imports
+    /// `engine.cancelled` (0.2) is given [`GRACE`] to return once cancelled, before it is
+    /// interrupted: its instance is kept when it does.
+    async fn run<T: Send + 'static>(
+        &self,
+        what: String,
+        ctx: &CallContext,
+        work: impl FnOnce(Arc<Inner>, CallContext, tokio::time::Instant) -> Work<T> + Send + 'static,
+    ) -> Result<Result<T, String>, BackendError> {
+        // A component that cannot be loaded makes the app unreachable (not a failed call).
+        let grace = match self.0.loaded().await {
+            Ok(p) => p.shared().grace.then_some(GRACE),
+            Err(e) => return Err(e.into()),
+        };
+        let timeout = Duration::from_millis(self.0.limits.timeout_ms);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let (me, cc, panicked) = (self.clone(), ctx.clone(), what.clone());
+        let mut work = Box::pin(async move {
+            let run = async {
+                // Waiting for a free instance counts in the call's time too.
+                let _permit = match me.slot(deadline).await {
+                    Ok(p) => p,
+                    Err(e) => return Err(format!("{what}: {e}")),
+                };
+                // A timeout drops the call's future, which cancels the guest even when it
+                // is blocked in a host call (a sleep): its instance is thrown away (a
+                // cancelled store is never reused) and the slot is free as soon as this
+                // returns.
+                match until(deadline, work(me.0.clone(), cc.clone(), deadline)).await {
+                    None => Err(WasmError::Timeout {
+                        what: what.clone(),
+                        ms: timeout.as_millis(),
+                    }
+                    .to_string()),
+                    Some(Err(_)) => Err(WasmError::Panicked(what.clone()).to_string()),
+                    Some(Ok(Err(e))) => Err(e.to_string()),
+                    Some(Ok(Ok(v))) => Ok(v),
+                }
+            };
+            // A cancellation drops `run` the same way, wherever it is: waiting for a slot,
+            // making the instance, spinning (seen at the next epoch tick, when the guest
+            // yields) or blocked in a host call (seen at once); after the grace, if any.
+            unless_cancelled(&cc.cancel, grace, run)
+                .await
+                .ok_or_else(BackendError::cancelled)
+        });
+        // The first step, here: a call that needs no wait (most: a warm instance, guest
+        // code that ends before the next epoch tick, at most 10 ms, and no host call that
+        // waits) is answered without a hop to the guests' threads and back. A guest that
+        // yields (an epoch tick, an engine call, a sleep, an HTTP request) goes on there.
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx))).await;
+        if let std::task::Poll::Ready(r) = first {
+            return r;
+        }
+        let task = self.0.rt.guests.handle().spawn(work);
+        task.await
+            .unwrap_or_else(|_| Ok(Err(WasmError::Panicked(panicked).to_string())))
+    }
+}
+
+/// How long a cancelled call of a component that imports `engine.cancelled` may go on, to see
+/// it and return, before it is interrupted.
+const GRACE: Duration = Duration::from_millis(50);
 
 /// A failed call's answer: an error result the caller sees (the app stays reachable).
 fn error(msg: impl std::fmt::Display) -> Result<Value, BackendError> {
@@ -413,26 +683,46 @@ fn error(msg: impl std::fmt::Display) -> Result<Value, BackendError> {
 /// stopped wherever it is, its instance thrown away). Nothing is armed until `fut` waits: a
 /// call that ends in its first step only polls it. Once armed, the token is checked before
 /// `fut` is polled again, so a guest woken after the cancellation (its epoch tick's yield)
-/// does not run another tick.
+/// does not run another tick. With a `grace`, `fut` goes on for that long after the
+/// cancellation (a guest that asks `engine.cancelled` sees it and returns), then is dropped;
+/// its answer is `None` all the same.
 async fn unless_cancelled<T>(
     cancel: &tokio_util::sync::CancellationToken,
+    grace: Option<Duration>,
     fut: impl Future<Output = T>,
 ) -> Option<T> {
     use std::task::Poll;
     let mut fut = std::pin::pin!(fut);
     let mut cancelled = std::pin::pin!(cancel.cancelled());
     let mut armed = false;
+    // Set once cancelled, with a grace: when `fut` is dropped.
+    let mut ends: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     std::future::poll_fn(|cx| {
-        if armed && cancelled.as_mut().poll(cx).is_ready() {
+        if armed && ends.is_none() && cancelled.as_mut().poll(cx).is_ready() {
+            let Some(g) = grace else {
+                return Poll::Ready(None);
+            };
+            ends = Some(Box::pin(tokio::time::sleep(g)));
+        }
+        if let Some(e) = ends.as_mut()
+            && e.as_mut().poll(cx).is_ready()
+        {
             return Poll::Ready(None);
         }
         if let Poll::Ready(r) = fut.as_mut().poll(cx) {
-            return Poll::Ready(Some(r));
+            return Poll::Ready(ends.is_none().then_some(r));
         }
         if !armed {
             armed = true;
             if cancelled.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(None);
+                let Some(g) = grace else {
+                    return Poll::Ready(None);
+                };
+                let mut e = Box::pin(tokio::time::sleep(g));
+                if e.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                ends = Some(e);
             }
         }
         Poll::Pending

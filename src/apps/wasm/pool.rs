@@ -9,6 +9,7 @@ use super::host::{Host, LogPipe, stderr_tail};
 use super::limits::{self, GuestLimits, describe_count, describe_trap};
 use super::net::Outgoing;
 use super::typed::{Guest, Pre};
+use crate::apps::backend::CallContext;
 use crate::engine::Actor;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -115,6 +116,8 @@ impl Inner {
             actor: Actor::default(),
             ticks_left: self.limits.ticks(),
             waited: false,
+            client: None,
+            cancel: Default::default(),
             stdout,
             stderr,
         };
@@ -155,6 +158,7 @@ impl Inner {
     pub(super) async fn checkout(
         self: &Arc<Self>,
         actor: Actor,
+        cc: Option<&CallContext>,
         deadline: tokio::time::Instant,
     ) -> Result<Instance, WasmError> {
         // From here until the instance is handed back (or dropped), guest code may run: its
@@ -167,6 +171,9 @@ impl Inner {
         };
         let h = inst.store.data_mut();
         h.actor = actor;
+        // What `engine.progress` and `engine.cancelled` (0.2) answer to.
+        h.client = cc.and_then(|c| c.client.clone());
+        h.cancel = cc.map(|c| c.cancel.clone()).unwrap_or_default();
         h.ticks_left = self.limits.ticks();
         h.waited = false;
         h.outgoing.deadline = deadline.into_std();
@@ -182,6 +189,11 @@ impl Inner {
         inst: Instance,
         r: wasmtime::Result<T>,
     ) -> Result<T, WasmError> {
+        // The call's caller is not kept with a warm instance.
+        let mut inst = inst;
+        let h = inst.store.data_mut();
+        h.client = None;
+        h.cancel = Default::default();
         let h = inst.store.data();
         // The call's output goes to the log, and the pipes start empty for the next call.
         let (stdout, stderr) = (h.stdout.take(), h.stderr.take());

@@ -7,7 +7,7 @@
 //! after the compile ([`super::world`]), for every door.
 
 use super::error::WasmError;
-use super::world::TOOLS_INTERFACE;
+use super::world::{TOOLS_INTERFACE, TOOLS_INTERFACE_V2};
 use wasmparser::component_types::ComponentEntityType;
 use wasmparser::{Parser, Payload, Validator, WasmFeatures};
 
@@ -43,13 +43,16 @@ fn check(bytes: &[u8]) -> Result<(), WasmError> {
     let Some(exports) = top_exports(bytes) else {
         return Ok(());
     };
-    let prefix = TOOLS_INTERFACE.trim_end_matches('0');
-    let Some(name) = exports
-        .iter()
-        .find(|n| *n == TOOLS_INTERFACE)
-        .or_else(|| exports.iter().find(|n| n.starts_with(prefix)))
-        .cloned()
-    else {
+    // Version 0.1 or 0.2 of the world: the same tools interface.
+    let find = |iface: &str| {
+        let prefix = iface.trim_end_matches('0');
+        exports
+            .iter()
+            .find(|n| *n == iface)
+            .or_else(|| exports.iter().find(|n| n.starts_with(prefix)))
+            .cloned()
+    };
+    let Some(name) = find(TOOLS_INTERFACE).or_else(|| find(TOOLS_INTERFACE_V2)) else {
         // A typed component (no `tools` export): its exported functions are its tools, which
         // only the server's install can read.
         return Ok(());

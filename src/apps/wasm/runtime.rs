@@ -5,7 +5,7 @@ use super::error::WasmError;
 use super::host::Host;
 use super::limits::{self, Limits, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, Meter};
 use super::typed::Shared;
-use super::{WORLD, WasmApp, WasmInfo, bindings};
+use super::{WORLD, WasmApp, WasmInfo, bindings, bindings_v2};
 use crate::apps::backend::Listing;
 use crate::auth::AppScope;
 use crate::engine::Engine;
@@ -186,7 +186,11 @@ impl WasmRuntime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wt)?;
         // Every request is checked against the app's allow_hosts (`net::Outgoing`).
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(wt)?;
+        // Both versions of the world: a 0.1 guest imports datanotes:app/engine@0.1.0, a 0.2 one
+        // @0.2.0 (two names to the linker, as 0.x minors are not semver-compatible).
         bindings::App::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h).map_err(wt)?;
+        bindings_v2::AppWithContent::add_to_linker::<Host, HasSelf<Host>>(&mut linker, |h| h)
+            .map_err(wt)?;
         let apps_dir = db.meta_dir.join("apps");
         let cache_dir = std::env::var_os("DATANOTES_CACHE_DIR")
             .map(PathBuf::from)
@@ -463,7 +467,7 @@ impl WasmRuntime {
                     .column("wasm")
                     .rule("world")
                     .hint(format!(
-                        "build a component for the world {WORLD} (see wit/datanotes-app.wit), or one exporting typed functions importing only datanotes:app/engine, log and WASI (docs/apps.md, \"Any component\")"
+                        "build a component for the world {WORLD} (see wit/datanotes-app.wit) or a world of datanotes:app@0.2.0 (wit/0.2/), or one exporting typed functions importing only datanotes:app/engine, log and WASI (docs/apps.md, \"Any component\")"
                     )),
             );
         }

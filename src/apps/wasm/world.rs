@@ -1,14 +1,33 @@
-//! The world check: a component's `tools` export against `wit/datanotes-app.wit`, so that a
-//! component built for another world is refused with an error that names what differs.
+//! The world check: a component's `tools` export against `wit/datanotes-app.wit` (0.1) or
+//! `wit/0.2/datanotes-app.wit` (0.2, whose `resources` and `prompts` exports are checked too
+//! when the component has them), so that a component built for another world is refused with
+//! an error that names what differs.
 //!
-//! [`TOOLS_FUNCS`] writes the exported functions' types as WIT; a test parses the `.wit` and
-//! fails when they disagree.
+//! [`TOOLS_FUNCS`], [`RESOURCES_FUNCS`] and [`PROMPTS_FUNCS`] write the exported functions'
+//! types as WIT; tests parse the `.wit` files and fail when they disagree.
 
 use super::error::WasmError;
 use wasmtime::component::Component;
 
 /// The interface every app exports.
 pub(crate) const TOOLS_INTERFACE: &str = "datanotes:app/tools@0.1.0";
+/// The same, in version 0.2 of the world (the same functions).
+pub(crate) const TOOLS_INTERFACE_V2: &str = "datanotes:app/tools@0.2.0";
+/// What a 0.2 app may export besides its tools.
+pub(crate) const RESOURCES_INTERFACE: &str = "datanotes:app/resources@0.2.0";
+pub(crate) const PROMPTS_INTERFACE: &str = "datanotes:app/prompts@0.2.0";
+
+/// The version of the world a component of ours targets, and (0.2) what it exports besides
+/// its tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Version {
+    V1,
+    V2 { resources: bool, prompts: bool },
+}
+
+/// The context a call passes, as WIT.
+const CALL_CONTEXT: &str =
+    "record { harness: option<string>, model: option<string>, session: option<string> }";
 /// A function as the world declares it, written as WIT: name, parameters (name, type), result.
 type FuncSig = (
     &'static str,
@@ -28,14 +47,57 @@ const TOOLS_FUNCS: &[FuncSig] = &[
         &[
             ("name", "string"),
             ("arguments", "string"),
-            (
-                "ctx",
-                "record { harness: option<string>, model: option<string>, session: option<string> }",
-            ),
+            ("ctx", CALL_CONTEXT),
         ],
         "result<string, string>",
     ),
 ];
+/// The functions of [`RESOURCES_INTERFACE`] (checked against the `.wit` by a test).
+const RESOURCES_FUNCS: &[FuncSig] = &[
+    (
+        "list-resources",
+        &[],
+        "list<record { uri: string, name: string, description: option<string>, mime-type: option<string> }>",
+    ),
+    (
+        "list-resource-templates",
+        &[],
+        "list<record { uri-template: string, name: string, description: option<string>, mime-type: option<string> }>",
+    ),
+    (
+        "read-resource",
+        &[("uri", "string"), ("ctx", CALL_CONTEXT)],
+        "result<string, string>",
+    ),
+];
+/// The functions of [`PROMPTS_INTERFACE`] (checked against the `.wit` by a test).
+const PROMPTS_FUNCS: &[FuncSig] = &[
+    (
+        "list-prompts",
+        &[],
+        "list<record { name: string, description: option<string>, arguments: list<record { name: string, description: option<string>, required: bool }> }>",
+    ),
+    (
+        "get-prompt",
+        &[
+            ("name", "string"),
+            ("arguments", "list<tuple<string, string>>"),
+            ("ctx", CALL_CONTEXT),
+        ],
+        "result<string, string>",
+    ),
+];
+
+/// The export of `c` that is `interface` (`ns:pkg/name@x.y.z`): that name, or any release of
+/// the same minor version (wasmtime matches semver-compatible names).
+fn find_export(exports: &[String], interface: &str) -> Option<String> {
+    let prefix = interface.trim_end_matches('0');
+    exports
+        .iter()
+        .find(|n| *n == interface)
+        .or_else(|| exports.iter().find(|n| n.starts_with(prefix)))
+        .cloned()
+}
 
 /// A function type written as WIT.
 fn wit_func(params: &[(String, String)], results: &[String]) -> String {
@@ -48,28 +110,76 @@ fn wit_func(params: &[(String, String)], results: &[String]) -> String {
     format!("func({}){r}", p.join(", "))
 }
 
-/// Checks a component's `tools` export against the world, so that a component built for another
-/// world is refused with an error that names what differs (wasmtime's own error at
-/// instantiation says only "type mismatch with parameters", not which function).
-pub(super) fn check_world(engine: &wasmtime::Engine, c: &Component) -> Result<(), WasmError> {
-    use wasmtime::component::types::ComponentItem;
+/// Checks a component's `tools` export against the world (0.1 or 0.2), and a 0.2 component's
+/// `resources` and `prompts` exports if it has them, so that a component built for another world
+/// is refused with an error that names what differs (wasmtime's own error at instantiation says
+/// only "type mismatch with parameters", not which function). Answers the version it targets.
+pub(super) fn check_world(engine: &wasmtime::Engine, c: &Component) -> Result<Version, WasmError> {
     let ty = c.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    // Any 0.1.x release of the interface serves (wasmtime matches semver-compatible names).
-    let prefix = TOOLS_INTERFACE.trim_end_matches('0');
-    let Some(name) = exports
+    let (name, mut version) = if let Some(n) = find_export(&exports, TOOLS_INTERFACE) {
+        (n, Version::V1)
+    } else if let Some(n) = find_export(&exports, TOOLS_INTERFACE_V2) {
+        (
+            n,
+            Version::V2 {
+                resources: false,
+                prompts: false,
+            },
+        )
+    } else if let Some(n) = exports
         .iter()
-        .find(|n| *n == TOOLS_INTERFACE)
-        .or_else(|| exports.iter().find(|n| n.starts_with(prefix)))
-    else {
+        .find(|n| n.starts_with("datanotes:app/tools@"))
+    {
+        return Err(WasmError::Mismatch {
+            name: n.clone(),
+            problems: vec!["this engine serves the versions 0.1 and 0.2 of the world".into()],
+        });
+    } else {
         return Err(WasmError::NoTools { exports });
     };
+    let mut problems = vec![];
+    check_funcs(engine, c, &name, TOOLS_FUNCS, &mut problems)?;
+    if let Version::V2 { resources, prompts } = &mut version {
+        for (iface, funcs, has) in [
+            (RESOURCES_INTERFACE, RESOURCES_FUNCS, resources),
+            (PROMPTS_INTERFACE, PROMPTS_FUNCS, prompts),
+        ] {
+            if let Some(n) = find_export(&exports, iface) {
+                let before = problems.len();
+                check_funcs(engine, c, &n, funcs, &mut problems)?;
+                if problems.len() > before {
+                    return Err(WasmError::Mismatch { name: n, problems });
+                }
+                *has = true;
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(version)
+    } else {
+        Err(WasmError::Mismatch { name, problems })
+    }
+}
+
+/// Checks the functions of the exported interface `name` against `funcs`, one line per
+/// difference in `problems`.
+fn check_funcs(
+    engine: &wasmtime::Engine,
+    c: &Component,
+    name: &str,
+    funcs: &[FuncSig],
+    problems: &mut Vec<String>,
+) -> Result<(), WasmError> {
+    use wasmtime::component::types::ComponentItem;
+    let ty = c.component_type();
     let Some(ComponentItem::ComponentInstance(inst)) = ty.get_export(engine, name).map(|e| e.ty)
     else {
-        return Err(WasmError::NotInterface { name: name.clone() });
+        return Err(WasmError::NotInterface {
+            name: name.to_string(),
+        });
     };
-    let mut problems = vec![];
-    for (func, want_params, want_result) in TOOLS_FUNCS {
+    for (func, want_params, want_result) in funcs {
         let want_params: Vec<(String, String)> = want_params
             .iter()
             .map(|(n, t)| (n.to_string(), t.to_string()))
@@ -97,14 +207,18 @@ pub(super) fn check_world(engine: &wasmtime::Engine, c: &Component) -> Result<()
             Some(_) => problems.push(format!("its export {func} is not a function")),
         }
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(WasmError::Mismatch {
-            name: name.clone(),
-            problems,
-        })
-    }
+    Ok(())
+}
+
+/// Whether `c` imports `datanotes:app/engine.cancelled` (0.2): a call it serves is then given a
+/// short grace to return once cancelled, before it is interrupted.
+pub(super) fn imports_cancelled(engine: &wasmtime::Engine, c: &Component) -> bool {
+    use wasmtime::component::types::ComponentItem;
+    c.component_type().imports(engine).any(|(n, item)| {
+        n.starts_with("datanotes:app/engine@0.2.")
+            && matches!(item.ty, ComponentItem::ComponentInstance(i)
+                if i.get_export(engine, "cancelled").is_some())
+    })
 }
 
 /// A component type written as WIT.
@@ -171,6 +285,7 @@ pub(super) fn wit_type(t: &wasmtime::component::Type) -> String {
 mod tests {
     use super::*;
     use crate::apps::wasm::WORLD;
+    use std::collections::HashMap;
     use wit_parser::{Resolve, Type, TypeDefKind, WorldItem};
 
     /// A type of the parsed `.wit`, written as [`wit_type`] writes a component's.
@@ -296,5 +411,93 @@ mod tests {
             })
             .collect();
         assert_eq!(by_hand, from_wit, "TOOLS_FUNCS differs from wit/");
+    }
+
+    /// The functions of `iface` in `r`, as WIT text.
+    fn funcs_of(r: &Resolve, iface: wit_parser::InterfaceId) -> Vec<String> {
+        r.interfaces[iface]
+            .functions
+            .values()
+            .map(|f| {
+                let params: Vec<(String, String)> = f
+                    .params
+                    .iter()
+                    .map(|p| (p.name.clone(), parsed(r, &p.ty)))
+                    .collect();
+                let results: Vec<String> = f.result.iter().map(|t| parsed(r, t)).collect();
+                format!("{}: {}", f.name, wit_func(&params, &results))
+            })
+            .collect()
+    }
+
+    fn by_hand(funcs: &[FuncSig]) -> Vec<String> {
+        funcs
+            .iter()
+            .map(|(name, params, result)| {
+                let params: Vec<(String, String)> = params
+                    .iter()
+                    .map(|(n, t)| (n.to_string(), t.to_string()))
+                    .collect();
+                format!("{name}: {}", wit_func(&params, &[result.to_string()]))
+            })
+            .collect()
+    }
+
+    /// The same for version 0.2 (`wit/0.2/`): its worlds `app` and `app-with-content`, the
+    /// functions of `tools`, `resources` and `prompts`, and the world's new imports.
+    #[test]
+    fn the_0_2_funcs_are_the_wit() {
+        let mut r = Resolve::default();
+        let wit = concat!(env!("CARGO_MANIFEST_DIR"), "/wit/0.2");
+        let (pkg, _) = r.push_dir(wit).expect("wit/0.2 parses");
+        assert_eq!(
+            r.packages[pkg].name.to_string(),
+            "datanotes:app@0.2.0",
+            "the package's version"
+        );
+        let world = r
+            .select_world(&[pkg], Some("app-with-content"))
+            .expect("the world app-with-content");
+        let mut ifaces = HashMap::new();
+        for item in r.worlds[world].exports.values() {
+            let WorldItem::Interface { id, .. } = item else {
+                panic!("the world exports interfaces");
+            };
+            ifaces.insert(r.id_of(*id).unwrap(), *id);
+        }
+        for (name, funcs) in [
+            (TOOLS_INTERFACE_V2, TOOLS_FUNCS),
+            (RESOURCES_INTERFACE, RESOURCES_FUNCS),
+            (PROMPTS_INTERFACE, PROMPTS_FUNCS),
+        ] {
+            let id = ifaces
+                .get(name)
+                .unwrap_or_else(|| panic!("{name} is exported"));
+            assert_eq!(
+                by_hand(funcs),
+                funcs_of(&r, *id),
+                "{name} differs from wit/0.2"
+            );
+        }
+        let engine = r.worlds[world]
+            .imports
+            .values()
+            .find_map(|i| match i {
+                WorldItem::Interface { id, .. }
+                    if r.id_of(*id).as_deref() == Some("datanotes:app/engine@0.2.0") =>
+                {
+                    Some(*id)
+                }
+                _ => None,
+            })
+            .expect("the world imports the engine");
+        assert_eq!(
+            funcs_of(&r, engine),
+            [
+                "call: func(op: string, args: string) -> result<string, record { status: u16, code: string, message: string, json: string }>",
+                "progress: func(done: f64, total: option<f64>, message: option<string>)",
+                "cancelled: func() -> bool",
+            ]
+        );
     }
 }

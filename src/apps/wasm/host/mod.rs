@@ -1,6 +1,6 @@
 //! The host side of a store: [`Host`], a store's data, with the WASI and wasi:http views, and
 //! one file per interface the world imports (`engine.rs`: `datanotes:app/engine` and
-//! `datanotes:app/log`) or that the sandbox needs (`pipe.rs`: the guest's stdout and stderr).
+//! `datanotes:app/log`, of both versions of the world: 0.2 adds `progress` and `cancelled`) or that the sandbox needs (`pipe.rs`: the guest's stdout and stderr).
 
 mod engine;
 mod pipe;
@@ -9,6 +9,7 @@ pub(crate) use pipe::{LogPipe, stderr_tail};
 
 use super::limits::GuestLimits;
 use super::net::Outgoing;
+use crate::apps::backend::ClientChannel;
 use crate::auth::AppScope;
 use crate::engine::{Actor, Engine};
 use std::sync::Arc;
@@ -34,6 +35,11 @@ pub(crate) struct Host {
     /// Set when an engine call returns: the tick seen next passed (at least partly) while the
     /// guest waited for it, and is not charged.
     pub(in crate::apps::wasm) waited: bool,
+    /// The current call's caller, for `engine.progress` (0.2): none outside a call, or when it
+    /// can receive nothing.
+    pub(in crate::apps::wasm) client: Option<Arc<dyn ClientChannel>>,
+    /// The current call's cancellation, for `engine.cancelled` (0.2).
+    pub(in crate::apps::wasm) cancel: tokio_util::sync::CancellationToken,
     pub(in crate::apps::wasm) stdout: LogPipe,
     pub(in crate::apps::wasm) stderr: LogPipe,
 }

@@ -5,6 +5,7 @@
 use super::super::Inner;
 use super::super::error::WasmError;
 use super::{Guest, Typed, convert};
+use crate::apps::backend::CallContext;
 use crate::engine::Actor;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -19,6 +20,7 @@ impl Inner {
         tool: &str,
         args: &Value,
         actor: Actor,
+        cc: &CallContext,
         deadline: tokio::time::Instant,
     ) -> Result<Value, WasmError> {
         let Some(f) = typed.funcs.get(tool) else {
@@ -29,10 +31,10 @@ impl Inner {
             Ok(p) => p,
             Err(msg) => return Ok(error_result(msg)),
         };
-        let mut inst = self.checkout(actor, deadline).await?;
+        let mut inst = self.checkout(actor, Some(cc), deadline).await?;
         let func = match &inst.app {
             Guest::Typed(i) => i.get_func(&mut inst.store, f.index),
-            Guest::World(_) => None,
+            _ => None,
         };
         let Some(func) = func else {
             return Err(WasmError::Wasmtime(format!(

@@ -21,7 +21,7 @@ use super::bindings;
 use super::error::WasmError;
 use super::host::Host;
 use super::runtime::WasmRuntime;
-use super::world::{TOOLS_INTERFACE, check_world, wit_type};
+use super::world::{TOOLS_INTERFACE, Version, check_world, imports_cancelled, wit_type};
 use crate::apps::backend::Listing;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -52,12 +52,33 @@ pub(in crate::apps::wasm) struct Shared {
     pub(in crate::apps::wasm) mapped: bool,
     /// The live instances of it, of every app installed from it.
     pub(in crate::apps::wasm) meter: Arc<super::limits::Meter>,
+    /// Whether it imports `engine.cancelled` (0.2): a cancelled call of it is given a short
+    /// grace to return before it is interrupted.
+    pub(in crate::apps::wasm) grace: bool,
 }
 
 /// A component linked against the host, of either kind.
 enum Linked {
     World(bindings::AppPre<Host>),
+    /// Of the world 0.2: its tools, and its resources and prompts if it exports them.
+    World2(InstancePre<Host>, Box<V2Indices>),
     Typed(InstancePre<Host>),
+}
+
+/// Where a 0.2 component's exports are.
+struct V2Indices {
+    tools: v2::tools::GuestIndices,
+    resources: Option<v2::resources::GuestIndices>,
+    prompts: Option<v2::prompts::GuestIndices>,
+}
+
+use super::bindings_v2::exports::datanotes::app as v2;
+
+/// An instance of a 0.2 component: its exports.
+pub(in crate::apps::wasm) struct V2 {
+    pub(in crate::apps::wasm) tools: v2::tools::Guest,
+    pub(in crate::apps::wasm) resources: Option<v2::resources::Guest>,
+    pub(in crate::apps::wasm) prompts: Option<v2::prompts::Guest>,
 }
 
 impl Shared {
@@ -76,9 +97,25 @@ impl Shared {
             .exports(&rt.engine)
             .any(|(n, _)| n.split('@').next() == Some(ours))
         {
-            check_world(&rt.engine, c)?;
+            let version = check_world(&rt.engine, c)?;
             let ipre = rt.linker.instantiate_pre(c).map_err(link)?;
-            Linked::World(bindings::AppPre::new(ipre).map_err(link)?)
+            match version {
+                Version::V1 => Linked::World(bindings::AppPre::new(ipre).map_err(link)?),
+                Version::V2 { resources, prompts } => {
+                    let indices = V2Indices {
+                        tools: v2::tools::GuestIndices::new(&ipre).map_err(link)?,
+                        resources: resources
+                            .then(|| v2::resources::GuestIndices::new(&ipre))
+                            .transpose()
+                            .map_err(link)?,
+                        prompts: prompts
+                            .then(|| v2::prompts::GuestIndices::new(&ipre))
+                            .transpose()
+                            .map_err(link)?,
+                    };
+                    Linked::World2(ipre, Box::new(indices))
+                }
+            }
         } else {
             check_imports(rt, c)?;
             Linked::Typed(rt.linker.instantiate_pre(c).map_err(link)?)
@@ -87,6 +124,7 @@ impl Shared {
             linked,
             mapped,
             meter: Arc::default(),
+            grace: imports_cancelled(&rt.engine, c),
         })
     }
 
@@ -94,7 +132,7 @@ impl Shared {
     pub(in crate::apps::wasm) fn component(&self) -> &Component {
         match &self.linked {
             Linked::World(p) => p.instance_pre().component(),
-            Linked::Typed(p) => p.component(),
+            Linked::World2(p, _) | Linked::Typed(p) => p.component(),
         }
     }
 }
@@ -115,7 +153,7 @@ impl Pre {
         sha: &str,
         app: &str,
     ) -> Result<Pre, WasmError> {
-        if let Linked::World(_) = shared.linked {
+        if let Linked::World(_) | Linked::World2(..) = shared.linked {
             return Ok(Pre::World(shared));
         }
         // What listing a typed component costs: its docs read, its tools derived.
@@ -136,6 +174,22 @@ impl Pre {
     ) -> wasmtime::Result<Guest> {
         Ok(match &self.shared().linked {
             Linked::World(p) => Guest::World(p.instantiate_async(store).await?),
+            Linked::World2(p, ix) => {
+                let i = p.instantiate_async(&mut *store).await?;
+                Guest::World2(Box::new(V2 {
+                    tools: ix.tools.load(&mut *store, &i)?,
+                    resources: ix
+                        .resources
+                        .as_ref()
+                        .map(|r| r.load(&mut *store, &i))
+                        .transpose()?,
+                    prompts: ix
+                        .prompts
+                        .as_ref()
+                        .map(|r| r.load(&mut *store, &i))
+                        .transpose()?,
+                }))
+            }
             Linked::Typed(p) => Guest::Typed(p.instantiate_async(store).await?),
         })
     }
@@ -145,6 +199,8 @@ impl Pre {
 pub(in crate::apps::wasm) enum Guest {
     /// Of our world.
     World(bindings::App),
+    /// Of our world, version 0.2.
+    World2(Box<V2>),
     /// Typed: its functions are looked up by export index.
     Typed(wasmtime::component::Instance),
 }
@@ -170,6 +226,9 @@ fn check_imports(rt: &WasmRuntime, c: &Component) -> Result<(), WasmError> {
         "datanotes:app/engine@0.1.",
         "datanotes:app/log@0.1.",
         "datanotes:app/types@0.1.",
+        "datanotes:app/engine@0.2.",
+        "datanotes:app/log@0.2.",
+        "datanotes:app/types@0.2.",
     ];
     for (name, _) in c.component_type().imports(&rt.engine) {
         if !name.starts_with("wasi:") && !OURS.iter().any(|p| name.starts_with(p)) {

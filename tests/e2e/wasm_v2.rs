@@ -1,0 +1,532 @@
+//! WASM apps on version 0.2 of the world (`wit/0.2`), end to end through `/mcp` with rmcp's
+//! client: the Rust example `planning2` (`plugins/planning-v2`) reports progress, which reaches
+//! the client with its progress token; learns that its caller cancelled (`engine.cancelled`)
+//! and returns, its instance kept warm and its slot free at once; and offers resources, a
+//! resource template and a prompt, which join the namespace like a remote app's (its URIs named
+//! by the app: `tasks://open` of the app `plan` is `tasks://plan/open`). The 0.1 guests keep
+//! working: `wasm::` runs them all, on the same server build.
+
+use crate::kit::mcp::transport_config;
+use crate::kit::*;
+use crate::wasm::shared_cache;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, ProgressNotificationParam, ServerResult,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A server (the shared compile cache) with `planning2` installed as `plan`.
+fn server(limits: Value) -> Server {
+    let s = Server::start_with_env(&[("DATANOTES_CACHE_DIR", &shared_cache())]);
+    s.install(
+        "plan",
+        "planning2",
+        json!({"write": ["personal.tasks.items"], "ddl": true, "limits": limits}),
+    );
+    s
+}
+
+/// The client: keeps the progress notifications it receives.
+#[derive(Clone, Default)]
+struct Progress(Arc<Mutex<Vec<ProgressNotificationParam>>>);
+
+impl ClientHandler for Progress {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _c: NotificationContext<RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params);
+    }
+}
+
+type Client = RunningService<RoleClient, Progress>;
+
+fn connect(rt: &tokio::runtime::Runtime, s: &Server) -> (Client, Progress) {
+    let p = Progress::default();
+    let cfg = transport_config(&format!("{}/mcp", s.url), Some(&s.token), None);
+    let c = rt
+        .block_on(async {
+            p.clone()
+                .serve(StreamableHttpClientTransport::from_config(cfg))
+                .await
+        })
+        .unwrap();
+    (c, p)
+}
+
+/// One request, its result as JSON (or `{"error": …}`).
+fn ask(rt: &tokio::runtime::Runtime, c: &Client, method: &str, params: Value) -> Value {
+    let req: ClientRequest =
+        serde_json::from_value(json!({"method": method, "params": params})).unwrap();
+    match rt.block_on(c.send_request(req)) {
+        Ok(ServerResult::CustomResult(r)) => r.0,
+        Ok(r) => serde_json::to_value(r).unwrap(),
+        Err(rmcp::ServiceError::McpError(e)) => json!({"error": e}),
+        Err(e) => panic!("{method}: {e}"),
+    }
+}
+
+/// Calls a tool; its structured result.
+fn call(rt: &tokio::runtime::Runtime, c: &Client, tool: &str, args: Value) -> Value {
+    let r = ask(
+        rt,
+        c,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+    );
+    assert_ne!(r["isError"], true, "{tool}: {r}");
+    r["structuredContent"].clone()
+}
+
+/// The app's live instances (in a call or warm) and its warm ones.
+fn instances(s: &Server) -> (u64, u64) {
+    let r = s.app("plan")["runtime"].clone();
+    (
+        r["instances"].as_u64().unwrap(),
+        r["warm"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn progress_reaches_the_client_with_its_token() {
+    let s = server(json!({}));
+    let rt = runtime();
+    let (c, progress) = connect(&rt, &s);
+    let names: Vec<String> = rt
+        .block_on(c.list_all_tools())
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(names.contains(&"planning_focus".to_string()), "{names:?}");
+    // rmcp's client gives every request a progress token: the guest's progress goes with it.
+    let t0 = Instant::now();
+    let handle = rt
+        .block_on(
+            c.send_cancellable_request(
+                ClientRequest::CallToolRequest(CallToolRequest::new(
+                    CallToolRequestParams::new("planning_focus")
+                        .with_arguments(json!({"seconds": 0.5}).as_object().unwrap().clone()),
+                )),
+                PeerRequestOptions::no_options(),
+            ),
+        )
+        .unwrap();
+    let token = handle.progress_token.clone();
+    let r = rt.block_on(handle.await_response()).unwrap();
+    let r = serde_json::to_value(r).unwrap();
+    assert_eq!(
+        r["structuredContent"],
+        json!({"focused": 0.5, "cancelled": false}),
+        "{r}"
+    );
+    assert!(t0.elapsed() >= Duration::from_millis(500));
+    let got = progress.0.lock().unwrap().clone();
+    // Every tenth of a second, and once at the end.
+    assert!(got.len() >= 5, "{got:?}");
+    assert!(got.iter().all(|p| p.progress_token == token), "{got:?}");
+    assert!(got.iter().all(|p| p.total == Some(0.5)), "{got:?}");
+    let last = got.last().unwrap();
+    assert_eq!(
+        (last.progress, last.message.as_deref()),
+        (0.5, Some("done"))
+    );
+    assert_eq!(got[0].progress, 0.0);
+    assert_eq!(got[0].message.as_deref(), Some("0.5 s to go"));
+    // Over HTTP `apps/call/` nobody receives progress: the call is the same.
+    let v = s.tool_ok("planning_focus", json!({"seconds": 0.05}));
+    assert_eq!(v["cancelled"], false, "{v}");
+    let _ = rt.block_on(c.cancel());
+}
+
+#[test]
+fn a_guest_learns_it_was_cancelled_and_returns() {
+    // One instance, and limits far above the test's time: only the cancellation ends the call.
+    let s = server(json!({"cpu_ms": 120_000, "timeout_ms": 120_000, "max_instances": 1}));
+    let rt = runtime();
+    let (c, _) = connect(&rt, &s);
+    let since = s.seq();
+    let handle = rt
+        .block_on(
+            c.send_cancellable_request(
+                ClientRequest::CallToolRequest(CallToolRequest::new(
+                    CallToolRequestParams::new("planning_focus")
+                        .with_arguments(json!({"seconds": 100}).as_object().unwrap().clone()),
+                )),
+                PeerRequestOptions::no_options(),
+            ),
+        )
+        .unwrap();
+    eventually("the call runs in the app's instance", || {
+        instances(&s) == (1, 0)
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(instances(&s), (1, 0), "the call still runs");
+    let cancelled_at = Instant::now();
+    rt.block_on(handle.cancel(Some("enough".into()))).unwrap();
+    // The guest saw `cancelled()` and returned: its instance is back, warm, not thrown away.
+    let dt = loop {
+        let dt = cancelled_at.elapsed();
+        if instances(&s) == (1, 1) {
+            break dt;
+        }
+        assert!(
+            dt < Duration::from_secs(5),
+            "still in the call: {:?}",
+            instances(&s)
+        );
+    };
+    eprintln!("cancel -> instance back, warm, in {dt:?}");
+    assert!(
+        dt <= Duration::from_millis(100),
+        "back {dt:?} after the cancel"
+    );
+    let mut ev = vec![];
+    eventually("the cancelled call's event", || {
+        let page = s.ok_route("changes", json!({"since": since, "ops": ["tool_call"]}));
+        ev = page["changes"].as_array().cloned().unwrap_or_default();
+        ev.iter().any(|e| e["call"]["tool"] == "planning_focus")
+    });
+    let e = ev
+        .iter()
+        .find(|e| e["call"]["tool"] == "planning_focus")
+        .unwrap();
+    assert_eq!(e["call"]["cancelled"], true, "{e}");
+    // The warm instance answers the next call.
+    let v = call(&rt, &c, "planning_focus", json!({"seconds": 0}));
+    assert_eq!(v["cancelled"], false, "{v}");
+    assert_eq!(instances(&s), (1, 1));
+    let _ = rt.block_on(c.cancel());
+}
+
+#[test]
+fn resources_templates_and_prompts_join_the_namespace() {
+    let s = server(json!({}));
+    let rt = runtime();
+    let (c, _) = connect(&rt, &s);
+    let a = call(
+        &rt,
+        &c,
+        "planning_add_task",
+        json!({"title": "Write the report", "due": "2026-12-04"}),
+    );
+    call(&rt, &c, "planning_add_task", json!({"title": "Call Ada"}));
+    let id = a["id"].as_str().unwrap().to_string();
+
+    // Listed after the vault's own (paged), named by the app.
+    let (mut list, mut cursor) = (vec![], None::<Value>);
+    loop {
+        let p = cursor.take().map_or(json!({}), |c| json!({"cursor": c}));
+        let page = ask(&rt, &c, "resources/list", p);
+        list.extend(page["resources"].as_array().cloned().unwrap_or_default());
+        match page.get("nextCursor").filter(|c| !c.is_null()) {
+            Some(n) => cursor = Some(n.clone()),
+            None => break,
+        }
+    }
+    let ours: Vec<&Value> = list
+        .iter()
+        .filter(|r| r["uri"].as_str().unwrap().starts_with("tasks://"))
+        .collect();
+    assert_eq!(
+        ours,
+        [
+            &json!({"uri": "tasks://plan/open", "name": "Open tasks", "mimeType": "text/markdown",
+                 "description": "The tasks not done yet, soonest due first, as a Markdown list"})
+        ],
+        "{list:?}"
+    );
+    let t = ask(&rt, &c, "resources/templates/list", json!({}));
+    let tpl: Vec<&Value> = t["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["uriTemplate"].as_str().unwrap().starts_with("tasks://"))
+        .collect();
+    assert_eq!(tpl.len(), 1, "{t}");
+    assert_eq!(tpl[0]["uriTemplate"], "tasks://plan/task/{id}", "{t}");
+    assert_eq!(tpl[0]["name"], "A task");
+
+    // Read: the guest reads the vault at the time of the read; its URIs named for the agent.
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "tasks://plan/open"}),
+    );
+    let content = &r["contents"][0];
+    assert_eq!(content["uri"], "tasks://plan/open", "{r}");
+    assert_eq!(content["mimeType"], "text/markdown", "{r}");
+    let text = content["text"].as_str().unwrap();
+    assert!(
+        text.contains("- [ ] Write the report (due 2026-12-04)"),
+        "{text}"
+    );
+    assert!(text.contains("Call Ada"), "{text}");
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": format!("tasks://plan/task/{id}")}),
+    );
+    assert_eq!(
+        r["contents"][0]["uri"],
+        format!("tasks://plan/task/{id}"),
+        "{r}"
+    );
+    assert!(
+        r["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Write the report")
+    );
+    // A URI the guest does not know: its error, as a JSON-RPC error.
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "tasks://plan/nothing"}),
+    );
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no resource tasks://nothing"),
+        "{r}"
+    );
+
+    // No completions to offer, no subscriptions (a WASM app sends no updates).
+    let r = ask(
+        &rt,
+        &c,
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "tasks://plan/task/{id}"},
+               "argument": {"name": "id", "value": "w"}}),
+    );
+    assert_eq!(r["completion"]["values"], json!([]), "{r}");
+    let r = ask(
+        &rt,
+        &c,
+        "resources/subscribe",
+        json!({"uri": "tasks://plan/open"}),
+    );
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("does not answer resources/subscribe")),
+        "{r}"
+    );
+
+    // Prompts: listed, and got with their arguments.
+    let p = ask(&rt, &c, "prompts/list", json!({}));
+    let plan = p["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "planning_plan_day")
+        .unwrap_or_else(|| panic!("{p}"));
+    assert_eq!(
+        plan["arguments"],
+        json!([{"name": "focus", "description": "What matters most today", "required": false}])
+    );
+    let g = ask(
+        &rt,
+        &c,
+        "prompts/get",
+        json!({"name": "planning_plan_day", "arguments": {"focus": "the report"}}),
+    );
+    let text = g["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{g}"));
+    assert!(
+        text.contains("Write the report") && text.contains("Focus on: the report."),
+        "{text}"
+    );
+    // The resource link in the prompt is named by the app too.
+    assert_eq!(
+        g["messages"][1]["content"]["uri"], "tasks://plan/open",
+        "{g}"
+    );
+    let g = ask(&rt, &c, "prompts/get", json!({"name": "planning_nothing"}));
+    assert!(g.get("error").is_some(), "{g}");
+    let _ = rt.block_on(c.cancel());
+}
+
+/// Calls `tool` with a progress token; its structured result and the progress received.
+fn call_with_progress(
+    rt: &tokio::runtime::Runtime,
+    c: &Client,
+    progress: &Progress,
+    tool: &str,
+    args: Value,
+) -> (Value, Vec<ProgressNotificationParam>) {
+    progress.0.lock().unwrap().clear();
+    let handle = rt
+        .block_on(
+            c.send_cancellable_request(
+                ClientRequest::CallToolRequest(CallToolRequest::new(
+                    CallToolRequestParams::new(tool.to_string())
+                        .with_arguments(args.as_object().unwrap().clone()),
+                )),
+                PeerRequestOptions::no_options(),
+            ),
+        )
+        .unwrap();
+    let token = handle.progress_token.clone();
+    let r = serde_json::to_value(rt.block_on(handle.await_response()).unwrap()).unwrap();
+    assert_ne!(r["isError"], true, "{tool}: {r}");
+    let got = progress.0.lock().unwrap().clone();
+    assert!(got.iter().all(|p| p.progress_token == token), "{got:?}");
+    (r["structuredContent"].clone(), got)
+}
+
+#[test]
+fn the_python_and_javascript_examples_on_0_2() {
+    let s = Server::start_with_env(&[("DATANOTES_CACHE_DIR", &shared_cache())]);
+    s.install(
+        "journal",
+        "journal2",
+        json!({"write": ["personal.notes.daily"], "ddl": true}),
+    );
+    s.install(
+        "links",
+        "bookmarks2",
+        json!({"write": ["personal.notes.bookmarks"], "ddl": true}),
+    );
+    let rt = runtime();
+    let (c, progress) = connect(&rt, &s);
+
+    // Python: progress, a resource, a template, a prompt.
+    let v = call(
+        &rt,
+        &c,
+        "journal_append",
+        json!({"text": "wrote three words"}),
+    );
+    let today = v["date"].as_str().unwrap().to_string();
+    for d in ["2026-01-01", "2026-01-02"] {
+        s.ok_route(
+            "insert_row",
+            json!({"table": "personal.notes.daily", "id": d, "values": {"date": d},
+                   "body": "- 09:00 one two\n"}),
+        );
+    }
+    let (v, got) = call_with_progress(&rt, &c, &progress, "journal_tally", json!({}));
+    assert_eq!(v, json!({"days": 3, "words": 13, "cancelled": false}));
+    let steps: Vec<(f64, Option<f64>)> = got.iter().map(|p| (p.progress, p.total)).collect();
+    assert_eq!(
+        steps,
+        [(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))]
+    );
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "journal://journal/today"}),
+    );
+    assert_eq!(r["contents"][0]["uri"], "journal://journal/today", "{r}");
+    let text = r["contents"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(&format!("# {today}")) && text.contains("wrote three words"),
+        "{text}"
+    );
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "journal://journal/day/2026-01-02"}),
+    );
+    assert!(
+        r["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("one two"),
+        "{r}"
+    );
+    let t = ask(&rt, &c, "resources/templates/list", json!({}));
+    assert!(
+        t.to_string().contains("journal://journal/day/{date}"),
+        "{t}"
+    );
+    let g = ask(
+        &rt,
+        &c,
+        "prompts/get",
+        json!({"name": "journal_reflect", "arguments": {"mood": "calm"}}),
+    );
+    let text = g["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{g}"));
+    assert!(
+        text.contains("wrote three words") && text.ends_with("The day felt calm."),
+        "{text}"
+    );
+
+    // JavaScript: the same.
+    for (url, tags) in [
+        ("https://a.example", ["Rust"]),
+        ("https://b.example", ["wasm"]),
+    ] {
+        call(
+            &rt,
+            &c,
+            "bookmarks_add",
+            json!({"url": url, "title": url, "tags": tags}),
+        );
+    }
+    s.ok_route(
+        "insert_row",
+        json!({"table": "personal.notes.bookmarks",
+               "values": {"url": "https://c.example", "title": "C", "tags": ["MCP"]}}),
+    );
+    let (v, got) = call_with_progress(&rt, &c, &progress, "bookmarks_retag", json!({}));
+    assert_eq!(v, json!({"done": 3, "changed": 1, "cancelled": false}));
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got.iter()
+            .any(|p| p.message.as_deref() == Some("retagged https://c.example")),
+        "{got:?}"
+    );
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "bookmarks://links/tag/mcp"}),
+    );
+    assert_eq!(r["contents"][0]["uri"], "bookmarks://links/tag/mcp", "{r}");
+    assert_eq!(
+        r["contents"][0]["text"], "- [C](https://c.example)\n",
+        "{r}"
+    );
+    let p = ask(&rt, &c, "prompts/list", json!({}));
+    let names: Vec<&str> = p["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"journal_reflect") && names.contains(&"bookmarks_reading_plan"),
+        "{p}"
+    );
+    let g = ask(
+        &rt,
+        &c,
+        "prompts/get",
+        json!({"name": "bookmarks_reading_plan", "arguments": {"minutes": "20"}}),
+    );
+    let text = g["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{g}"));
+    assert!(
+        text.contains("[C](https://c.example)") && text.contains("I have 20 minutes"),
+        "{text}"
+    );
+    let _ = rt.block_on(c.cancel());
+}
