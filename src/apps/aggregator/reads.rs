@@ -22,8 +22,9 @@ use std::sync::Arc;
 /// for that agent.
 pub type Agent<'a> = Option<&'a Arc<dyn AgentChannel>>;
 
-/// The most app resources on one page of `resources/list`.
-const APP_PAGE: usize = 100;
+/// The most app resources on one page of `resources/list` (an app lists at most the listing
+/// caps' items, so a page of them stays small; the vault's pages are of 100).
+const APP_PAGE: usize = 1000;
 /// The cursor prefix of the apps' pages.
 const APPS_CURSOR: &str = "apps:";
 
