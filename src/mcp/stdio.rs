@@ -9,8 +9,14 @@
 //! What an app sends during a call is passed on too: the server's log messages (after the
 //! desktop client's `logging/setLevel`, forwarded), progress (with the desktop client's token),
 //! and `sampling/createMessage` and `elicitation/create` requests (the proxy declares to the
-//! server the capabilities the desktop client declared, and asks the desktop client).
+//! server the capabilities the desktop client declared, and asks the desktop client). So are
+//! resources, templates, prompts, completions and subscriptions (`stdio_content.rs`).
 #![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
+
+#[path = "stdio_content.rs"]
+mod content;
+
+use content::params;
 
 use crate::apps::plain::{self, Peer as Who};
 use rmcp::model::{
@@ -142,6 +148,28 @@ impl ClientHandler for Forward {
         }
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(p) = self.down() {
+            let _ = p.notify_resource_updated(params).await;
+        }
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Ok(p) = self.down() {
+            let _ = p.notify_resource_list_changed().await;
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Ok(p) = self.down() {
+            let _ = p.notify_prompt_list_changed().await;
+        }
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let peer = self.down.lock().unwrap().clone();
         if let Some(p) = peer {
@@ -235,6 +263,12 @@ impl ServerHandler for Proxy {
                 .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .enable_completions()
                 .build(),
         )
     }
@@ -277,6 +311,77 @@ impl ServerHandler for Proxy {
                 None,
             )),
         }
+    }
+
+    async fn list_resources(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        _rc: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        self.pass("resources/list", params(req)).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        _rc: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
+        self.pass("resources/templates/list", params(req)).await
+    }
+
+    async fn read_resource(
+        &self,
+        req: rmcp::model::ReadResourceRequestParams,
+        _rc: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        let r: rmcp::model::ReadResourceResult =
+            self.pass("resources/read", params(Some(req))).await?;
+        Ok(r.into())
+    }
+
+    async fn subscribe(
+        &self,
+        req: rmcp::model::SubscribeRequestParams,
+        _rc: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let _: serde_json::Value = self.pass("resources/subscribe", params(Some(req))).await?;
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        req: rmcp::model::UnsubscribeRequestParams,
+        _rc: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let _: serde_json::Value = self
+            .pass("resources/unsubscribe", params(Some(req)))
+            .await?;
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        req: Option<PaginatedRequestParams>,
+        _rc: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        self.pass("prompts/list", params(req)).await
+    }
+
+    async fn get_prompt(
+        &self,
+        req: rmcp::model::GetPromptRequestParams,
+        _rc: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        let r: rmcp::model::GetPromptResult = self.pass("prompts/get", params(Some(req))).await?;
+        Ok(r.into())
+    }
+
+    async fn complete(
+        &self,
+        req: rmcp::model::CompleteRequestParams,
+        _rc: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        self.pass("completion/complete", params(Some(req))).await
     }
 
     async fn set_level(

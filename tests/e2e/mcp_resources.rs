@@ -348,6 +348,49 @@ fn the_vault_is_resources_paged_read_completed_and_followed() {
     eventually("the table's update", || {
         u.0.lock().unwrap().iter().any(|x| x == table)
     });
+
+    // The same through `datanotes mcp`, as a desktop client: listed, read, completed, followed.
+    let du = Updates::default();
+    let (desk, mut child) = rt.block_on(async {
+        let mut child = tokio::process::Command::new(bin())
+            .args(["mcp", "--url", &s.url, "--token", &s.token])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start datanotes mcp");
+        let (i, o) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        (du.clone().serve((o, i)).await.unwrap(), child)
+    });
+    let page = ask(&rt, &desk, "resources/list", json!({}));
+    assert_eq!(
+        page["resources"][0]["uri"], "datanotes://tables/work.crm.people",
+        "{page}"
+    );
+    let r = ask(&rt, &desk, "resources/read", json!({"uri": row}));
+    let file = std::fs::read_to_string(s.row_path("work.crm.tasks", "t001")).unwrap();
+    assert_eq!(r["contents"][0]["text"], file, "{r}");
+    let r = ask(
+        &rt,
+        &desk,
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "datanotes://tables/{table}/rows/{id}"},
+               "argument": {"name": "table", "value": "work.crm.p"}}),
+    );
+    assert_eq!(r["completion"]["values"], json!(["work.crm.people"]), "{r}");
+    ask(&rt, &desk, "resources/subscribe", json!({"uri": row}));
+    s.ok(
+        "update_row",
+        json!({"table": "work.crm.tasks", "id": "t001", "values": {"title": "again"}}),
+    );
+    eventually("the row's update through datanotes mcp", || {
+        du.0.lock().unwrap().iter().any(|x| x == row)
+    });
+    rt.block_on(async {
+        let _ = desk.cancel().await;
+        let _ = child.kill().await;
+    });
 }
 
 #[test]
