@@ -3,12 +3,13 @@
 //! Each is bounded, refused or skipped; the app's tools are still served, the engine's memory
 //! stays bounded, and other agents are not held up.
 
+use crate::kit::mcp::ask;
 use crate::kit::*;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rmcp::RoleClient;
-use rmcp::model::{ClientRequest, ResourceUpdatedNotificationParam, ServerResult};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::model::ResourceUpdatedNotificationParam;
+use rmcp::service::NotificationContext;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::{Value, json};
@@ -100,21 +101,6 @@ impl ClientHandler for Count {
         _c: NotificationContext<RoleClient>,
     ) {
         self.0.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-fn ask(
-    rt: &tokio::runtime::Runtime,
-    c: &RunningService<RoleClient, Count>,
-    method: &str,
-    params: Value,
-) -> Value {
-    let req: ClientRequest =
-        serde_json::from_value(json!({"method": method, "params": params})).unwrap();
-    match rt.block_on(c.send_request(req)) {
-        Ok(ServerResult::CustomResult(r)) => r.0,
-        Ok(r) => serde_json::to_value(r).unwrap(),
-        Err(e) => json!({"error": e.to_string()}),
     }
 }
 

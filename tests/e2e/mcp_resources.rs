@@ -7,11 +7,12 @@
 //!
 //! The app is a small MCP server written here on axum: `shelf`.
 
+use crate::kit::mcp::ask;
 use crate::kit::*;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rmcp::RoleClient;
-use rmcp::model::{ClientRequest, ResourceUpdatedNotificationParam, ServerResult};
+use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ServiceExt};
@@ -183,18 +184,6 @@ fn connect(rt: &tokio::runtime::Runtime, s: &Server, token: &str) -> (Client, Up
         })
         .unwrap();
     (c, u)
-}
-
-/// One request, its result as JSON (or the error's JSON).
-fn ask(rt: &tokio::runtime::Runtime, c: &Client, method: &str, params: Value) -> Value {
-    let req: ClientRequest =
-        serde_json::from_value(json!({"method": method, "params": params})).unwrap();
-    match rt.block_on(c.send_request(req)) {
-        Ok(ServerResult::CustomResult(r)) => r.0,
-        Ok(r) => serde_json::to_value(r).unwrap(),
-        Err(rmcp::ServiceError::McpError(e)) => json!({"error": e}),
-        Err(e) => panic!("{method}: {e}"),
-    }
 }
 
 /// Every resource of every page, and the size of each page.

@@ -6,11 +6,11 @@
 //! by the app: `tasks://open` of the app `plan` is `tasks://plan/open`). The 0.1 guests keep
 //! working: `wasm::` runs them all, on the same server build.
 
-use crate::kit::mcp::transport_config;
+use crate::kit::mcp::{ask, transport_config};
 use crate::kit::*;
 use crate::wasm::shared_cache;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientRequest, ProgressNotificationParam, ServerResult,
+    CallToolRequest, CallToolRequestParams, ClientRequest, ProgressNotificationParam,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -57,18 +57,6 @@ fn connect(rt: &tokio::runtime::Runtime, s: &Server) -> (Client, Progress) {
         })
         .unwrap();
     (c, p)
-}
-
-/// One request, its result as JSON (or `{"error": …}`).
-fn ask(rt: &tokio::runtime::Runtime, c: &Client, method: &str, params: Value) -> Value {
-    let req: ClientRequest =
-        serde_json::from_value(json!({"method": method, "params": params})).unwrap();
-    match rt.block_on(c.send_request(req)) {
-        Ok(ServerResult::CustomResult(r)) => r.0,
-        Ok(r) => serde_json::to_value(r).unwrap(),
-        Err(rmcp::ServiceError::McpError(e)) => json!({"error": e}),
-        Err(e) => panic!("{method}: {e}"),
-    }
 }
 
 /// Calls a tool; its structured result.

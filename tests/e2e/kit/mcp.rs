@@ -200,3 +200,22 @@ pub fn call_cancellable<H: rmcp::ClientHandler>(
     ))
     .unwrap_or_else(|e| panic!("tools/call {tool}: {e}"))
 }
+
+/// One request of `method` with `params` on `c`, as JSON: its result, or `{"error": ...}` for
+/// the server's JSON-RPC error (anything else fails the test).
+pub fn ask<H: rmcp::ClientHandler>(
+    rt: &tokio::runtime::Runtime,
+    c: &RunningService<RoleClient, H>,
+    method: &str,
+    params: Value,
+) -> Value {
+    use rmcp::model::{ClientRequest, ServerResult};
+    let req: ClientRequest =
+        serde_json::from_value(serde_json::json!({"method": method, "params": params})).unwrap();
+    match rt.block_on(c.send_request(req)) {
+        Ok(ServerResult::CustomResult(r)) => r.0,
+        Ok(r) => serde_json::to_value(r).unwrap(),
+        Err(rmcp::ServiceError::McpError(e)) => serde_json::json!({"error": e}),
+        Err(e) => panic!("{method}: {e}"),
+    }
+}
