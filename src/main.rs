@@ -47,6 +47,10 @@ enum Command {
         /// `semantic_model` wins when set; without a model, search is full text only.
         #[arg(long, env = "DATANOTES_MODEL", value_name = "DIR")]
         model: Option<PathBuf>,
+        /// Let OAuth clients be identified by metadata documents on private, loopback or
+        /// link-local addresses (off: such a client_id is refused, as a request forgery guard).
+        #[arg(long, env = "DATANOTES_OAUTH_PRIVATE_CLIENTS")]
+        oauth_private_clients: bool,
     },
     /// Manage apps on a running server (the owner's commands).
     Apps {
@@ -148,6 +152,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
             public_host,
             model,
+            oauth_private_clients,
         } => {
             // This binary compiles WASM components in a child process of its own.
             datanotes::apps::wasm::compile_in_child();
@@ -198,7 +203,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         engine.root.display()
                     ),
                 }
-                let server = datanotes::server::Server::new(engine.clone(), hash)?;
+                let server = datanotes::server::Server::new(engine.clone(), hash, oauth_private_clients)?;
                 let hosts = datanotes::mcp::hosts::Hosts::new(addr, &public_host);
                 datanotes::start::serve(server, listener, limits, hosts).await?;
                 Ok::<_, anyhow::Error>(())

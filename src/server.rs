@@ -6,6 +6,7 @@
 
 use crate::apps::Registry;
 use crate::apps::aggregator::Aggregator;
+use crate::auth::oauth::{self, OAuth};
 use crate::auth::{self, Caller};
 use crate::engine::{Actor, Engine};
 use crate::error::{Error, Result};
@@ -30,6 +31,8 @@ pub struct Server {
     pub webhooks: Arc<Webhooks>,
     /// Set when the server begins to shut down: open streams end so that it can.
     pub closing: tokio::sync::watch::Sender<bool>,
+    /// The OAuth authorization server of `/mcp`: clients, grants, tokens.
+    pub oauth: Arc<OAuth>,
     owner_hash: String,
 }
 
@@ -38,8 +41,15 @@ pub type Shared = Arc<Server>;
 
 impl Server {
     /// Builds the server state (inside the tokio runtime: webhook deliveries start here).
-    pub fn new(engine: Arc<Engine>, owner_hash: String) -> anyhow::Result<Shared> {
+    /// `oauth_private_clients`: whether OAuth client metadata documents may be fetched from
+    /// private and loopback addresses.
+    pub fn new(
+        engine: Arc<Engine>,
+        owner_hash: String,
+        oauth_private_clients: bool,
+    ) -> anyhow::Result<Shared> {
         let apps = Registry::open(&engine.meta_dir)?;
+        let oauth = Arc::new(OAuth::open(&engine.meta_dir, oauth_private_clients)?);
         let webhooks = Webhooks::start(engine.clone())?;
         let wasm = crate::apps::wasm::WasmRuntime::new(engine.clone())?;
         let agg = Aggregator::new(engine.clone(), apps.clone(), wasm);
@@ -50,6 +60,7 @@ impl Server {
             agg,
             webhooks,
             closing: tokio::sync::watch::Sender::new(false),
+            oauth,
             owner_hash,
         }))
     }
@@ -81,18 +92,45 @@ impl Server {
             .is_some_and(|c| matches!(c, Caller::Owner))
     }
 
-    /// The caller of a request, or the error to answer: its bearer token, then its actor
-    /// headers. The one place a request's token becomes a caller, for both doors.
+    /// The caller of an HTTP door request, or the error to answer: its bearer token, then its
+    /// actor headers. An OAuth access token is refused here: it is valid only for `/mcp`.
     pub(crate) fn caller(&self, headers: &HeaderMap) -> Result<Ctx> {
+        self.caller_at(headers, None)
+    }
+
+    /// The caller of a `/mcp` request: a static token, or an OAuth access token issued for
+    /// this server's `/mcp` as the request reached it.
+    pub(crate) fn mcp_caller(&self, headers: &HeaderMap) -> Result<Ctx> {
+        let resource = format!("{}/mcp", base_url(headers));
+        self.caller_at(headers, Some(&resource))
+    }
+
+    /// The one place a request's token becomes a caller, for both doors: `resource` is the
+    /// resource an OAuth access token must be for (`None`: OAuth tokens are not accepted).
+    fn caller_at(&self, headers: &HeaderMap, resource: Option<&str>) -> Result<Ctx> {
         let Some(token) = bearer(headers) else {
             return Err(Error::unauthorized("no token").hint(
-                "send Authorization: Bearer <token> (the owner token is in .datanotes/owner-token)",
+                "send Authorization: Bearer <token> (the owner token is in .datanotes/owner-token), or connect with OAuth (/mcp only)",
             ));
         };
-        let caller = self.identify(token).ok_or_else(|| {
-            Error::unauthorized("invalid token")
-                .hint("the token is unknown, was rotated or its app was deleted")
-        })?;
+        let caller = if token.starts_with(oauth::ACCESS_PREFIX) {
+            let Some(resource) = resource else {
+                return Err(Error::unauthorized(
+                    "an OAuth access token is valid only for this server's /mcp",
+                )
+                .hint("call the operation through /mcp, or use an app or owner token"));
+            };
+            self.oauth.identify(token, resource).map_err(|why| {
+                Error::unauthorized(why.to_string())
+                    .rule("invalid_token")
+                    .hint("refresh the token, or connect the client again")
+            })?
+        } else {
+            self.identify(token).ok_or_else(|| {
+                Error::unauthorized("invalid token")
+                    .hint("the token is unknown, was rotated or its app was deleted")
+            })?
+        };
         let mut ctx = ctx_for(caller, headers);
         // Only a remote app passes on the caller of its tool (the engine sent it): another
         // token's `X-Datanotes-Caller` is not recorded.
@@ -104,6 +142,35 @@ impl Server {
         }
         Ok(ctx)
     }
+}
+
+/// This server's base URL as a request reached it (`scheme://host[:port]`), the issuer of
+/// its OAuth tokens and the base of its `/mcp` resource: the `Host` header, over `https`
+/// unless the host is `localhost` or an IP address (a name is served through a TLS tunnel or
+/// proxy) or `X-Forwarded-Proto` says otherwise.
+pub(crate) fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|h| !h.is_empty() && !h.contains(['/', '@', ' ', '?', '#', '\\']))
+        .unwrap_or("localhost");
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    let local = name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok();
+    let forwarded = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase());
+    let scheme = match forwarded.as_deref() {
+        Some("https") => "https",
+        Some("http") => "http",
+        _ if local => "http",
+        _ => "https",
+    };
+    format!("{scheme}://{}", host.to_ascii_lowercase())
 }
 
 /// The bearer token of a request, if any.
@@ -136,7 +203,11 @@ fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
             ),
             None => (Some(a.to_string()), None),
         },
-        None => (None, None),
+        // An OAuth client is named by the name it registered with (shown on the consent page).
+        None => match &caller {
+            Caller::Grant(g) => (Some(g.client.clone()), None),
+            _ => (None, None),
+        },
     };
     // Actor::new cuts each field at 200 characters.
     let actor = Actor::new(

@@ -7,10 +7,13 @@
 //! [`Server::caller`](crate::server::Server::caller)), every [`Error`] as a JSON answer
 //! (`impl IntoResponse for Error`), and the JSON body reader.
 
+mod oauth;
 mod operations;
 mod routes;
 mod sse;
 mod ui;
+
+pub(crate) use oauth::challenge;
 
 use crate::error::Error;
 use crate::ops::Ctx;
@@ -113,7 +116,7 @@ pub(crate) fn router(s: Shared) -> Router {
         .route("/datanotes/{op}", post(operations::run))
         .route("/datanotes/{a}/{b}/", post(not_found))
         .route("/datanotes/{a}/{b}", post(not_found));
-    ui::register(routes::register(r))
+    ui::register(oauth::register(routes::register(r)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(s)

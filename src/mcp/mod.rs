@@ -150,7 +150,7 @@ impl Mcp {
             Some(c) => c.clone(),
             None => self
                 .server
-                .caller(&parts.headers)
+                .mcp_caller(&parts.headers)
                 .map_err(|e| ErrorData::invalid_request(e.message.clone(), None))?,
         };
         Ok(client_actor(ctx, &parts.headers, client))
@@ -432,13 +432,22 @@ impl Mcp {
 
 /// Refuses `/mcp` requests without a valid token before they reach the MCP layer; the caller
 /// travels with the request.
+/// A 401 says where to start OAuth (`WWW-Authenticate`, RFC 9728).
 async fn require_token(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
-    match s.caller(req.headers()) {
+    match s.mcp_caller(req.headers()) {
         Ok(ctx) => {
             req.extensions_mut().insert(ctx);
             next.run(req).await
         }
-        Err(e) => e.into_response(),
+        Err(e) => {
+            let invalid = crate::server::bearer(req.headers()).is_some();
+            let challenge =
+                crate::http::challenge(req.headers(), invalid.then_some(e.message.as_str()));
+            let mut r = e.into_response();
+            r.headers_mut()
+                .insert(axum::http::header::WWW_AUTHENTICATE, challenge);
+            r
+        }
     }
 }
 

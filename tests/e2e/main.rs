@@ -30,6 +30,7 @@ mod mcp_cancel;
 mod mcp_hostile_content;
 mod mcp_relay;
 mod mcp_resources;
+mod oauth;
 mod plain_words;
 mod semantic;
 mod semantic_model;

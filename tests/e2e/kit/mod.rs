@@ -24,6 +24,7 @@
 
 pub mod fake_app;
 pub mod mcp;
+pub mod oauth;
 pub mod process;
 mod server;
 mod sse;

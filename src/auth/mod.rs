@@ -1,7 +1,11 @@
 //! Tokens and the one function that decides whether a caller may run an operation.
 //!
-//! Tokens are 256 random bits with a prefix per kind (`dn_owner_`, `dn_app_`). Only their
-//! SHA-256 is kept; they are compared in constant time and never logged or echoed.
+//! Tokens are 256 random bits with a prefix per kind (`dn_owner_`, `dn_app_`, and the OAuth
+//! tokens of [`oauth`]). Only their SHA-256 is kept; they are compared in constant time and
+//! never logged or echoed. An OAuth grant is one more kind of caller ([`Caller::Grant`]), with
+//! rights in an app's vocabulary, decided by the same [`authorize`].
+
+pub mod oauth;
 
 use crate::error::{Error, Result};
 use serde::Serialize;
@@ -51,6 +55,19 @@ pub struct AppScope {
     pub call_tools: Vec<String>,
 }
 
+/// An OAuth grant: what the owner gave a client on the consent page (see [`oauth`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grant {
+    /// The grant's id (`datanotes grants revoke ID`).
+    pub id: String,
+    /// The client's name, as it registered (the journal's actor).
+    pub client: String,
+    /// The resource its tokens are for: this server's `/mcp`.
+    pub resource: String,
+    /// Its rights, in an app entry's vocabulary (`name` is the client's name).
+    pub scope: AppScope,
+}
+
 /// Who is calling.
 #[derive(Debug, Clone)]
 pub enum Caller {
@@ -58,6 +75,8 @@ pub enum Caller {
     Owner,
     /// An app, with its token's rights.
     App(Arc<AppScope>),
+    /// An agent connected with OAuth, with the rights of its grant.
+    Grant(Arc<Grant>),
 }
 
 impl Caller {
@@ -66,12 +85,13 @@ impl Caller {
         match self {
             Caller::Owner => "owner".into(),
             Caller::App(a) => format!("app:{}", a.name),
+            Caller::Grant(g) => format!("client:{} ({})", g.client, g.id),
         }
     }
-    /// The app's name, or `None` for the owner.
+    /// The app's name, or `None` for the owner and a grant.
     pub fn app(&self) -> Option<&str> {
         match self {
-            Caller::Owner => None,
+            Caller::Owner | Caller::Grant(_) => None,
             Caller::App(a) => Some(&a.name),
         }
     }
@@ -181,11 +201,18 @@ pub enum Access {
 
 /// The one permission check: may `caller` run something of class `access` on `target`?
 pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> {
-    let app = match caller {
+    // Who, as an answer names them, and how the owner widens their rights.
+    let (app, name, widen, who): (&AppScope, String, &str, &str) = match caller {
         Caller::Owner => return Ok(()),
-        Caller::App(a) => a,
+        Caller::App(a) => (a, format!("app {}", a.name), "apps/update", "app"),
+        Caller::Grant(g) => (
+            &g.scope,
+            format!("client {}", g.client),
+            "a new consent (revoke the grant, then connect the client again)",
+            "client",
+        ),
     };
-    let name = &app.name;
+    let name = &name;
     let scope = || {
         if app.write.is_empty() {
             "empty".to_string()
@@ -203,20 +230,26 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
             };
             if access == Access::SchemaChange && !app.ddl {
                 return Err(Error::forbidden(format!(
-                    "app {name} may not change the schema of {t}: it has no ddl right"
+                    "{name} may not change the schema of {t}: it has no ddl right"
                 ))
                 .table(t)
                 .rule("ddl")
-                .hint("the owner can grant it with apps/update {\"ddl\": true}"));
+                .hint(if who == "app" {
+                    "the owner can grant it with apps/update {\"ddl\": true}".to_string()
+                } else {
+                    format!("the owner can grant it with {widen}")
+                }));
             }
             if !in_scope(t) {
                 return Err(Error::forbidden(format!(
-                    "app {name} may not write {t}: its write scope is {}",
+                    "{name} may not write {t}: its write scope is {}",
                     scope()
                 ))
                 .table(t)
                 .rule("write")
-                .hint("the owner can widen the app's write patterns with apps/update"));
+                .hint(format!(
+                    "the owner can widen the {who}'s write patterns with {widen}"
+                )));
             }
             Ok(())
         }
@@ -225,19 +258,31 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
                 Ok(())
             } else {
                 Err(Error::forbidden(format!(
-                    "app {name} may not run maintenance operations: it has no maintain right"
+                    "{name} may not run maintenance operations: it has no maintain right"
                 ))
                 .rule("maintain")
-                .hint("the owner can grant it with apps/update {\"maintain\": true}"))
+                .hint(if who == "app" {
+                    "the owner can grant it with apps/update {\"maintain\": true}".to_string()
+                } else {
+                    format!("the owner can grant it with {widen}")
+                }))
             }
         }
-        Access::SelfService => match target {
-            Target::App(t) if t == name => Ok(()),
+        Access::SelfService => match (caller, target) {
+            (Caller::App(a), Target::App(t)) if t == a.name => Ok(()),
+            (Caller::Grant(_), _) => Err(Error::forbidden(format!(
+                "{name} has no app entry to see or change"
+            ))
+            .rule("self")
+            .hint("only an app's own token or the owner token may use this route")),
             // Same answer whether the other app exists or not.
             _ => Err(
-                Error::forbidden(format!("app {name} may only see and change its own entry"))
+                Error::forbidden(format!("{name} may only see and change its own entry"))
                     .rule("self")
-                    .hint(format!("use \"name\": \"{name}\", or the owner token")),
+                    .hint(format!(
+                        "use \"name\": \"{}\", or the owner token",
+                        app.name
+                    )),
             ),
         },
         Access::CallTool => {
@@ -256,11 +301,13 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
                 app.call_tools.join(", ")
             };
             Err(Error::forbidden(format!(
-                "app {name} may not call the tool {t}: the tools it may call are {allowed}"
+                "{name} may not call the tool {t}: the tools it may call are {allowed}"
             ))
             .column("tool")
             .rule("call_tools")
-            .hint("the owner can widen the app's call_tools patterns with apps/update"))
+            .hint(format!(
+                "the owner can widen the {who}'s call_tools patterns with {widen}"
+            )))
         }
         Access::AppContent => {
             let (of, tools) = match target {
@@ -273,10 +320,10 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
             }
             let of: String = of.chars().take(80).collect();
             Err(Error::forbidden(format!(
-                "app {name} may not use the resources and prompts of app {of}: it may call none of its tools"
+                "{name} may not use the resources and prompts of app {of}: it may call none of its tools"
             ))
             .rule("call_tools")
-            .hint("the owner can widen the app's call_tools patterns with apps/update"))
+            .hint(format!("the owner can widen the {who}'s call_tools patterns with {widen}")))
         }
         Access::Owner => Err(Error::forbidden("only the owner may do this")
             .rule("owner")
