@@ -485,3 +485,189 @@ fn a_token_is_valid_only_for_the_resource_it_was_issued_for_and_survives_a_resta
     assert_eq!(st, 200, "{body}");
     assert_eq!(refresh(&s, &t, &t.refresh).0, 200);
 }
+
+/// A small HTTP server of client ID metadata documents on 127.0.0.1, some of them hostile:
+/// `/good.json`, `/big.json` (100 KB), `/redirect` (to `/good.json`), `/hang` (never answers),
+/// `/wrong-id.json`. Answers its base URL.
+fn documents() -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    let b = base.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { continue };
+            let base = b.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let n = c.read(&mut buf).unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]).to_string();
+                let path = req.split(' ').nth(1).unwrap_or("/").to_string();
+                let doc = |id: &str| {
+                    json!({"client_id": id, "client_name": "Metadata agent",
+                           "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"})
+                    .to_string()
+                };
+                let (status, extra, body) = match path.as_str() {
+                    "/good.json" => ("200 OK", String::new(), doc(&format!("{base}/good.json"))),
+                    "/wrong-id.json" => (
+                        "200 OK",
+                        String::new(),
+                        doc("https://elsewhere.example/x.json"),
+                    ),
+                    "/big.json" => (
+                        "200 OK",
+                        String::new(),
+                        format!("{{\"pad\": \"{}\"}}", "x".repeat(100_000)),
+                    ),
+                    "/redirect" => (
+                        "302 Found",
+                        format!("location: {base}/good.json\r\n"),
+                        String::new(),
+                    ),
+                    "/hang" => {
+                        std::thread::sleep(Duration::from_secs(30));
+                        return;
+                    }
+                    _ => ("404 Not Found", String::new(), String::new()),
+                };
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    base
+}
+
+#[test]
+fn client_metadata_documents_are_fetched_as_hostile_input() {
+    let docs = documents();
+    let (verifier, challenge) = pkce();
+    let page = |s: &Server, client: &str| {
+        let (st, loc, body) = open(&oauth::authorize_url(s, client, REDIRECT, &challenge, "m"));
+        assert!(
+            loc.is_none(),
+            "{client}: no redirect for an untrusted client"
+        );
+        (st, body)
+    };
+
+    // By default: https only, and never a private or loopback address.
+    let s = Server::start();
+    let (st, body) = page(&s, &format!("{docs}/good.json"));
+    assert_eq!(st, 400);
+    assert!(body.contains("must be served over https"), "{body}");
+    let https = format!("{}/good.json", docs.replace("http://", "https://"));
+    let (st, body) = page(&s, &https);
+    assert_eq!(st, 400);
+    assert!(
+        body.contains("private, loopback or link-local")
+            && body.contains("--oauth-private-clients"),
+        "{body}"
+    );
+    drop(s);
+
+    // The owner allows private addresses: still bounded in size and time, no redirect, and the
+    // document must name itself.
+    let s = Server::start_with_env(&[("DATANOTES_OAUTH_PRIVATE_CLIENTS", "true")]);
+    for (path, why) in [
+        ("/big.json", "larger than 65536 bytes"),
+        ("/redirect", "redirects are not followed"),
+        ("/wrong-id.json", "client_id equal to its own URL"),
+        ("/nope.json", "404"),
+    ] {
+        let (st, body) = page(&s, &format!("{docs}{path}"));
+        assert_eq!(st, 400, "{path}");
+        assert!(body.contains(why), "{path}: {body}");
+    }
+    let t0 = std::time::Instant::now();
+    let (st, body) = page(&s, &format!("{docs}/hang"));
+    assert_eq!(st, 400);
+    assert!(body.contains("took longer than 5 s"), "{body}");
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+
+    // A good document: the page names the client and the document's origin, and the whole
+    // flow works with the URL as client_id.
+    let client = format!("{docs}/good.json");
+    let (st, html) = page(&s, &client);
+    assert_eq!(st, 200, "{html}");
+    assert!(
+        html.contains("Metadata agent") && html.contains(&docs),
+        "{html}"
+    );
+    let (st, v) = decide(
+        &s,
+        &s.token,
+        &json!({"request": oauth::request_id(&html), "decision": "allow", "call_tools": ["list_tables"]}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let code = param(v["redirect"].as_str().unwrap(), "code").unwrap();
+    let (st, v) = post_form(
+        &s,
+        "/oauth/token",
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("client_id", &client),
+            ("code_verifier", &verifier),
+            ("redirect_uri", REDIRECT),
+        ],
+    );
+    assert_eq!(st, 200, "{v}");
+    let agent = Agent::connect(&format!("{}/mcp", s.url), v["access_token"].as_str(), None);
+    assert_eq!(agent.names(), ["list_tables"]);
+    let g = &s.ok_route("grants/list", json!({}))["grants"][0];
+    assert_eq!(g["client_origin"], json!(docs));
+}
+
+#[test]
+fn a_grant_reaches_a_wasm_app_only_through_the_tools_the_owner_ticked() {
+    let s = Server::start_with_env(&[("DATANOTES_CACHE_DIR", &crate::wasm::shared_cache())]);
+    s.install(
+        "planning",
+        "planning",
+        json!({"write": ["personal.tasks.items"], "ddl": true}),
+    );
+    let mcp = format!("{}/mcp", s.url);
+    // The tool it is given writes with the app's own rights (the host import), recorded as
+    // called by the client; the grant itself still writes nothing.
+    let writer = oauth::connect(&s, "Writer", json!({"call_tools": ["planning_add_task"]}));
+    let agent = Agent::connect(&mcp, Some(&writer.access), None);
+    let r = agent.call("planning_add_task", json!({"title": "through the app"}));
+    assert!(!is_error(&r), "{}", text(&r));
+    let m = &s.ok(
+        "list_migrations",
+        json!({"table": "personal.tasks.items", "limit": 1}),
+    )["migrations"][0];
+    assert_eq!(m["actor"]["app"], "planning", "{m}");
+    assert!(
+        m["actor"]["caller"]
+            .as_str()
+            .unwrap()
+            .starts_with("client:Writer (g_"),
+        "{m}"
+    );
+    let r = agent.call(
+        "insert_row",
+        json!({"table": "personal.tasks.items", "values": {"title": "direct"}}),
+    );
+    assert!(
+        is_error(&r) && text(&r).contains("may not call the tool insert_row"),
+        "{}",
+        text(&r)
+    );
+    let reader = oauth::connect(&s, "Reader", json!({"call_tools": ["planning_list_tasks"]}));
+    let agent = Agent::connect(&mcp, Some(&reader.access), None);
+    assert_eq!(agent.names(), ["planning_list_tasks"]);
+    let r = agent.call("planning_add_task", json!({"title": "not mine to add"}));
+    assert!(
+        is_error(&r) && text(&r).contains("may not call the tool planning_add_task"),
+        "{}",
+        text(&r)
+    );
+    let r = agent.call("planning_list_tasks", json!({}));
+    assert!(!is_error(&r), "{}", text(&r));
+}

@@ -271,7 +271,7 @@ async fn fetch_bounded(
             .header("accept", "application/json")
             .send()
             .await
-            .map_err(|e| format!("cannot fetch the metadata document: {e}"))?;
+            .map_err(|e| fetch_error("cannot fetch the metadata document", &e))?;
         if r.status().is_redirection() {
             return Err(format!(
                 "the metadata document answered a redirect ({}); redirects are not followed",
@@ -290,7 +290,7 @@ async fn fetch_bounded(
         while let Some(chunk) = r
             .chunk()
             .await
-            .map_err(|e| format!("reading the metadata document failed: {e}"))?
+            .map_err(|e| fetch_error("reading the metadata document failed", &e))?
         {
             if body.len() + chunk.len() > MAX_DOCUMENT {
                 return Err(format!(
@@ -307,6 +307,18 @@ async fn fetch_bounded(
             FETCH_TIME.as_secs()
         )
     })?
+}
+
+/// A fetch's error, saying so when it took too long.
+fn fetch_error(what: &str, e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        format!(
+            "the metadata document took longer than {} s",
+            FETCH_TIME.as_secs()
+        )
+    } else {
+        format!("{what}: {e}")
+    }
 }
 
 /// Reads a client ID metadata document: its `client_id` is its URL, its `redirect_uris` are
