@@ -31,6 +31,7 @@ mod feed;
 mod figures;
 mod insert;
 mod load;
+mod oauth;
 mod opts;
 mod quality;
 mod resources;
@@ -83,6 +84,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("feed", feed::section_feed),
     ("agg", agg::section_aggregator),
     ("resources", resources::section_resources),
+    ("oauth", oauth::section_oauth),
     ("wasm", wasm::section_wasm),
     ("wasm_cancel", wasm_cancel::section_wasm_cancel),
     ("typed", typed::section_typed),
