@@ -173,6 +173,24 @@ pub(crate) fn base_url(headers: &HeaderMap) -> String {
     format!("{scheme}://{}", host.to_ascii_lowercase())
 }
 
+/// The `WWW-Authenticate` of a `/mcp` 401 (RFC 9728 §5.1): where to start.
+pub(crate) fn challenge(headers: &HeaderMap, invalid: Option<&str>) -> axum::http::HeaderValue {
+    let base = base_url(headers);
+    let mut v =
+        format!("Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\"");
+    if let Some(why) = invalid {
+        let why: String = why
+            .chars()
+            .filter(|c| *c != '"' && *c != '\\' && !c.is_control())
+            .collect();
+        v.push_str(&format!(
+            ", error=\"invalid_token\", error_description=\"{why}\""
+        ));
+    }
+    axum::http::HeaderValue::from_str(&v)
+        .unwrap_or_else(|_| axum::http::HeaderValue::from_static("Bearer"))
+}
+
 /// The bearer token of a request, if any.
 pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers

@@ -13,8 +13,6 @@ mod routes;
 mod sse;
 mod ui;
 
-pub(crate) use oauth::challenge;
-
 use crate::error::Error;
 use crate::ops::Ctx;
 use crate::server::{MAX_BODY, Shared};

@@ -129,23 +129,6 @@ async fn server_metadata(headers: HeaderMap) -> Response {
     )
 }
 
-/// The `WWW-Authenticate` of a `/mcp` 401 (RFC 9728 §5.1): where to start.
-pub(crate) fn challenge(headers: &HeaderMap, invalid: Option<&str>) -> HeaderValue {
-    let base = base_url(headers);
-    let mut v =
-        format!("Bearer resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\"");
-    if let Some(why) = invalid {
-        let why: String = why
-            .chars()
-            .filter(|c| *c != '"' && *c != '\\' && !c.is_control())
-            .collect();
-        v.push_str(&format!(
-            ", error=\"invalid_token\", error_description=\"{why}\""
-        ));
-    }
-    HeaderValue::from_str(&v).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
-}
-
 fn escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {

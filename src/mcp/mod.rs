@@ -442,7 +442,7 @@ async fn require_token(State(s): State<Shared>, mut req: Request, next: Next) ->
         Err(e) => {
             let invalid = crate::server::bearer(req.headers()).is_some();
             let challenge =
-                crate::http::challenge(req.headers(), invalid.then_some(e.message.as_str()));
+                crate::server::challenge(req.headers(), invalid.then_some(e.message.as_str()));
             let mut r = e.into_response();
             r.headers_mut()
                 .insert(axum::http::header::WWW_AUTHENTICATE, challenge);
