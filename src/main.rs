@@ -59,6 +59,13 @@ enum Command {
         #[command(subcommand)]
         cmd: Box<datanotes::cli::AppsCmd>,
     },
+    /// List or revoke the grants web agents got through OAuth (the owner's commands).
+    Grants {
+        #[command(flatten)]
+        conn: datanotes::cli::Conn,
+        #[command(subcommand)]
+        cmd: datanotes::cli::GrantsCmd,
+    },
     /// Serve MCP over stdio for desktop clients, proxying to a running server.
     Mcp {
         #[command(flatten)]
@@ -211,6 +218,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             engine.shutdown();
         }
         Command::Apps { conn, cmd } => datanotes::cli::run(conn, *cmd)?,
+        Command::Grants { conn, cmd } => datanotes::cli::run_grants(conn, cmd)?,
         Command::Mcp { conn, actor } => {
             let ep = conn.endpoint()?;
             let token = conn.token()?;

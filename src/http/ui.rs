@@ -28,6 +28,16 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("ui/search.js"),
     ),
     (
+        "grants.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/grants.js"),
+    ),
+    (
+        "consent.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/consent.js"),
+    ),
+    (
         "app.css",
         "text/css; charset=utf-8",
         include_str!("ui/app.css"),

@@ -344,3 +344,38 @@ fn apps_install_says_a_world_mismatch_before_compiling_or_sending() {
     ]);
     assert!(err.contains("nope.wasm: no such file"), "{err}");
 }
+
+#[test]
+fn grants_list_and_revoke() {
+    let srv = Server::start();
+    // No agent was allowed yet: no grants, said in words (and as JSON).
+    let (code, out, err) = cli(&["grants", "list", "--database", s(&srv.dir)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("no grants"), "{out}");
+    let (code, out, err) = cli(&["grants", "list", "--json", "--database", s(&srv.dir)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["grants"],
+        json!([])
+    );
+    // An unknown id: the server's refusal, naming it, with the address.
+    let err = refused(&["grants", "revoke", "nope", "--database", s(&srv.dir)]);
+    assert!(
+        err.contains("nope") && err.contains("grant") && err.contains(&srv.url),
+        "{err}"
+    );
+    // Every flag is described.
+    for cmd in [
+        &["grants", "list", "--help"],
+        &["grants", "revoke", "--help"],
+    ] {
+        let (code, out, _) = cli(cmd);
+        assert_eq!(code, 0);
+        for l in out.lines().filter(|l| l.trim_start().starts_with("--")) {
+            assert!(
+                l.trim().contains("  "),
+                "{cmd:?}: a flag without a description: {l}"
+            );
+        }
+    }
+}

@@ -355,7 +355,7 @@ async function appsView() {
   const list = h("div", { id: "apps" }, apps.length ? apps.map(appCard) : h("p", { class: "muted" }, state.owner ? "No apps yet." : "Signed in with an app token: the list of apps is the owner's. The app's own sign-in link (…#token=…&app=NAME) shows its entry here."));
   // The forms keep what they show (a new token) across a reload of the list.
   if (state.owner && !forms) forms = [installForm(), remoteForm()];
-  show(h("h1", {}, "Apps"), memory, list, state.owner ? forms : null);
+  show(h("h1", {}, "Apps"), memory, list, state.owner ? grantsSection() : null, state.owner ? forms : null);
 }
 
 // Reachability changes on its own: the list is read again every 5 s while it is shown, unless
