@@ -407,6 +407,9 @@ async function main() {
   }
   ok("every view fits a phone's width (390 px)");
 
+  await grantScenario(browser, page, watch);
+  await appOAuthScenario(browser, watch);
+
   step = "end";
   check(outside.length === 0, `requests left the server: ${outside.join(", ")}`);
   ok("no request left the server");
@@ -422,3 +425,180 @@ main().catch((e) => {
   console.error(`FAIL ${e.message}`);
   process.exit(1);
 });
+
+// A web agent's grant: registered over plain HTTP, allowed on the consent page (owner sign-in,
+// one table and one tool ticked), listed in the console's Apps view with those rights, revoked
+// there. Its own context: the agent's redirect_uri (127.0.0.1:9, nothing listens) is answered by
+// page.route, and only there may a request leave the server.
+async function grantScenario(browser, page, watch) {
+  step = "grant: consent";
+  const redirect = "http://127.0.0.1:9/cb";
+  const reg = await fetch(`${base}/oauth/register`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ client_name: "Test agent", redirect_uris: [redirect], token_endpoint_auth_method: "none" }),
+  });
+  const client = await reg.json().catch(() => ({}));
+  check(reg.ok && client.client_id, `POST /oauth/register answered ${reg.status}: ${JSON.stringify(client)}`);
+  const crypto = require("crypto");
+  const verifier = crypto.randomBytes(32).toString("base64url");
+  const challenge = crypto.createHash("sha256").update(verifier).digest("base64url");
+  const q = new URLSearchParams({ response_type: "code", client_id: client.client_id, redirect_uri: redirect, code_challenge: challenge, code_challenge_method: "S256", state: "s1", resource: `${base}/mcp` });
+  const ctx = await browser.newContext({ viewport: { width: 390, height: 800 } });
+  const left = [];
+  ctx.on("request", (r) => { const u = r.url(); if (!u.startsWith(`${base}/`) && !u.startsWith(`${redirect}?`) && !u.startsWith("data:")) left.push(u); });
+  await ctx.route(`${redirect}**`, (r) => r.fulfill({ status: 200, contentType: "text/plain", body: "the agent's callback" }));
+  const p = await ctx.newPage();
+  watch(p);
+  const res = await p.goto(`${base}/oauth/authorize?${q}`);
+  check(res.status() === 200, `the consent page answered ${res.status()}`);
+  check((await p.textContent("body")).includes("Test agent"), "the consent page does not name the client");
+  check(await p.locator("#consent-form").isHidden(), "the rights show before sign-in");
+  await p.fill("#consent-token", token);
+  await p.click("#consent-signin-form [type=submit]");
+  await p.waitForSelector("#consent-form", { state: "visible" });
+  check(!(await p.evaluate(() => JSON.stringify(sessionStorage) + JSON.stringify(localStorage) + document.cookie)).includes(token), "the owner token was stored");
+  check(await p.locator('input[name=call_tools][value="list_tables"]').isChecked(), "a read operation is not ticked by default");
+  check(!(await p.locator('input[name=call_tools][value="insert_row"]').isChecked()), "a write operation is ticked by default");
+  check(!(await p.locator('input[name=write][value="personal.tasks.items"]').isChecked()), "a table is ticked by default");
+  const width = await p.evaluate(() => document.documentElement.scrollWidth);
+  check(width <= 392, `the consent page is wider than a phone: ${width} px`);
+  await p.click("#consent-tools-none");
+  check((await p.locator("#consent-form input[type=checkbox]:checked").count()) === 0, "something is still ticked after unticking all tools");
+  await p.check('input[name=write][value="personal.tasks.items"]');
+  await p.check('input[name=call_tools][value="planning_list_tasks"]');
+  const arrived = p.waitForURL((u) => u.href.startsWith(`${redirect}?`), { waitUntil: "commit" });
+  await p.click("#consent-allow");
+  await arrived;
+  const back = new URL(p.url());
+  check(back.searchParams.get("code") && back.searchParams.get("state") === "s1", `the agent got back ${p.url()}`);
+  await p.close(); // not its context: this Chromium is one process, which a closed context may end
+  check(left.length === 0, `requests left the server: ${left.join(", ")}`);
+  ok("consent page: the owner signs in, ticks one table and one tool, Allow sends the agent its code", `${back.origin}${back.pathname}?code=…&state=${back.searchParams.get("state")}`);
+
+  // The agent trades its code for tokens (the grant is made then): its MCP session lists the
+  // one tool ticked.
+  const tok = await fetch(`${base}/oauth/token`, {
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ grant_type: "authorization_code", code: back.searchParams.get("code"), redirect_uri: redirect, client_id: client.client_id, code_verifier: verifier, resource: `${base}/mcp` }),
+  });
+  const tokens = await tok.json().catch(() => ({}));
+  check(tok.ok && tokens.access_token, `POST /oauth/token answered ${tok.status}: ${JSON.stringify(tokens)}`);
+  const mcp = async () => {
+    const c = new Client({ name: "oauth-agent", version: "1.0" });
+    await c.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${tokens.access_token}` } } }));
+    return c;
+  };
+  const agentWithGrant = await mcp();
+  const listed = (await agentWithGrant.listTools()).tools.map((t) => t.name);
+  await agentWithGrant.close();
+  check(listed.join() === "planning_list_tasks", `the agent lists ${listed.join(", ")}`);
+
+  step = "grant: listed and revoked";
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.goto(`${ui}#apps`);
+  const card = page.locator('#grants [data-grant]:has-text("Test agent")');
+  await card.waitFor();
+  const rights = await card.locator(".rights").textContent();
+  check(rights === "rights: write: personal.tasks.items · tools it may call: planning_list_tasks", `the grant's rights: ${rights}`);
+  check((await api("grants/list")).body.grants.length === 1, "the server lists another number of grants");
+  await card.locator("button.revoke").click();
+  await page.click("#dialog-ok");
+  await card.waitFor({ state: "detached" });
+  check((await api("grants/list")).body.grants.length === 0, "the grant is still there");
+  check(await mcp().then((c) => c.close().then(() => false), () => true), "the revoked grant's access token still opens /mcp");
+  ok("the console lists the grant with its rights; Revoke removes it", rights);
+}
+
+// A remote app whose MCP server requires OAuth: the MCP TypeScript SDK's example server
+// (simpleStreamableHttp.js --oauth, on two free ports; its demo authorization server approves
+// at its authorize endpoint at once and issues no refresh token), registered by the owner,
+// connected with the console's Connect button (in a context of its own: the sign-in goes to the
+// app's authorization server, off this server), its tools then called through the engine's /mcp.
+async function appOAuthScenario(browser, watch) {
+  step = "oauth app: start the SDK's example server";
+  const { spawn } = require("child_process");
+  const fs = require("fs");
+  const path = require("path");
+  const net = require("net");
+  const freePort = () => new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); });
+  });
+  const mcpPort = await freePort();
+  const authPort = await freePort();
+  const example = path.join(process.env.NODE_PATH, "@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js");
+  const ts = spawn(process.execPath, [example, "--oauth"], {
+    env: { ...process.env, MCP_PORT: String(mcpPort), MCP_AUTH_PORT: String(authPort) },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let log = "";
+  ts.stdout.on("data", (d) => { log += d; });
+  ts.stderr.on("data", (d) => { log += d; });
+  try {
+    for (let i = 0; i < 100 && !(/Authorization Server listening/.test(log) && /MCP Streamable HTTP Server listening/.test(log)); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    check(/MCP Streamable HTTP Server listening/.test(log), `the example server did not start: ${log}`);
+
+    step = "oauth app: registered";
+    const url = `http://localhost:${mcpPort}/mcp`;
+    const created = await api("apps/create", { name: "tsdemo", mcp_url: url });
+    check(created.status === 200, `apps/create answered ${created.status}: ${JSON.stringify(created.body)}`);
+    const e = created.body.app;
+    check(e.signIn && e.signIn.required === true && e.reachable === false, `the app does not need sign-in: ${JSON.stringify(e)}`);
+    check(/needs sign-in/.test(e.lastError) && /apps\/connect/.test(e.lastError), `the reason: ${e.lastError}`);
+
+    step = "oauth app: Connect";
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const visited = [];
+    ctx.on("request", (r) => visited.push(r.url()));
+    const p = await ctx.newPage();
+    watch(p);
+    await p.goto(link);
+    await p.waitForSelector("#nav:not([hidden])");
+    await p.goto(`${ui}#apps`);
+    const card = p.locator('[data-app="tsdemo"]');
+    await card.waitFor();
+    check(/needs sign-in/.test(await card.textContent()), "the app's entry does not say it needs sign-in");
+    const back = p.waitForURL((u) => u.href === `${ui}#apps` && visited.some((v) => v.includes("/datanotes/apps/oauth/callback?")), { waitUntil: "commit" });
+    await card.locator("button.connect").click();
+    await back;
+    await p.locator('[data-app="tsdemo"] .badge.up').waitFor({ timeout: 15000 });
+    const authorize = visited.find((v) => v.startsWith(`http://localhost:${authPort}/authorize?`));
+    check(authorize, `the browser never went to the app's authorization server: ${visited.join(", ")}`);
+    const q = new URL(authorize).searchParams;
+    check(q.get("code_challenge_method") === "S256" && q.get("resource") === url && q.get("redirect_uri") === `${base}/datanotes/apps/oauth/callback`, `the authorization request: ${authorize}`);
+    check((await p.locator('[data-app="tsdemo"] .badge.sign-in').count()) === 0, "the entry still says it needs sign-in");
+    const tools = await p.locator('[data-app="tsdemo"] details').first().textContent();
+    check(/greet/.test(tools), `the entry's tools after Connect: ${tools}`);
+    // (Closing a context whose page went to another site fails in the single-process headless
+    // Chromium; the page is closed, and the context goes with the browser.)
+    await p.close();
+    await ctx.close().catch(() => {});
+    ok("an OAuth app (the TypeScript SDK's example server) is connected with the console's Connect button", `registered by dynamic client registration, PKCE S256, resource ${url}`);
+
+    step = "oauth app: called through /mcp";
+    const a = await agent("oauth-app-test");
+    const r = await a.callTool({ name: "greet", arguments: { name: "console" } });
+    await a.close();
+    check(!r.isError && r.content[0].text === "Hello, console!", `greet answered ${JSON.stringify(r)}`);
+    const file = path.join(process.env.HOME_TMP, "db", ".datanotes", "app-oauth", "tsdemo.json");
+    const st = fs.statSync(file);
+    check((st.mode & 0o777) === 0o600, `the tokens file's mode is ${(st.mode & 0o777).toString(8)}`);
+    const saved = JSON.parse(fs.readFileSync(file, "utf8"));
+    const refresh = Boolean(saved.credentials && saved.credentials.token_response && saved.credentials.token_response.refresh_token);
+    const listing = JSON.stringify((await api("apps")).body);
+    check(!listing.includes(saved.credentials.token_response.access_token), "the access token is answered by apps/");
+    ok("its tool called through the engine's /mcp with the OAuth access token", `greet → "${r.content[0].text}"; tokens file 0600; refresh token issued: ${refresh ? "yes" : "no (the demo provider issues none)"}`);
+
+    step = "oauth app: deleted";
+    check((await api("apps/delete", { name: "tsdemo" })).status === 200, "apps/delete");
+    check(!fs.existsSync(file), "the tokens file is still there after the app was deleted");
+    ok("deleting the app removes its tokens");
+  } finally {
+    ts.kill();
+  }
+}

@@ -285,8 +285,12 @@ impl Aggregator {
         Some((
             fp,
             Arc::new(RemoteApp::new(
-                url,
+                url.clone(),
                 rec.mcp_token.clone(),
+                // Without a static token: its OAuth sign-in, used if the app asks for one.
+                rec.mcp_token
+                    .is_none()
+                    .then(|| super::remote::oauth::for_app(&self.engine.meta_dir, &rec.name, &url)),
                 self.timeouts,
                 self.caps,
                 Some(self.events_of(&rec.name)),
@@ -343,6 +347,7 @@ impl Aggregator {
             // What is left was deleted.
             for name in old.keys() {
                 let _ = std::fs::remove_file(self.listing_path(name));
+                super::remote::oauth::forget(&self.engine.meta_dir, name);
             }
         }
         self.resolve();
@@ -660,6 +665,9 @@ impl Aggregator {
             );
             if let Some(st) = s.backend.stats() {
                 e["runtime"] = st;
+            }
+            if let Some(si) = s.backend.sign_in() {
+                e["signIn"] = si;
             }
         }
         e

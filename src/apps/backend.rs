@@ -257,6 +257,11 @@ pub trait AppBackend: Send + Sync {
     fn stats(&self) -> Option<Value> {
         None
     }
+    /// Whether the owner must sign in to the app (a remote app that requires OAuth), for its
+    /// entry (`signIn`: `required`, `connected`, `reason`); `None` for an app without sign-in.
+    fn sign_in(&self) -> Option<Value> {
+        None
+    }
 }
 
 /// The one rule for an app's result, whichever door serves it (`/mcp`, `apps/call/`):

@@ -7,6 +7,7 @@
 //! [`Server::caller`](crate::server::Server::caller)), every [`Error`] as a JSON answer
 //! (`impl IntoResponse for Error`), and the JSON body reader.
 
+mod app_connect;
 mod oauth;
 mod operations;
 mod routes;
@@ -114,7 +115,7 @@ pub(crate) fn router(s: Shared) -> Router {
         .route("/datanotes/{op}", post(operations::run))
         .route("/datanotes/{a}/{b}/", post(not_found))
         .route("/datanotes/{a}/{b}", post(not_found));
-    ui::register(oauth::register(routes::register(r)))
+    app_connect::register(ui::register(oauth::register(routes::register(r))))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(s)

@@ -214,6 +214,11 @@ static ROUTES: &[Route] = &[
         },
     },
     Route {
+        path: "apps/connect",
+        access: Access::Owner,
+        run: |s, _, v| Box::pin(super::app_connect::connect(s, v)),
+    },
+    Route {
         path: "apps/rotate-token",
         access: Access::Owner,
         run: |s, _, v| blocking(move || Ok(json!({"token": s.apps.rotate_token(&name_of(&v)?)?}))),
@@ -323,7 +328,14 @@ async fn run_route(
         ("apps/create" | "apps/update", Caller::Owner) => MAX_COMPONENT_BODY,
         _ => MAX_BODY,
     };
-    let args = json_body_max(req, max).await?;
+    // `apps/connect` registers the engine's own address as the browser reached it.
+    let origin = (route.path == "apps/connect")
+        .then(|| super::app_connect::origin(req.headers()))
+        .flatten();
+    let mut args = json_body_max(req, max).await?;
+    if route.path == "apps/connect" {
+        args["origin"] = json!(origin);
+    }
     let target = match args.get("name").and_then(Value::as_str) {
         Some(n) if route.access == Access::SelfService => Target::App(n),
         _ => Target::None,

@@ -14,6 +14,7 @@
 
 mod kit;
 
+mod app_oauth;
 mod apps_scopes;
 mod apps_tools;
 mod cli;

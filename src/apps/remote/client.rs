@@ -48,6 +48,8 @@ pub(super) struct ActorClient {
     reuse: Arc<AtomicBool>,
     too_big: Arc<AtomicBool>,
     route: Arc<std::sync::Mutex<Option<Route>>>,
+    /// The app's OAuth sign-in: every request carries its access token (see [`Self::authed`]).
+    oauth: Option<Arc<super::oauth::AppOAuth>>,
     /// The session's standalone stream (`GET`) was answered (opened, or refused by an app
     /// that has none): until then, what the app sends outside a request may be lost.
     standalone: Arc<tokio::sync::watch::Sender<bool>>,
@@ -105,7 +107,11 @@ impl ActorClient {
     }
 
     /// A client; `reuse`: one that keeps connections open while that flag holds.
-    pub(super) fn new(too_big: Arc<AtomicBool>, reuse: Option<Arc<AtomicBool>>) -> ActorClient {
+    pub(super) fn new(
+        too_big: Arc<AtomicBool>,
+        reuse: Option<Arc<AtomicBool>>,
+        oauth: Option<Arc<super::oauth::AppOAuth>>,
+    ) -> ActorClient {
         // No redirects; reqwest sets TCP_NODELAY on its side.
         let build = |idle: usize| {
             reqwest::Client::builder()
@@ -121,6 +127,7 @@ impl ActorClient {
             reuse: reuse.unwrap_or_default(),
             too_big,
             route: Arc::new(std::sync::Mutex::new(None)),
+            oauth,
             standalone: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
     }
@@ -152,6 +159,40 @@ impl ActorClient {
     pub(super) fn answered_in(&self, took: Duration) {
         if took >= *SLOW_ANSWER && self.reuse.swap(false, Ordering::Relaxed) {
             tracing::debug!("a slow answer: new connections from now on");
+        }
+    }
+
+    /// Sends a request with the app's OAuth access token (renewed first when it is about to
+    /// expire): a 401 renews it once and sends the request again (the app did not run it); a
+    /// 401 to a request without a token means the app needs sign-in.
+    async fn authed<T, F, Fut>(&self, send: F) -> Result<T, HttpErr>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, HttpErr>>,
+    {
+        use super::oauth::NoToken;
+        use rmcp::transport::auth::AuthError;
+        let Some(o) = &self.oauth else {
+            return send(None).await;
+        };
+        let token = o.bearer().await.map_err(|e| {
+            StreamableHttpError::Auth(match e {
+                NoToken::SignIn(_) => AuthError::AuthorizationRequired,
+                NoToken::Failed(why) => AuthError::TokenRefreshFailed(why),
+            })
+        })?;
+        match send(token.clone()).await {
+            Err(StreamableHttpError::AuthRequired(e)) => match token {
+                Some(t) => match o.rejected(&t).await {
+                    Ok(n) => send(Some(n)).await,
+                    Err(_) => Err(StreamableHttpError::AuthRequired(e)),
+                },
+                None => {
+                    o.challenged(&e.www_authenticate_header);
+                    Err(StreamableHttpError::AuthRequired(e))
+                }
+            },
+            r => r,
         }
     }
 
@@ -216,10 +257,17 @@ impl StreamableHttpClient for ActorClient {
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
         self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
-        let r = self
-            .http()
-            .post_message(uri, message, session_id, auth_header, h)
-            .await;
+        let r = if self.oauth.is_none() {
+            self.http()
+                .post_message(uri, message, session_id, auth_header, h)
+                .await
+        } else {
+            self.authed(|t| {
+                let (u, m, s, h) = (uri.clone(), message.clone(), session_id.clone(), h.clone());
+                self.http().post_message(u, m, s, t, h)
+            })
+            .await
+        };
         self.watch(r)
     }
 
@@ -234,17 +282,19 @@ impl StreamableHttpClient for ActorClient {
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
         self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
-        let r = self
-            .http()
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                h,
-                max_sse_event_size,
-            )
-            .await;
+        let max = max_sse_event_size;
+        let r = if self.oauth.is_none() {
+            self.http()
+                .post_message_with_max_sse_event_size(uri, message, session_id, auth_header, h, max)
+                .await
+        } else {
+            self.authed(|t| {
+                let (u, m, s, h) = (uri.clone(), message.clone(), session_id.clone(), h.clone());
+                self.http()
+                    .post_message_with_max_sse_event_size(u, m, s, t, h, max)
+            })
+            .await
+        };
         self.watch(r)
     }
 
@@ -259,10 +309,18 @@ impl StreamableHttpClient for ActorClient {
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
         self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
-        let r = self
-            .http()
-            .post_message_with_response_limits(uri, message, session_id, auth_header, h, limits)
-            .await;
+        let r = if self.oauth.is_none() {
+            self.http()
+                .post_message_with_response_limits(uri, message, session_id, auth_header, h, limits)
+                .await
+        } else {
+            self.authed(|t| {
+                let (u, m, s, h) = (uri.clone(), message.clone(), session_id.clone(), h.clone());
+                self.http()
+                    .post_message_with_response_limits(u, m, s, t, h, limits)
+            })
+            .await
+        };
         self.watch(r)
     }
 
@@ -273,9 +331,17 @@ impl StreamableHttpClient for ActorClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
     ) -> Result<(), HttpErr> {
-        self.http()
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
+        if self.oauth.is_none() {
+            return self
+                .http()
+                .delete_session(uri, session_id, auth_header, custom_headers)
+                .await;
+        }
+        self.authed(|t| {
+            let (u, s, h) = (uri.clone(), session_id.clone(), custom_headers.clone());
+            self.http().delete_session(u, s, t, h)
+        })
+        .await
     }
 
     async fn get_stream(
@@ -286,10 +352,22 @@ impl StreamableHttpClient for ActorClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
     ) -> SseResult {
-        let r = self
-            .http()
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await;
+        let r = if self.oauth.is_none() {
+            self.http()
+                .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+                .await
+        } else {
+            self.authed(|t| {
+                let (u, s, l, h) = (
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    custom_headers.clone(),
+                );
+                self.http().get_stream(u, s, l, t, h)
+            })
+            .await
+        };
         self.standalone_answered();
         r
     }
@@ -303,17 +381,31 @@ impl StreamableHttpClient for ActorClient {
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
         max_sse_event_size: usize,
     ) -> SseResult {
-        let r = self
-            .http()
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await;
+        let max = max_sse_event_size;
+        let r = if self.oauth.is_none() {
+            self.http()
+                .get_stream_with_max_sse_event_size(
+                    uri,
+                    session_id,
+                    last_event_id,
+                    auth_header,
+                    custom_headers,
+                    max,
+                )
+                .await
+        } else {
+            self.authed(|t| {
+                let (u, s, l, h) = (
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    custom_headers.clone(),
+                );
+                self.http()
+                    .get_stream_with_max_sse_event_size(u, s, l, t, h, max)
+            })
+            .await
+        };
         self.standalone_answered();
         r
     }

@@ -136,13 +136,37 @@ impl RemoteApp {
         let failed = |why: String| {
             Direct::Answered(Err(BackendError(format!("calling {tool} failed: {why}"))))
         };
+        let token = match self.bearer().await {
+            Ok(t) => t,
+            Err(e) => {
+                abandon.armed = false;
+                return Direct::Answered(Err(e));
+            }
+        };
         let sent = client
             .http()
-            .post_message(uri, msg, route.session.clone(), self.token.clone(), headers)
+            .post_message(uri, msg, route.session.clone(), token.clone(), headers)
             .await;
         let answer = match sent {
             Err(StreamableHttpError::SessionExpired) => {
                 abandon.armed = false;
+                return Direct::Expired(params);
+            }
+            // The app refused the token (revoked, or expired early): renewed once, and the
+            // call goes on a new session (the app has not run it).
+            Err(StreamableHttpError::AuthRequired(e)) => {
+                abandon.armed = false;
+                let Some(o) = &self.oauth else {
+                    let e = StreamableHttpError::<reqwest::Error>::AuthRequired(e);
+                    return failed(plain::error_words(&self.url, Peer::App, &e));
+                };
+                let Some(t) = &token else {
+                    o.challenged(&e.www_authenticate_header);
+                    return Direct::Answered(Err(self.or_sign_in(BackendError(String::new()))));
+                };
+                if let Err(e) = o.rejected(t).await {
+                    return Direct::Answered(Err(self.no_token(e)));
+                }
                 return Direct::Expired(params);
             }
             Err(e) => return failed(plain::error_words(&self.url, Peer::App, &e)),
@@ -257,7 +281,7 @@ impl RemoteApp {
                     self.url.as_str().into(),
                     route.session.clone(),
                     Some(from),
-                    self.token.clone(),
+                    self.bearer_now(),
                     route.headers.clone(),
                 )
                 .await
@@ -317,7 +341,7 @@ impl RemoteApp {
                 self.url.as_str().into(),
                 msg,
                 route.session.clone(),
-                self.token.clone(),
+                self.bearer_now(),
                 route.headers.clone(),
             )
             .await;
@@ -354,7 +378,7 @@ impl Drop for Abandon<'_> {
         let http = self.client.http().clone();
         let uri: Arc<str> = self.app.url.as_str().into();
         let (session, headers) = (self.route.session.clone(), self.route.headers.clone());
-        let token = self.app.token.clone();
+        let token = self.app.bearer_now();
         rt.spawn(async move {
             let _ = http.post_message(uri, msg, session, token, headers).await;
         });

@@ -5,6 +5,7 @@
 mod client;
 mod content;
 mod direct;
+pub(crate) mod oauth;
 mod relay;
 mod sessions;
 
@@ -93,6 +94,8 @@ enum Purpose {
 pub struct RemoteApp {
     url: String,
     token: Option<String>,
+    /// Without a static token: the app's OAuth sign-in (its tokens, if it uses one).
+    oauth: Option<Arc<oauth::AppOAuth>>,
     timeouts: Timeouts,
     caps: ListingCaps,
     /// An answer of the listing session was over the byte cap.
@@ -110,10 +113,12 @@ pub struct RemoteApp {
 }
 
 impl RemoteApp {
-    /// A remote app at `url`, sent `token` as its bearer.
+    /// A remote app at `url`, sent `token` as its bearer; without one, `oauth` is its OAuth
+    /// sign-in (used once the app asks for it).
     pub fn new(
         url: String,
         token: Option<String>,
+        oauth: Option<Arc<oauth::AppOAuth>>,
         timeouts: Timeouts,
         caps: ListingCaps,
         events: relay::Events,
@@ -122,6 +127,7 @@ impl RemoteApp {
             events,
             agents: Default::default(),
             url,
+            oauth: if token.is_none() { oauth } else { None },
             token,
             timeouts,
             caps,
@@ -130,6 +136,42 @@ impl RemoteApp {
             call: tokio::sync::Mutex::new(None),
             next_id: AtomicU64::new(1),
             reuse: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// The bearer of a request now: the static token, or the OAuth access token (renewed
+    /// first when it is about to expire).
+    async fn bearer(&self) -> Result<Option<String>, BackendError> {
+        match &self.oauth {
+            None => Ok(self.token.clone()),
+            Some(o) => o.bearer().await.map_err(|e| self.no_token(e)),
+        }
+    }
+
+    /// The bearer known now, without waiting (for a notification sent on the way out).
+    fn bearer_now(&self) -> Option<String> {
+        match &self.oauth {
+            None => self.token.clone(),
+            Some(o) => o.cached(),
+        }
+    }
+
+    fn no_token(&self, e: oauth::NoToken) -> BackendError {
+        match (e, &self.oauth) {
+            (oauth::NoToken::SignIn(why), Some(o)) => BackendError(o.sign_in_error(&why)),
+            (oauth::NoToken::SignIn(why) | oauth::NoToken::Failed(why), _) => BackendError(why),
+        }
+    }
+
+    /// `e`, or the sentence that the owner must sign in, when that is why it failed.
+    fn or_sign_in(&self, e: BackendError) -> BackendError {
+        match self
+            .oauth
+            .as_ref()
+            .and_then(|o| o.needs().map(|w| o.sign_in_error(&w)))
+        {
+            Some(why) => BackendError(why),
+            None => e,
         }
     }
 
@@ -184,7 +226,11 @@ impl RemoteApp {
 impl AppBackend for RemoteApp {
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
         Box::pin(async move {
-            let s = self.session(Purpose::List).await?.service;
+            let s = self
+                .session(Purpose::List)
+                .await
+                .map_err(|e| self.or_sign_in(e))?
+                .service;
             let r = match tokio::time::timeout(self.timeouts.list, self.list_capped(&s)).await {
                 Err(_) => Err(BackendError(format!(
                     "timed out listing tools ({})",
@@ -205,7 +251,7 @@ impl AppBackend for RemoteApp {
             if r.is_err() {
                 self.forget(Purpose::List).await;
             }
-            r
+            r.map_err(|e| self.or_sign_in(e))
         })
     }
 
@@ -216,7 +262,7 @@ impl AppBackend for RemoteApp {
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>> {
         Box::pin(async move {
-            let open = self.for_call(ctx).await?;
+            let open = self.for_call(ctx).await.map_err(|e| self.or_sign_in(e))?;
             let mut params = CallToolRequestParams::new(tool.to_string());
             if let Value::Object(m) = args {
                 params = params.with_arguments(m);
@@ -243,13 +289,14 @@ impl AppBackend for RemoteApp {
                     Ok(direct::Direct::Expired(params)) => {
                         // The app forgot the session (it restarted): a new one, through rmcp.
                         self.forget_for(ctx).await;
-                        break 'direct (self.for_call(ctx).await?.service, params);
+                        let open = self.for_call(ctx).await.map_err(|e| self.or_sign_in(e))?;
+                        break 'direct (open.service, params);
                     }
                 };
                 if r.is_err() {
                     self.forget_for(ctx).await;
                 }
-                return r;
+                return r.map_err(|e| self.or_sign_in(e));
             };
             let mut req = CallToolRequest::new(params);
             req.extensions.insert(who);
@@ -277,7 +324,7 @@ impl AppBackend for RemoteApp {
             if r.is_err() {
                 self.forget_for(ctx).await;
             }
-            r
+            r.map_err(|e| self.or_sign_in(e))
         })
     }
 
@@ -303,6 +350,10 @@ impl AppBackend for RemoteApp {
     /// passes them over).
     fn streams(&self) -> bool {
         true
+    }
+
+    fn sign_in(&self) -> Option<Value> {
+        self.oauth.as_ref().and_then(|o| o.status())
     }
 }
 

@@ -154,14 +154,17 @@ impl RemoteApp {
             _ => Arc::new(AtomicBool::new(false)),
         };
         let reuse = matches!(p, Purpose::Call | Purpose::Agent).then(|| self.reuse.clone());
-        let http = ActorClient::new(too_big, reuse);
+        let http = ActorClient::new(too_big, reuse, self.oauth.clone());
         let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
         match tokio::time::timeout(self.timeouts.open, relay.serve(transport)).await {
             Err(_) => Err(BackendError(format!(
                 "timed out opening a session ({})",
                 secs(self.timeouts.open)
             ))),
-            Ok(Err(e)) => Err(BackendError(plain::init_error(&self.url, Peer::App, &e))),
+            // A 401 of an app that signs in with OAuth: the owner must connect it.
+            Ok(Err(e)) => {
+                Err(self.or_sign_in(BackendError(plain::init_error(&self.url, Peer::App, &e))))
+            }
             Ok(Ok(c)) => Ok(Open {
                 service: Arc::new(c),
                 client: http,

@@ -168,6 +168,7 @@ function route() {
 
 function reach(a) {
   if (a.kind === "client") return h("span", { class: "badge" }, "client (no tools)");
+  if (a.signIn && a.signIn.required) return h("span", { class: "badge down sign-in" }, "needs sign-in");
   if (a.reachable === true) return h("span", { class: "badge up" }, "reachable");
   if (a.reachable === false) return h("span", { class: "badge down" }, "not reachable");
   return h("span", { class: "badge" }, "not checked yet");
@@ -208,6 +209,11 @@ function appCard(a) {
   const msg = h("p", { class: "result", role: "status" });
   const actions = h("div", { class: "row actions" },
     h("button", { type: "button", class: "refresh", onclick: () => refreshApp(a.name, msg) }, "Refresh"));
+  if (state.owner && a.signIn) {
+    // A remote app that signs in with OAuth: the owner's browser goes to its sign-in page.
+    actions.append(h("button", { type: "button", class: `connect owner-only${a.signIn.required ? " primary" : ""}`, onclick: () => connectApp(a.name, msg) },
+      a.signIn.required ? "Connect" : "Reconnect"));
+  }
   if (state.owner) {
     actions.append(
       h("button", { type: "button", class: "rotate owner-only", onclick: () => rotate(a.name) }, "Rotate token"),
@@ -248,6 +254,16 @@ async function refreshApp(name, msg) {
     const part = (k) => (d[k] && d[k].length ? `${k}: ${d[k].map((x) => x.name || x).join(", ")}` : null);
     msg.textContent = [part("added"), part("removed"), part("skipped")].filter(Boolean).join(" · ") || "no change";
     if (state.view === "apps") setTimeout(appsView, 800);
+  } catch (e) { msg.replaceChildren(errorBox(e)); }
+}
+
+// Connects a remote app that requires OAuth: apps/connect answers where to sign in; the
+// app's authorization server sends the browser back to the engine, then to #apps.
+async function connectApp(name, msg) {
+  msg.textContent = "opening the app's sign-in…";
+  try {
+    const d = await api("apps/connect", { name });
+    location.assign(d.authorization_url);
   } catch (e) { msg.replaceChildren(errorBox(e)); }
 }
 
