@@ -147,7 +147,7 @@ impl Server {
 /// This server's base URL as a request reached it (`scheme://host[:port]`), the issuer of
 /// its OAuth tokens and the base of its `/mcp` resource: the `Host` header, over `https`
 /// unless the host is `localhost` or an IP address (a name is served through a TLS tunnel or
-/// proxy) or `X-Forwarded-Proto` says otherwise.
+/// proxy) or the browser's `Origin` (naming this host) or `X-Forwarded-Proto` says otherwise.
 pub(crate) fn base_url(headers: &HeaderMap) -> String {
     let host = headers
         .get(header::HOST)
@@ -160,11 +160,18 @@ pub(crate) fn base_url(headers: &HeaderMap) -> String {
         None => host.rsplit_once(':').map_or(host, |(n, _)| n),
     };
     let local = name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok();
+    // A browser's `Origin` naming this very host says the scheme it used.
+    let origin = headers
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .and_then(|o| o.split_once("://"))
+        .filter(|(_, rest)| rest.eq_ignore_ascii_case(host))
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
     let forwarded = headers
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().to_ascii_lowercase());
-    let scheme = match forwarded.as_deref() {
+    let scheme = match origin.as_deref().or(forwarded.as_deref()) {
         Some("https") => "https",
         Some("http") => "http",
         _ if local => "http",

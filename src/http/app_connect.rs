@@ -22,45 +22,14 @@ pub(crate) const CALLBACK: &str = "/datanotes/apps/oauth/callback";
 /// The engine's client ID metadata document.
 const CLIENT_DOC: &str = "/datanotes/apps/oauth/client";
 
-/// The engine's own base URL as the browser reached it: the `Host` of the request, with the
-/// scheme of its `Origin` when that names the same host, else of `X-Forwarded-Proto`, else http
-/// for `localhost` or an IP address and https for a name (served through a TLS proxy), as the
-/// engine's own authorization server names itself.
+/// The engine's own base URL as the browser reached it ([`crate::server::base_url`]); `None`
+/// without a valid `Host`.
 pub(crate) fn origin(h: &HeaderMap) -> Option<String> {
-    let host = h
-        .get(header::HOST)?
-        .to_str()
-        .ok()?
-        .trim()
-        .to_ascii_lowercase();
+    let host = h.get(header::HOST)?.to_str().ok()?.trim();
     if host.is_empty() || host.contains(['/', '@', ' ', '\\', '?', '#']) {
         return None;
     }
-    let web = |s: String| (s == "http" || s == "https").then_some(s);
-    let from_origin = h
-        .get(header::ORIGIN)
-        .and_then(|o| o.to_str().ok())
-        .and_then(|o| o.split_once("://"))
-        .filter(|(_, rest)| rest.eq_ignore_ascii_case(&host))
-        .and_then(|(scheme, _)| web(scheme.to_ascii_lowercase()));
-    let forwarded = || {
-        h.get("x-forwarded-proto")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| web(v.trim().to_ascii_lowercase()))
-    };
-    let scheme = from_origin.or_else(forwarded).unwrap_or_else(|| {
-        let name = match host.strip_prefix('[') {
-            Some(v6) => v6.split(']').next().unwrap_or_default().to_string(),
-            None => host
-                .rsplit_once(':')
-                .map_or(host.clone(), |(n, _)| n.to_string()),
-        };
-        let local = name == "localhost"
-            || name.ends_with(".localhost")
-            || name.parse::<std::net::IpAddr>().is_ok();
-        if local { "http" } else { "https" }.to_string()
-    });
-    Some(format!("{scheme}://{host}"))
+    Some(crate::server::base_url(h))
 }
 
 #[derive(serde::Deserialize)]
