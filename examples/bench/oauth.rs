@@ -3,43 +3,16 @@
 //! calls: how many calls failed while the token rotated (target: none).
 
 use super::*;
+use crate::kit;
 use agg::{mcp_raw_call, mcp_raw_session};
-use base64::Engine as _;
-use sha2::{Digest, Sha256};
+use kit::oauth::{enc, form};
 
 const S: &str = "oauth";
 const REDIRECT: &str = "http://127.0.0.1:9/cb";
 
-/// `application/x-www-form-urlencoded` of pairs.
-fn form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| {
-            let enc = |s: &str| -> String {
-                s.bytes()
-                    .map(|b| {
-                        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                            (b as char).to_string()
-                        } else {
-                            format!("%{b:02X}")
-                        }
-                    })
-                    .collect()
-            };
-            format!("{}={}", enc(k), enc(v))
-        })
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// A query parameter of a URL (the bench's values need no decoding).
+/// A query parameter of a URL.
 fn param(url: &str, key: &str) -> String {
-    url.split_once('?')
-        .and_then(|(_, q)| {
-            q.split('&')
-                .find_map(|p| p.strip_prefix(&format!("{key}=")).map(str::to_string))
-        })
-        .unwrap_or_else(|| panic!("no {key} in {url}"))
+    kit::oauth::param(url, key).unwrap_or_else(|| panic!("no {key} in {url}"))
 }
 
 /// A grant of every tool, through the whole flow: (client_id, access token, refresh token).
@@ -55,14 +28,12 @@ fn connect(s: &Server) -> (String, String, String) {
         .and_then(|r| r.json())
         .expect("register");
     let client = reg["client_id"].as_str().expect("a client_id").to_string();
-    let verifier = "bench-verifier-".repeat(4);
-    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(Sha256::digest(verifier.as_bytes()));
+    let (verifier, challenge) = kit::oauth::pkce();
     let html = http
         .get(format!(
             "{}/oauth/authorize?response_type=code&client_id={client}&redirect_uri={}&code_challenge={challenge}&code_challenge_method=S256&state=b",
             s.url,
-            form(&[("", REDIRECT)]).trim_start_matches('=')
+            enc(REDIRECT)
         ))
         .send()
         .and_then(|r| r.text())

@@ -23,6 +23,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("ui/app.js"),
     ),
     (
+        "dom.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/dom.js"),
+    ),
+    (
         "search.js",
         "text/javascript; charset=utf-8",
         include_str!("ui/search.js"),

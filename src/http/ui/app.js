@@ -7,22 +7,7 @@ const state = { token: null, owner: false, self: null, view: "apps", live: null 
 
 // ---- small helpers -------------------------------------------------------------------------
 
-/** Builds an element: h("button", {onclick, class}, "text", child...). */
-function h(tag, attrs, ...kids) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "class") el.className = v;
-    else el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const k of kids.flat()) {
-    if (k === null || k === undefined || k === false) continue;
-    el.append(k instanceof Node ? k : String(k));
-  }
-  return el;
-}
-const $ = (s) => document.querySelector(s);
+// h() and $() are in dom.js.
 const view = () => $("#view");
 function show(...kids) { view().replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false)); }
 function json(v) { return JSON.stringify(v, null, 2); }
