@@ -192,6 +192,10 @@ impl ActorClient {
                     Err(StreamableHttpError::AuthRequired(e))
                 }
             },
+            Err(StreamableHttpError::InsufficientScope(e)) => {
+                o.insufficient(&e.www_authenticate_header, e.required_scope.as_deref());
+                Err(StreamableHttpError::InsufficientScope(e))
+            }
             r => r,
         }
     }

@@ -169,6 +169,15 @@ impl RemoteApp {
                 }
                 return Direct::Expired(params);
             }
+            // A scope the sign-in did not grant: the owner connects the app again.
+            Err(StreamableHttpError::InsufficientScope(e)) => {
+                abandon.armed = false;
+                if let Some(o) = &self.oauth {
+                    o.insufficient(&e.www_authenticate_header, e.required_scope.as_deref());
+                }
+                let e = StreamableHttpError::<reqwest::Error>::InsufficientScope(e);
+                return failed(plain::error_words(&self.url, Peer::App, &e));
+            }
             Err(e) => return failed(plain::error_words(&self.url, Peer::App, &e)),
             Ok(StreamableHttpPostResponse::Json(m, _)) => m,
             Ok(StreamableHttpPostResponse::Sse(mut events, _)) => {

@@ -434,6 +434,26 @@ impl AppOAuth {
         }
     }
 
+    /// The app refused the token for a missing scope (403 `insufficient_scope`): a scope the
+    /// owner's sign-in did not grant means signing in again (the next connect asks for it, from
+    /// the challenge); a scope already granted is only this call's refusal.
+    pub(crate) fn insufficient(&self, www_authenticate: &str, required: Option<&str>) {
+        let granted = FileStore::read(&self.path, &self.url)
+            .map(|(_, c)| c.granted_scopes)
+            .unwrap_or_default();
+        let wanted: Vec<&str> = required.unwrap_or("").split_whitespace().collect();
+        if wanted.is_empty() || wanted.iter().all(|w| granted.iter().any(|g| g == w)) {
+            return;
+        }
+        let mut s = self.state.lock().unwrap();
+        s.challenge = Some(www_authenticate.to_string());
+        tracing::info!(app = %self.app, "app {} asks for more scopes: {}", self.app, wanted.join(" "));
+        s.needs = Some(format!(
+            "the app asks for more scopes ({}) than its sign-in granted",
+            wanted.join(" ")
+        ));
+    }
+
     /// The owner connected the app: its manager, with the new tokens, takes over.
     async fn signed_in(&self, mgr: AuthorizationManager) {
         let mut m = self.manager.lock().await;
