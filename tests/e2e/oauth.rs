@@ -140,10 +140,18 @@ fn the_authorization_request_and_the_consent_refuse_what_they_must_and_change_no
     let good = oauth::authorize_url(&s, &client, REDIRECT, &challenge, "st-1");
 
     // A redirect URI other than the registered one, or an unknown client: a page, never a
-    // redirect.
+    // redirect. The one latitude is a loopback redirect's port (RFC 8252 §7.3, a MUST of
+    // OAuth 2.1): a native app listens where it can.
+    let (st, _, body) = open(&good.replace("127.0.0.1%3A9%2Fcb", "127.0.0.1%3A43210%2Fcb"));
+    assert_eq!(st, 200, "another loopback port: {body}");
     for url in [
         good.replace("127.0.0.1%3A9%2Fcb", "127.0.0.1%3A9%2Fcb2"),
-        good.replace("127.0.0.1%3A9%2Fcb", "127.0.0.1%3A10%2Fcb"),
+        good.replace("127.0.0.1%3A9%2Fcb", "127.0.0.1%3A9%2Fcb%3Fx%3D1"),
+        good.replace("127.0.0.1%3A9%2Fcb", "localhost%3A9%2Fcb"),
+        good.replace(
+            "http%3A%2F%2F127.0.0.1%3A9%2Fcb",
+            "https%3A%2F%2F127.0.0.1%3A9%2Fcb",
+        ),
         good.replace(&client, "dn_client_nope"),
     ] {
         let (st, loc, body) = open(&url);
@@ -339,19 +347,18 @@ fn a_code_is_single_use_and_bound_to_its_verifier_client_redirect_and_resource()
     let code = code_for(&s, &a, &challenge);
     let (st, v) = exchange(&code, &a, &verifier, REDIRECT, &mcp);
     assert_eq!(st, 200, "{v}");
+    let access = v["access_token"].as_str().unwrap().to_string();
+    assert_eq!(mcp_initialize(&s, &mcp, Some(&access)).0, 200);
+    // A code presented again leaked: refused, and the tokens it gave are revoked.
     let (st, v) = exchange(&code, &a, &verifier, REDIRECT, &mcp);
     assert_eq!(
         (st, v["error"].as_str()),
         (400, Some("invalid_grant")),
         "replayed: {v}"
     );
-    assert_eq!(
-        s.ok_route("grants/list", json!({}))["grants"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert!(v["error_description"].as_str().unwrap().contains("revoked"));
+    assert_eq!(mcp_initialize(&s, &mcp, Some(&access)).0, 401);
+    assert_eq!(s.ok_route("grants/list", json!({}))["grants"], json!([]));
 }
 
 fn refresh(s: &Server, t: &Tokens, refresh: &str) -> (u16, Value) {
@@ -429,6 +436,21 @@ fn tokens_expire_rotate_and_a_replaced_refresh_token_revokes_its_chain() {
     assert_eq!(refresh(&s, &t, &refresh2).0, 400);
     assert_eq!(mcp_initialize(&s, &mcp, Some(&access2)).0, 401);
 
+    // Another client cannot revoke someone's token (RFC 7009 §2.1), nor use their refresh
+    // token.
+    let t = oauth::connect(&s, "Owned", json!({"call_tools": ["list_tables"]}));
+    let other = oauth::register(&s, "Other", REDIRECT);
+    let (st, v) = post_form(
+        &s,
+        "/oauth/revoke",
+        &[("token", &t.access), ("client_id", &other)],
+    );
+    assert_eq!(
+        (st, v["error"].as_str()),
+        (400, Some("unauthorized_client")),
+        "{v}"
+    );
+    assert_eq!(mcp_initialize(&s, &mcp, Some(&t.access)).0, 200);
     // Another client cannot use someone's refresh token.
     let t = oauth::connect(&s, "Kept", json!({"call_tools": ["list_tables"]}));
     let other = oauth::register(&s, "Thief", REDIRECT);

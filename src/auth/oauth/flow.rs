@@ -124,6 +124,9 @@ struct Code {
 pub(super) struct Flow {
     pending: Mutex<HashMap<String, Pending>>,
     codes: Mutex<HashMap<[u8; 32], Code>>,
+    /// Codes exchanged in the last [`CODE_FOR`], with the grant each made: one presented again
+    /// revokes that grant (RFC 6749 §4.1.2: the code leaked).
+    spent: Mutex<HashMap<[u8; 32], (String, Instant)>>,
     pub(super) documents: Documents,
 }
 
@@ -159,6 +162,34 @@ fn bounded<K: std::hash::Hash + Eq + Clone, V>(
     }
 }
 
+/// Whether a redirect URI of a request is one a client registered: the same string, or, for
+/// an `http` loopback address (a native app, RFC 8252 §7.3, which OAuth 2.1 §8.4.2 makes a
+/// MUST), the same but for the port, which the app picks when it listens.
+fn same_redirect(registered: &str, asked: &str) -> bool {
+    if registered == asked {
+        return true;
+    }
+    let (Ok(mut r), Ok(mut a)) = (reqwest::Url::parse(registered), reqwest::Url::parse(asked))
+    else {
+        return false;
+    };
+    let loopback = |u: &reqwest::Url| {
+        u.scheme() == "http"
+            && u.host_str()
+                .map(|h| h.trim_matches(['[', ']']))
+                .is_some_and(|h| {
+                    h.parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+                })
+    };
+    if !loopback(&r) || !loopback(&a) {
+        return false;
+    }
+    let _ = r.set_port(None);
+    let _ = a.set_port(None);
+    r.as_str() == a.as_str()
+}
+
 /// A PKCE verifier's S256 challenge.
 fn s256(verifier: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
@@ -192,8 +223,12 @@ impl OAuth {
                 ));
             }
         };
-        // Exactly as registered: no prefix, no other port, no added query.
-        if !client.redirect_uris.iter().any(|r| r == &redirect_uri) {
+        // Exactly as registered: no prefix, no added query, no other port but a loopback one.
+        if !client
+            .redirect_uris
+            .iter()
+            .any(|r| same_redirect(r, &redirect_uri))
+        {
             return Err(page(
                 "invalid_request",
                 format!(
@@ -342,8 +377,20 @@ impl OAuth {
                 let code = field("code")
                     .ok_or_else(|| OAuthError::new(400, "invalid_request", "code is missing"))?;
                 // Taken whatever follows: a code is tried once.
-                let c = self.flow.codes.lock().unwrap().remove(&hash32(code));
+                let key = hash32(code);
+                let c = self.flow.codes.lock().unwrap().remove(&key);
                 let Some(c) = c.filter(|c| c.at.elapsed() < CODE_FOR) else {
+                    let spent = self.flow.spent.lock().unwrap().remove(&key);
+                    if let Some((id, _)) = spent {
+                        let mut store = self.store.lock().unwrap();
+                        if store.revoke(&id) {
+                            store.save().map_err(server_error)?;
+                            tracing::warn!(grant = %id, "an authorization code was used again: grant {id} revoked");
+                        }
+                        return Err(grant(
+                            "the authorization code was already used; as a precaution the tokens it gave are revoked: start the authorization again".into(),
+                        ));
+                    }
                     return Err(grant(
                         "the authorization code is unknown, was already used, or expired (2 minutes): start the authorization again".into(),
                     ));
@@ -378,7 +425,11 @@ impl OAuth {
                         format!("the code was issued for {}", c.resource),
                     ));
                 }
-                self.new_grant(c)
+                let (answer, id) = self.new_grant(c)?;
+                let mut spent = self.flow.spent.lock().unwrap();
+                bounded(&mut spent, |(_, at)| *at, CODE_FOR);
+                spent.insert(key, (id, Instant::now()));
+                Ok(answer)
             }
             Some("refresh_token") => {
                 let token = field("refresh_token").ok_or_else(|| {
@@ -438,15 +489,16 @@ impl OAuth {
         Ok(client)
     }
 
-    /// A new grant from a code: its first tokens.
-    fn new_grant(&self, c: Code) -> Result<Value, OAuthError> {
+    /// A new grant from a code: its first tokens, and its id.
+    fn new_grant(&self, c: Code) -> Result<(Value, String), OAuthError> {
         let now = now_secs();
         let (access, access_hash) = mint(super::ACCESS_PREFIX);
         let (refresh, refresh_hash) = mint(REFRESH_PREFIX);
         let l = self.lifetimes;
         let mut store = self.store.lock().unwrap();
+        let id = short_id("g_");
         store.saved.grants.push(GrantRecord {
-            id: short_id("g_"),
+            id: id.clone(),
             client_id: c.client_id,
             client_name: c.client_name,
             client_origin: c.origin,
@@ -466,7 +518,7 @@ impl OAuth {
             }],
         });
         store.save().map_err(server_error)?;
-        Ok(self.answer(&access, &refresh))
+        Ok((self.answer(&access, &refresh), id))
     }
 
     /// A refresh: the chain's current token rotates; an old one revokes the chain.
@@ -574,7 +626,12 @@ impl OAuth {
             return Ok(());
         };
         if g.client_id != client.client_id {
-            return Ok(());
+            // RFC 7009 §2.1: the request is refused (the token stays valid).
+            return Err(OAuthError::new(
+                400,
+                "unauthorized_client",
+                "this token was not issued to this client",
+            ));
         }
         if access {
             g.access.retain(|a| a.hash != hash);
