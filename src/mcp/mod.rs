@@ -458,8 +458,6 @@ struct Door {
     service: StreamableHttpService<Mcp, LocalSessionManager>,
     /// The open sessions' tokens and last uses (their caps and idle expiry).
     ledger: sessions::Ledger,
-    /// The `Host` and `Origin` it answers.
-    hosts: hosts::Hosts,
 }
 
 /// rmcp closes a session after this long without traffic it sees: the lean path tells it
@@ -474,9 +472,6 @@ const LIST_CHANGED_MOST: Duration = Duration::from_secs(1);
 
 impl Door {
     async fn handle(self: Arc<Self>, req: Request) -> Response {
-        if let Some(r) = self.hosts.refuse(req.headers()) {
-            return r;
-        }
         if let Some(r) = self.gate(&req) {
             return r;
         }
@@ -655,14 +650,26 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
         manager,
         service,
         ledger: sessions::Ledger::new(caps),
-        hosts,
     });
+    // Outermost first: `Host` and `Origin` (DNS rebinding protection), then the token.
+    let hosts = Arc::new(hosts);
     axum::Router::new()
         .route(
             "/mcp",
             axum::routing::any(move |req: Request| door.clone().handle(req)),
         )
         .layer(axum::middleware::from_fn_with_state(server, require_token))
+        .layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| {
+                let hosts = hosts.clone();
+                async move {
+                    match hosts.refuse(req.headers()) {
+                        Some(r) => r,
+                        None => next.run(req).await,
+                    }
+                }
+            },
+        ))
 }
 
 #[cfg(test)]

@@ -45,6 +45,18 @@ fn an_agent_discovers_connects_and_gets_exactly_what_the_owner_ticked() {
     let www = www.expect("a WWW-Authenticate header");
     let prm = format!("{}/.well-known/oauth-protected-resource/mcp", s.url);
     assert_eq!(www, format!("Bearer resource_metadata=\"{prm}\""));
+    // Under a name the server does not answer (DNS rebinding), /mcp refuses before it names
+    // any metadata.
+    let r = s
+        .http
+        .post(&mcp)
+        .header("host", "evil.example")
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.headers().get("www-authenticate").is_none());
     let (st, meta) = s.get("/.well-known/oauth-protected-resource/mcp");
     assert_eq!(st, 200);
     assert_eq!(meta["resource"], json!(mcp));
