@@ -363,9 +363,8 @@ async fn form(
                 format!("the form is larger than {MAX_FORM} bytes"),
             )
         })?;
-    let fields: Vec<(String, String)> = serde_urlencoded_pairs(&bytes);
     let mut map = HashMap::new();
-    for (k, v) in fields {
+    for (k, v) in form_urlencoded::parse(&bytes).into_owned() {
         if map.insert(k.clone(), v).is_some() {
             return Err(OAuthError::new(
                 400,
@@ -377,39 +376,11 @@ async fn form(
     Ok((map, basic))
 }
 
-/// `application/x-www-form-urlencoded` pairs.
-fn serde_urlencoded_pairs(b: &[u8]) -> Vec<(String, String)> {
-    b.split(|c| *c == b'&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let s = String::from_utf8_lossy(p);
-            let (k, v) = s.split_once('=').unwrap_or((&s, ""));
-            (
-                percent_decode(&k.replace('+', " ")),
-                percent_decode(&v.replace('+', " ")),
-            )
-        })
-        .collect()
-}
-
+/// A percent-encoded part of Basic credentials (RFC 6749 §2.3.1), decoded.
 fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) =
-                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
-        {
-            out.push(v);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// `POST /oauth/token`.
