@@ -51,6 +51,15 @@ enum Command {
         /// link-local addresses (off: such a client_id is refused, as a request forgery guard).
         #[arg(long, env = "DATANOTES_OAUTH_PRIVATE_CLIENTS")]
         oauth_private_clients: bool,
+        /// Registry credentials for WASM apps installed by reference: a Docker config.json
+        /// (`{"auths": {"host:port": {"auth": "<base64 of user:password>"}}}`). Read when a
+        /// source is pulled; never stored in apps.json, never shown to apps.
+        #[arg(long, env = "DATANOTES_REGISTRY_AUTH", value_name = "FILE")]
+        registry_auth: Option<PathBuf>,
+        /// Let an app's source (a registry or a URL) redirect to a private, loopback or
+        /// link-local address (off: refused, as a request forgery guard).
+        #[arg(long, env = "DATANOTES_APPS_PRIVATE_SOURCES")]
+        apps_private_sources: bool,
     },
     /// Manage apps on a running server (the owner's commands).
     Apps {
@@ -160,6 +169,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             public_host,
             model,
             oauth_private_clients,
+            registry_auth,
+            apps_private_sources,
         } => {
             // This binary compiles WASM components in a child process of its own.
             datanotes::apps::wasm::compile_in_child();
@@ -210,7 +221,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         engine.root.display()
                     ),
                 }
-                let server = datanotes::server::Server::new(engine.clone(), hash, oauth_private_clients)?;
+                let sources = datanotes::apps::source::SourceOptions {
+                    registry_auth: registry_auth.map(|p| std::path::absolute(&p).unwrap_or(p)),
+                    private: apps_private_sources,
+                    ..Default::default()
+                };
+                let server = datanotes::server::Server::new(engine.clone(), hash, oauth_private_clients, sources)?;
                 let hosts = datanotes::mcp::hosts::Hosts::new(addr, &public_host);
                 datanotes::start::serve(server, listener, limits, hosts).await?;
                 Ok::<_, anyhow::Error>(())

@@ -33,6 +33,8 @@ pub struct Server {
     pub closing: tokio::sync::watch::Sender<bool>,
     /// The OAuth authorization server of `/mcp`: clients, grants, tokens.
     pub oauth: Arc<OAuth>,
+    /// The owner's options for WASM apps installed by reference.
+    pub sources: crate::apps::source::SourceOptions,
     owner_hash: String,
 }
 
@@ -42,11 +44,13 @@ pub type Shared = Arc<Server>;
 impl Server {
     /// Builds the server state (inside the tokio runtime: webhook deliveries start here).
     /// `oauth_private_clients`: whether OAuth client metadata documents may be fetched from
-    /// private and loopback addresses.
+    /// private and loopback addresses; `sources`: registry credentials and redirects for apps
+    /// installed by reference.
     pub fn new(
         engine: Arc<Engine>,
         owner_hash: String,
         oauth_private_clients: bool,
+        sources: crate::apps::source::SourceOptions,
     ) -> anyhow::Result<Shared> {
         let apps = Registry::open(&engine.meta_dir)?;
         let oauth = Arc::new(OAuth::open(&engine.meta_dir, oauth_private_clients)?);
@@ -61,6 +65,7 @@ impl Server {
             webhooks,
             closing: tokio::sync::watch::Sender::new(false),
             oauth,
+            sources,
             owner_hash,
         }))
     }

@@ -10,6 +10,7 @@ pub(crate) mod limits;
 pub(crate) mod plain;
 pub(crate) mod remote;
 pub(crate) mod self_url;
+pub mod source;
 pub mod wasm;
 
 use crate::auth::{self, AppScope, Caller};
@@ -178,6 +179,14 @@ pub struct AppFields {
     pub self_url: Option<bool>,
     /// See [`AppRecord::self_url_private`].
     pub self_url_private: Option<bool>,
+    /// A component by reference: `oci://...` or an `https://` URL (see `source/`).
+    pub source: Option<String>,
+    /// A URL source's SHA-256.
+    pub sha256: Option<String>,
+    /// The digest a plan showed: the confirm must find the same.
+    pub digest: Option<String>,
+    /// Install by reference at once (true) or answer a plan first (absent or false).
+    pub confirm: Option<bool>,
 }
 
 /// Tells a field set to null (`Some(None)`) from an absent one (`None`).
@@ -196,7 +205,7 @@ impl AppFields {
             Some("ddl")
         } else if self.maintain.is_some() {
             Some("maintain")
-        } else if self.wasm_path.is_some() || self.wasm_base64.is_some() {
+        } else if self.wasm_path.is_some() || self.wasm_base64.is_some() || self.source.is_some() {
             Some("component")
         } else if self.limits.is_some() {
             Some("limits")
@@ -534,13 +543,41 @@ impl Registry {
         })
     }
 
-    /// Is this component still used by an app?
+    /// Is this component still used by an app, as its version or the one kept for a rollback?
     pub fn uses_component(&self, sha: &str) -> bool {
-        self.apps
-            .read()
-            .unwrap()
-            .iter()
-            .any(|a| a.wasm.as_ref().is_some_and(|w| w.sha256 == sha))
+        self.apps.read().unwrap().iter().any(|a| {
+            a.wasm.as_ref().is_some_and(|w| {
+                w.sha256 == sha || w.previous.as_ref().is_some_and(|p| p.sha256 == sha)
+            })
+        })
+    }
+
+    /// Puts another version of a WASM app's component in place (an upgrade or a rollback),
+    /// if its version is still `from` (sha256): two concurrent upgrades cannot both win.
+    /// Answers the entry as it was and as it is.
+    pub fn swap_component(
+        &self,
+        name: &str,
+        from: &str,
+        to: wasm::WasmInfo,
+    ) -> Result<(AppRecord, AppRecord)> {
+        self.modify(|apps| {
+            let a = apps
+                .iter_mut()
+                .find(|a| a.name == name)
+                .ok_or_else(|| no_app(name))?;
+            if a.wasm.as_ref().map(|w| w.sha256.as_str()) != Some(from) {
+                return Err(
+                    Error::conflict(format!("app {name}'s component changed meanwhile"))
+                        .column("name")
+                        .rule("concurrent")
+                        .hint("look at the app's entry and try again"),
+                );
+            }
+            let before = a.clone();
+            a.wasm = Some(to);
+            Ok((before, a.clone()))
+        })
     }
 }
 

@@ -125,11 +125,14 @@ pub enum Op {
     ToolCall,
     /// The semantic index rebuilt (an event: it changes nothing).
     SemanticIndex,
+    /// A WASM app installed, upgraded or rolled back by reference, with its digests (an event:
+    /// the apps registry is not a table).
+    App,
 }
 
 impl Op {
     /// Every op, in the order the feed's error hint lists them.
-    pub const ALL: [Op; 12] = [
+    pub const ALL: [Op; 13] = [
         Op::Insert,
         Op::Update,
         Op::Delete,
@@ -142,6 +145,7 @@ impl Op {
         Op::HandEdit,
         Op::ToolCall,
         Op::SemanticIndex,
+        Op::App,
     ];
 
     /// The op's name, as stored in the journal and written in the feed.
@@ -159,13 +163,14 @@ impl Op {
             Op::HandEdit => "hand_edit",
             Op::ToolCall => "tool_call",
             Op::SemanticIndex => "semantic_index",
+            Op::App => "app",
         }
     }
 
     /// An event (a tool call, a rebuilt index): it changes nothing, cannot be undone, and
     /// reaches only the feed's consumers that name it.
     pub fn is_event(self) -> bool {
-        matches!(self, Op::ToolCall | Op::SemanticIndex)
+        matches!(self, Op::ToolCall | Op::SemanticIndex | Op::App)
     }
 
     /// The op of a name (exact, lowercase), if there is one.

@@ -20,6 +20,38 @@ pub struct Settings {
     /// empty: the one given to `serve --model` or `DATANOTES_MODEL`, if any. Changing it
     /// re-embeds every row in the background.
     pub semantic_model: String,
+    /// The public keys whose cosign signatures the owner trusts on WASM apps installed by
+    /// reference (`{"name", "public_key"}`, the key in PEM).
+    pub trusted_keys: Vec<TrustedKey>,
+    /// Whether an app installed or upgraded by reference must be signed by a trusted key.
+    pub require_signature: bool,
+}
+
+/// A public key the owner trusts to sign apps (`trusted_keys` in the engine settings).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustedKey {
+    /// The name the owner knows the signer by ("signed by alice").
+    pub name: String,
+    /// The public key, PEM (`-----BEGIN PUBLIC KEY-----`, as in `cosign.pub`).
+    pub public_key: String,
+}
+
+impl TrustedKey {
+    /// Refuses an empty name or a key that is not a PEM public key.
+    pub fn check(&self) -> Result<(), Error> {
+        let why = if self.name.trim().is_empty() {
+            "a trusted key has an empty name".to_string()
+        } else if sigstore::crypto::CosignVerificationKey::try_from_pem(self.public_key.as_bytes())
+            .is_err()
+        {
+            format!("the trusted key {:?} is not a PEM public key", self.name)
+        } else {
+            return Ok(());
+        };
+        let hint = "give each key a name and the text of a public key file (-----BEGIN PUBLIC KEY-----), such as the PREFIX.pub that `datanotes apps keygen PREFIX` writes (or a cosign.pub)";
+        Err(Error::invalid(why).column("trusted_keys").hint(hint))
+    }
 }
 
 impl Default for Settings {
@@ -30,6 +62,8 @@ impl Default for Settings {
             max_body_bytes: 1 << 20,
             watch_files: true,
             semantic_model: String::new(),
+            trusted_keys: vec![],
+            require_signature: false,
         }
     }
 }
@@ -79,6 +113,23 @@ impl Settings {
                     .rule("min")
                     .hint(format!("give {k} a value of {lo} or more")));
             }
+        }
+        let mut names = std::collections::HashSet::new();
+        for k in &s.trusted_keys {
+            k.check()?;
+            if !names.insert(k.name.as_str()) {
+                return Err(
+                    Error::invalid(format!("two trusted keys are named {:?}", k.name))
+                        .column("trusted_keys")
+                        .rule("unique")
+                        .hint("give each trusted key a name of its own"),
+                );
+            }
+        }
+        if s.require_signature && s.trusted_keys.is_empty() {
+            return Err(Error::invalid("require_signature needs a trusted key")
+                .column("require_signature")
+                .hint("add the author's public key to trusted_keys first (datanotes apps trust NAME --key KEY.pub)"));
         }
         if s.default_limit > s.max_limit {
             return Err(Error::invalid("default_limit may not exceed max_limit")

@@ -90,12 +90,17 @@ async fn install_component(
     Ok(Some(info))
 }
 
-/// Removes a replaced or deleted app's component file when no app uses it any more.
+/// Removes a replaced or deleted app's component files (its version and the one kept for a
+/// rollback) when no app uses them any more.
 fn forget_component(s: &Shared, old: Option<&crate::apps::AppRecord>) {
-    if let Some(w) = old.and_then(|o| o.wasm.as_ref())
-        && !s.apps.uses_component(&w.sha256)
-    {
-        let _ = std::fs::remove_file(s.agg.wasm.apps_dir.join(format!("{}.wasm", w.sha256)));
+    let Some(w) = old.and_then(|o| o.wasm.as_ref()) else {
+        return;
+    };
+    let kept = w.previous.as_ref().map(|p| p.sha256.as_str());
+    for sha in std::iter::once(w.sha256.as_str()).chain(kept) {
+        if !s.apps.uses_component(sha) {
+            let _ = std::fs::remove_file(s.agg.wasm.apps_dir.join(format!("{sha}.wasm")));
+        }
     }
 }
 
@@ -128,9 +133,12 @@ static ROUTES: &[Route] = &[
     Route {
         path: "apps/create",
         access: Access::Owner,
-        run: |s, _, v| {
+        run: |s, c, v| {
             Box::pin(async move {
                 let f = fields(v)?;
+                if f.source.is_some() {
+                    return super::app_install::create(s, c.actor, f).await;
+                }
                 let wasm = install_component(&s, &f).await?;
                 let (rec, token) = s.apps.create(f, wasm)?;
                 // A new app is listed before the answer (bounded by the app timeouts), also
@@ -171,6 +179,11 @@ static ROUTES: &[Route] = &[
             Box::pin(async move {
                 let name = name_of(&v)?;
                 let f = fields(v)?;
+                if f.source.is_some() || f.confirm.is_some() || f.digest.is_some() {
+                    return Err(Error::invalid("apps/update does not pull a source")
+                        .column("source")
+                        .hint("use apps/upgrade {\"name\", \"source\"} for a new version by reference"));
+                }
                 let by_owner = matches!(c.caller, Caller::Owner);
                 let wasm = if by_owner {
                     install_component(&s, &f).await?
@@ -197,6 +210,16 @@ static ROUTES: &[Route] = &[
                 Ok(Json(json!({"app": s.agg.entry(&rec)})).into_response())
             })
         },
+    },
+    Route {
+        path: "apps/upgrade",
+        access: Access::Owner,
+        run: |s, c, v| Box::pin(super::app_install::upgrade(s, c.actor, v)),
+    },
+    Route {
+        path: "apps/rollback",
+        access: Access::Owner,
+        run: |s, c, v| Box::pin(super::app_install::rollback(s, c.actor, v)),
     },
     Route {
         path: "apps/refresh",

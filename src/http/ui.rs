@@ -38,6 +38,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("ui/grants.js"),
     ),
     (
+        "install.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/install.js"),
+    ),
+    (
         "consent.js",
         "text/javascript; charset=utf-8",
         include_str!("ui/consent.js"),

@@ -56,8 +56,8 @@ mod world;
 
 pub use limits::Limits;
 pub use precheck::check_before_compile;
-pub(crate) use runtime::component_bytes;
 pub use runtime::{COMPILE_COMMAND, WasmRuntime, compile_in_child, compile_main};
+pub(crate) use runtime::{MAX_COMPONENT_BYTES, component_bytes};
 
 use super::backend::{AppBackend, AppRequest, BackendError, CallContext, Listing, RPC_ERROR_META};
 use crate::auth::AppScope;
@@ -115,6 +115,13 @@ pub struct WasmInfo {
     /// The hosts the app may send HTTP requests to (owner-granted; none by default).
     #[serde(default)]
     pub allow_hosts: Vec<String>,
+    /// Where the component came from when it was installed by reference (null: a file or an
+    /// upload).
+    #[serde(default)]
+    pub origin: Option<crate::apps::source::Origin>,
+    /// The version before it, kept for `apps/rollback`.
+    #[serde(default)]
+    pub previous: Option<Box<crate::apps::source::Previous>>,
 }
 
 /// A WASM app: an [`AppBackend`] over warm instances of one component.

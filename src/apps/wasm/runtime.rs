@@ -482,6 +482,8 @@ impl WasmRuntime {
                         size,
                         limits,
                         allow_hosts: vec![],
+                        origin: None,
+                        previous: None,
                     },
                     l,
                 ))
@@ -613,7 +615,7 @@ fn write_cache(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// The largest component installed.
-const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 
 /// The refusal of a component over [`MAX_COMPONENT_BYTES`].
 fn too_large() -> Error {

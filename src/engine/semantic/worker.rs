@@ -405,7 +405,7 @@ impl Worker {
             };
             for (_, op, table, row) in touched {
                 match (op, table, row) {
-                    (Op::ToolCall | Op::SemanticIndex | Op::Settings, _, _) => {}
+                    (Op::ToolCall | Op::SemanticIndex | Op::Settings | Op::App, _, _) => {}
                     (_, Some(t), Some(r)) => {
                         dirty.insert(Dirty::Row(t, r));
                     }

@@ -184,6 +184,7 @@ function appCard(a) {
     card.append(h("div", {}, `limits: memory ${l.memory_mb} MiB · cpu ${l.cpu_ms} ms · timeout ${l.timeout_ms} ms · result ${l.max_result_bytes} B · instances ${l.max_instances}`),
       h("div", {}, "allow_hosts: ", a.wasm.allow_hosts && a.wasm.allow_hosts.length ? a.wasm.allow_hosts.join(", ") : "none (no network)"),
       h("div", { class: "muted" }, `component ${String(a.wasm.sha256).slice(0, 12)}… (${(a.wasm.size / 1e6).toFixed(1)} MB)`));
+    card.append(originBlock(a)); // install.js
     if (a.runtime) card.append(runtimeLine(a.runtime));
   }
   if ((a.tools || []).length) card.append(h("details", {}, h("summary", {}, "tools"), h("p", {}, a.tools.join(", "))));
@@ -199,6 +200,7 @@ function appCard(a) {
     actions.append(h("button", { type: "button", class: `connect owner-only${a.signIn.required ? " primary" : ""}`, onclick: () => connectApp(a.name, msg) },
       a.signIn.required ? "Connect" : "Reconnect"));
   }
+  if (state.owner && a.wasm) actions.append(...wasmActions(a, msg)); // install.js
   if (state.owner) {
     actions.append(
       h("button", { type: "button", class: "rotate owner-only", onclick: () => rotate(a.name) }, "Rotate token"),
@@ -309,7 +311,7 @@ function installForm() {
     } catch (e) { out.replaceChildren(errorBox(e)); }
     prog.hidden = true;
   });
-  return h("section", { class: "card owner-only" }, h("h2", {}, "Install a WASM app"), f, prog, out);
+  return h("section", { class: "card owner-only" }, h("h2", {}, "Install a WASM app from a file"), f, prog, out);
 }
 
 function remoteForm() {
@@ -355,7 +357,7 @@ async function appsView() {
   if (state.view !== "apps") return;
   const list = h("div", { id: "apps" }, apps.length ? apps.map(appCard) : h("p", { class: "muted" }, state.owner ? "No apps yet." : "Signed in with an app token: the list of apps is the owner's. The app's own sign-in link (…#token=…&app=NAME) shows its entry here."));
   // The forms keep what they show (a new token) across a reload of the list.
-  if (state.owner && !forms) forms = [installForm(), remoteForm()];
+  if (state.owner && !forms) forms = [sourceForm(), installForm(), remoteForm()];
   show(h("h1", {}, "Apps"), memory, list, state.owner ? grantsSection() : null, state.owner ? forms : null);
 }
 

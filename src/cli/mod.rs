@@ -1,6 +1,8 @@
 //! The owner's `datanotes apps ...` and `datanotes grants ...` commands: thin HTTP calls to a running server with the owner
 //! token (read from the database folder or given).
 
+mod install;
+
 use crate::discover::Endpoint;
 use clap::Subcommand;
 use serde_json::{Value, json};
@@ -157,36 +159,35 @@ pub enum AppsCmd {
         /// The app's name.
         name: String,
     },
-    /// Install a WASM component as an app, or replace an app's component; prints a new app's token once.
-    Install {
-        /// The component (.wasm) built for the world in wit/datanotes-app.wit.
-        file: PathBuf,
-        #[command(flatten)]
-        /// The app's name and rights.
-        app: AppArgs,
-        /// Linear memory limit, MiB.
+    /// Install a WASM component as an app: from a file (or replace an app's component), or by
+    /// reference (oci://, https://): the plan first (rights asked and granted), then `--yes`.
+    Install(install::InstallArgs),
+    /// Upgrade an app installed by reference: pull its source again, or a new one; a version that
+    /// asks for more rights shows its plan and needs `--yes`.
+    Upgrade(install::UpgradeArgs),
+    /// Return an app installed by reference to its previous version at once.
+    Rollback {
+        /// The app's name.
+        name: String,
+        /// Print the server's answer as JSON instead.
         #[arg(long)]
-        memory_mb: Option<u64>,
-        /// CPU time per call, ms.
+        json: bool,
+    },
+    /// Make a signing key pair: PREFIX.key (private, kept secret; encrypted when COSIGN_PASSWORD
+    /// is set) and PREFIX.pub (public).
+    Keygen {
+        /// Where to write the keys: PREFIX.key and PREFIX.pub.
+        prefix: PathBuf,
+    },
+    /// Sign an app published in an OCI registry (cosign-compatible); needs no server.
+    Sign(install::SignArgs),
+    /// Trust a public key: apps signed with its private key install as "signed by NAME".
+    Trust {
+        /// The name to know the signer by.
+        name: String,
+        /// The public key file (PREFIX.pub from `datanotes apps keygen`, or a cosign.pub).
         #[arg(long)]
-        cpu_ms: Option<u64>,
-        /// Wall-clock time per call, ms.
-        #[arg(long)]
-        timeout_ms: Option<u64>,
-        /// Largest result, bytes.
-        #[arg(long)]
-        max_result_bytes: Option<u64>,
-        /// Concurrent instances.
-        #[arg(long)]
-        max_instances: Option<u32>,
-        /// How long an instance stays warm after a call, ms (0: none kept).
-        #[arg(long)]
-        idle_ms: Option<u64>,
-        /// A host the app may send HTTP requests to (`host`, `host:port`, `*.domain`); repeat it
-        /// for several. Without it the app has no network; on an update, the hosts given
-        /// replace the app's list (`--allow-host ''` empties it).
-        #[arg(long = "allow-host", value_name = "HOST")]
-        allow_hosts: Vec<String>,
+        key: PathBuf,
     },
 }
 
@@ -293,107 +294,12 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
             );
         }
         AppsCmd::Delete { name } => print(&post(&conn, "apps/delete", json!({"name": name}))?),
-        AppsCmd::Install {
-            file,
-            app,
-            memory_mb,
-            cpu_ms,
-            timeout_ms,
-            max_result_bytes,
-            max_instances,
-            idle_ms,
-            allow_hosts,
-        } => {
-            let path = file.canonicalize().map_err(|e| {
-                let why = match e.kind() {
-                    std::io::ErrorKind::NotFound => "no such file".to_string(),
-                    _ => e.to_string(),
-                };
-                anyhow::anyhow!(
-                    "{}: {why}; give the path of a .wasm component",
-                    file.display()
-                )
-            })?;
-            let size = std::fs::metadata(&path)?.len();
-            // The world is checked here first: a mismatch is said before any compile.
-            let bytes = std::fs::read(&path)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-            if let Some(why) = crate::apps::wasm::check_before_compile(&bytes) {
-                anyhow::bail!(
-                    "{} cannot be installed: {why}\nhint: build a component for the world in wit/datanotes-app.wit (docs/apps.md)",
-                    path.display()
-                );
-            }
-            drop(bytes);
-            let mut body = app.to_json();
-            body["wasm_path"] = path.display().to_string().into();
-            let mut limits = serde_json::Map::new();
-            for (k, v) in [
-                ("memory_mb", memory_mb),
-                ("cpu_ms", cpu_ms),
-                ("timeout_ms", timeout_ms),
-                ("max_result_bytes", max_result_bytes),
-                ("max_instances", max_instances.map(u64::from)),
-                ("idle_ms", idle_ms),
-            ] {
-                if let Some(v) = v {
-                    limits.insert(k.into(), v.into());
-                }
-            }
-            if !limits.is_empty() {
-                body["limits"] = limits.into();
-            }
-            if !allow_hosts.is_empty() {
-                let hosts: Vec<&String> = allow_hosts.iter().filter(|h| !h.is_empty()).collect();
-                body["allow_hosts"] = json!(hosts);
-            }
-            let exists = post(&conn, "apps", json!({}))?["apps"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|x| x["name"] == app.name.as_str()));
-            eprintln!(
-                "{} {} from {} ({:.1} MB): compiling and checking the component (a Python or JS one takes a few seconds)...",
-                if exists { "updating" } else { "installing" },
-                app.name,
-                path.display(),
-                size as f64 / 1e6
-            );
-            let started = std::time::Instant::now();
-            let (tx, rx) = std::sync::mpsc::channel::<()>();
-            let ticker = std::thread::spawn(move || {
-                while rx.recv_timeout(std::time::Duration::from_secs(2)).is_err() {
-                    eprintln!("  ... {} s", started.elapsed().as_secs());
-                }
-            });
-            let v = post(
-                &conn,
-                if exists { "apps/update" } else { "apps/create" },
-                body,
-            );
-            let _ = tx.send(());
-            let _ = ticker.join();
-            let v = v?;
-            let entry = &v["app"];
-            let tools: Vec<&str> = entry["tools"]
-                .as_array()
-                .map(|t| t.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            eprintln!(
-                "done in {:.1} s: {} tools: {}",
-                started.elapsed().as_secs_f64(),
-                tools.len(),
-                tools.join(", ")
-            );
-            if let Some(sk) = entry["skippedTools"].as_array().filter(|a| !a.is_empty()) {
-                eprintln!(
-                    "skipped (name taken or invalid): {}",
-                    Value::Array(sk.clone())
-                );
-            }
-            print(entry);
-            if let Some(t) = v["token"].as_str() {
-                println!("token (shown once): {t}");
-            }
-        }
+        AppsCmd::Install(a) => install::install(&conn, a)?,
+        AppsCmd::Upgrade(a) => install::upgrade(&conn, a)?,
+        AppsCmd::Rollback { name, json } => install::rollback(&conn, &name, json)?,
+        AppsCmd::Keygen { prefix } => install::keygen(&prefix)?,
+        AppsCmd::Sign(a) => install::sign(a)?,
+        AppsCmd::Trust { name, key } => install::trust(&conn, name, &key)?,
     }
     Ok(())
 }

@@ -1,0 +1,320 @@
+//! OCI registries, through `oci-client`: the client (plain HTTP only to a loopback registry,
+//! bounded connect and read times), the owner's credentials (a Docker `config.json`), and the
+//! pull of a WASM artifact: the tag resolved to a digest, the manifest checked, the one
+//! `application/wasm` layer streamed under a bound.
+
+use crate::error::{Error, Result};
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long connecting to a registry may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a registry may leave a read waiting.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether a registry (`host[:port]`) is on a loopback address: reached over plain HTTP, as
+/// docker and oras do for localhost. Any other registry only over HTTPS.
+pub fn is_loopback(registry: &str) -> bool {
+    let host = match registry.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !h.ends_with(':') => h,
+        _ => registry,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The client for a registry.
+pub fn client_for(registry: &str) -> Client {
+    let insecure = if is_loopback(registry) {
+        vec![registry.to_string()]
+    } else {
+        vec![]
+    };
+    Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(insecure),
+        connect_timeout: Some(CONNECT_TIMEOUT),
+        read_timeout: Some(READ_TIMEOUT),
+        ..Default::default()
+    })
+}
+
+/// The credentials for a registry from the owner's Docker `config.json` (`auths.<registry>`:
+/// `auth` = base64 `user:password`, or `username` and `password`); anonymous when no file is
+/// given or it names no credentials for this registry. Never stored, never shown to apps.
+pub fn auth_for(registry: &str, file: Option<&Path>) -> Result<RegistryAuth> {
+    use base64::Engine as _;
+    let Some(file) = file else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    let bad = |why: String| {
+        Error::invalid(format!(
+            "the registry credentials file {} cannot be used: {why}",
+            file.display()
+        ))
+        .hint("give a Docker config.json: {\"auths\": {\"host:port\": {\"auth\": \"<base64 of user:password>\"}}}")
+    };
+    let bytes = read_small(file, 1 << 20).map_err(|e| bad(e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let auths = &v["auths"];
+    let entry = [
+        registry.to_string(),
+        format!("https://{registry}"),
+        format!("http://{registry}"),
+    ]
+    .iter()
+    .find_map(|k| auths.get(k))
+    .cloned();
+    let Some(e) = entry else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    if let (Some(u), Some(p)) = (e["username"].as_str(), e["password"].as_str()) {
+        return Ok(RegistryAuth::Basic(u.into(), p.into()));
+    }
+    if let Some(a) = e["auth"].as_str() {
+        let plain = base64::engine::general_purpose::STANDARD
+            .decode(a.trim())
+            .map_err(|_| bad(format!("auths.{registry}.auth is not base64")))?;
+        let plain = String::from_utf8(plain)
+            .map_err(|_| bad(format!("auths.{registry}.auth is not text")))?;
+        let Some((u, p)) = plain.split_once(':') else {
+            return Err(bad(format!("auths.{registry}.auth is not user:password")));
+        };
+        return Ok(RegistryAuth::Basic(u.into(), p.into()));
+    }
+    if let Some(t) = e["registrytoken"].as_str().or(e["identitytoken"].as_str()) {
+        return Ok(RegistryAuth::Bearer(t.into()));
+    }
+    Err(bad(format!(
+        "auths.{registry} has neither auth nor username and password"
+    )))
+}
+
+/// Parses an `oci://` reference (the scheme already removed): `host[:port]/repo:tag` or
+/// `host[:port]/repo@sha256:...`. The registry must be named (no Docker Hub default).
+pub fn parse_reference(r: &str) -> Result<Reference> {
+    let bad = |why: &str| {
+        Error::invalid(format!("invalid OCI reference {r:?}: {why}"))
+            .column("source")
+            .hint("give oci://registry[:port]/repository:tag or oci://registry[:port]/repository@sha256:<64 hex>")
+    };
+    let (first, rest) = r.split_once('/').ok_or_else(|| bad("no repository"))?;
+    if first.is_empty() || !(first.contains('.') || first.contains(':') || first == "localhost") {
+        return Err(bad("the registry's host is missing"));
+    }
+    if rest.is_empty() {
+        return Err(bad("no repository"));
+    }
+    let parsed: Reference = r
+        .parse()
+        .map_err(|e: oci_client::ParseError| bad(&e.to_string()))?;
+    if parsed.tag().is_none() && parsed.digest().is_none() {
+        return Err(bad("no tag or digest"));
+    }
+    Ok(parsed)
+}
+
+/// A registry error in words an owner reads (never a Rust type name).
+pub fn registry_error(what: &str, r: &Reference, e: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("{what} {}: {e}", r.whole()))
+        .column("source")
+        .hint("check the reference, that the registry is up, and its credentials (--registry-auth)")
+}
+
+/// A small file the owner points to, read whole up to `max` bytes (more: refused).
+pub(crate) fn read_small(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::new();
+    f.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(std::io::Error::other(format!("larger than {max} bytes")));
+    }
+    Ok(out)
+}
+
+/// The media types of a WASM component layer: the CNCF Wasm artifact layout's, and the older
+/// one some tools still push.
+const WASM_LAYERS: [&str; 2] = [
+    "application/wasm",
+    oci_client::manifest::WASM_LAYER_MEDIA_TYPE,
+];
+
+/// What a pull of an artifact yields.
+pub struct Pulled {
+    /// The manifest's digest (`sha256:...`): what the entry pins.
+    pub digest: String,
+    /// The component's SHA-256 (hex): its layer's digest.
+    pub sha256: String,
+    /// The component's bytes (from the cache when it holds them: not fetched again).
+    pub bytes: Vec<u8>,
+    /// Its size in bytes, as the manifest declares and the bytes confirm.
+    pub size: u64,
+    /// The manifest's annotations, then the layer's.
+    pub annotations: std::collections::BTreeMap<String, String>,
+}
+
+/// Resolves a reference to its manifest digest: a tag through the registry, a digest as is.
+pub async fn resolve(client: &Client, auth: &RegistryAuth, r: &Reference) -> Result<String> {
+    if let Some(d) = r.digest() {
+        return Ok(d.to_string());
+    }
+    client
+        .fetch_manifest_digest(r, auth)
+        .await
+        .map_err(|e| registry_error("cannot resolve", r, e))
+}
+
+/// Pulls the artifact `digest` of `r`'s repository: its manifest (checked against the digest
+/// by the client), its one WASM layer (at most `max` bytes as declared, streamed and refused
+/// the moment the registry sends more than the manifest declares; the client checks the
+/// digest). `cached(sha)` gives a component already stored, which is not fetched again.
+pub async fn pull(
+    client: &Client,
+    auth: &RegistryAuth,
+    r: &Reference,
+    digest: &str,
+    max: u64,
+    opts: &super::SourceOptions,
+    cached: impl Fn(&str) -> Option<Vec<u8>>,
+) -> Result<Pulled> {
+    use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
+    let rd = r.clone_with_digest(digest.to_string());
+    let not_wasm = |why: String| {
+        Error::invalid(format!(
+            "{} is not a WASM component artifact: {why}",
+            rd.whole()
+        ))
+        .column("source")
+        .rule("artifact")
+        .hint("push the component with wkg (wkg oci push) or oras, as one application/wasm layer")
+    };
+    let (raw, _) = client
+        .pull_manifest_raw(
+            &rd,
+            auth,
+            &[
+                OCI_IMAGE_MEDIA_TYPE,
+                oci_client::manifest::IMAGE_MANIFEST_MEDIA_TYPE,
+            ],
+        )
+        .await
+        .map_err(|e| registry_error("cannot pull the manifest of", &rd, e))?;
+    let m: OciImageManifest = serde_json::from_slice(&raw)
+        .map_err(|e| not_wasm(format!("its manifest is malformed ({e})")))?;
+    let layers: Vec<_> = m
+        .layers
+        .iter()
+        .filter(|l| WASM_LAYERS.contains(&l.media_type.as_str()))
+        .collect();
+    let [layer] = layers[..] else {
+        let kinds: Vec<&str> = m.layers.iter().map(|l| l.media_type.as_str()).collect();
+        return Err(not_wasm(format!(
+            "it has {} WASM layers (layers: {kinds:?}); one is expected",
+            layers.len()
+        )));
+    };
+    if layer.urls.as_ref().is_some_and(|u| !u.is_empty()) {
+        return Err(not_wasm("its layer points to other URLs".into()));
+    }
+    let Some(sha) = layer
+        .digest
+        .strip_prefix("sha256:")
+        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    else {
+        return Err(not_wasm(format!(
+            "its layer's digest {:?} is not a sha256 digest",
+            layer.digest
+        )));
+    };
+    let sha = sha.to_ascii_lowercase();
+    if layer.size < 0 || layer.size as u64 > max {
+        return Err(Error::invalid(format!(
+            "{}: the component is {} bytes, more than the limit of {max}",
+            rd.whole(),
+            layer.size
+        ))
+        .column("source")
+        .rule("max")
+        .hint("install a smaller component"));
+    }
+    let size = layer.size as u64;
+    let mut annotations = m.annotations.clone().unwrap_or_default();
+    for (k, v) in layer.annotations.clone().unwrap_or_default() {
+        annotations.entry(k).or_insert(v);
+    }
+    if let Some(bytes) = cached(&sha) {
+        return Ok(Pulled {
+            digest: digest.to_string(),
+            sha256: sha,
+            size: bytes.len() as u64,
+            bytes,
+            annotations,
+        });
+    }
+    // The blob by hand (the client's auth token, then one GET): its redirects, to a storage
+    // service, are followed only to public addresses, and its bytes are bounded by the size
+    // the manifest declares.
+    let registry = rd.resolve_registry().to_string();
+    let token = client
+        .auth(&rd, auth, oci_client::RegistryOperation::Pull)
+        .await
+        .map_err(|e| registry_error("cannot sign in to the registry of", &rd, e))?;
+    let authorization = match (token, auth) {
+        (Some(t), _) => Some(format!("Bearer {t}")),
+        (None, RegistryAuth::Basic(u, p)) => {
+            use base64::Engine as _;
+            let b = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+            Some(format!("Basic {b}"))
+        }
+        _ => None,
+    };
+    let scheme = if is_loopback(&registry) {
+        "http"
+    } else {
+        "https"
+    };
+    let url = format!(
+        "{scheme}://{registry}/v2/{}/blobs/{}",
+        rd.repository(),
+        layer.digest
+    );
+    let fetched = super::url::get_authorized(&url, authorization.as_deref(), size, opts, false)
+        .await
+        .map_err(|e| {
+            not_wasm(format!(
+                "its component cannot be pulled ({}); the manifest declares {size} bytes",
+                e.message
+            ))
+        })?
+        .ok_or_else(|| Error::internal("no body"))?;
+    let bytes = fetched.bytes;
+    if bytes.len() as u64 != size {
+        return Err(not_wasm(format!(
+            "the registry sent {} bytes, its manifest declares {size}",
+            bytes.len()
+        )));
+    }
+    if fetched.sha256 != sha {
+        return Err(not_wasm(format!(
+            "the bytes sent have the digest sha256:{}, not the layer's sha256:{sha}",
+            fetched.sha256
+        )));
+    }
+    Ok(Pulled {
+        digest: digest.to_string(),
+        sha256: sha,
+        bytes,
+        size,
+        annotations,
+    })
+}

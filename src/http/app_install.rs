@@ -1,0 +1,381 @@
+//! WASM apps by reference, at the HTTP door: `apps/create` with a `source` (a plan, then a
+//! confirm), `apps/upgrade` and `apps/rollback`. The fetching and checking is
+//! `apps::source`'s; this file holds the two-step shape, the plan the owner reads, the swap of
+//! versions in the registry and the `app` events in the feed.
+//!
+//! A plan fetches, verifies, compiles and lists the tools, and enables nothing: the component
+//! is stored content-addressed in `.datanotes/apps/` (the cache a confirm finds again), and no
+//! entry is made. A confirm holds to the plan's digest: a tag that moved is refused.
+
+use crate::apps::source::manifest::Rights;
+use crate::apps::source::{self, Artifact, Expect, Previous, Source};
+use crate::apps::wasm::{Limits, WasmInfo};
+use crate::apps::{self, AppFields, AppRecord};
+use crate::auth::AppScope;
+use crate::engine::Actor;
+use crate::engine::journal::Op;
+use crate::engine::{Cmd, EventCall};
+use crate::error::{Error, parse};
+use crate::server::Shared;
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// The largest component installed by reference (as from a file).
+const MAX_COMPONENT: u64 = crate::apps::wasm::MAX_COMPONENT_BYTES;
+
+/// The arguments of `apps/upgrade`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpgradeArgs {
+    name: String,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    sha256: Option<String>,
+    #[serde(default)]
+    digest: Option<String>,
+    #[serde(default)]
+    confirm: Option<bool>,
+}
+
+/// A component already stored under `.datanotes/apps/`, if its bytes still have its digest.
+fn cached(s: &Shared) -> impl Fn(&str) -> Option<Vec<u8>> + use<> {
+    let dir = s.agg.wasm.apps_dir.clone();
+    move |sha: &str| {
+        use sha2::Digest;
+        let b = source::oci::read_small(&dir.join(format!("{sha}.wasm")), MAX_COMPONENT).ok()?;
+        (hex::encode(sha2::Sha256::digest(&b)) == sha).then_some(b)
+    }
+}
+
+/// Fetches a source under the owner's settings (trusted keys, required signatures).
+async fn fetch(s: &Shared, src: &Source, digest: Option<&str>) -> Result<Artifact, Error> {
+    let settings = s.engine.settings();
+    let expect = Expect {
+        digest,
+        trusted: &settings.trusted_keys,
+        require_signature: settings.require_signature,
+        max_bytes: MAX_COMPONENT,
+    };
+    source::fetch(src, &expect, &s.sources, cached(s)).await
+}
+
+/// Stores, compiles and lists a fetched component under `scope` and `limits`: the plan's
+/// check, and what a confirm installs. Nothing is enabled.
+async fn check(
+    s: &Shared,
+    a: &Artifact,
+    scope: AppScope,
+    limits: Limits,
+) -> Result<(WasmInfo, Value), Error> {
+    let (info, listing) = s.agg.wasm.install(a.bytes.clone(), scope, limits).await?;
+    let tools: Vec<Value> = listing
+        .tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description}))
+        .collect();
+    Ok((info, Value::Array(tools)))
+}
+
+/// The plan an owner reads: what the artifact is, who signed it, what it asks, what the call
+/// grants and where they differ, its tools, and the body that confirms it.
+fn plan(a: &Artifact, info: &WasmInfo, granted: &Rights, tools: Value, confirm: Value) -> Value {
+    let asked = a.asked();
+    json!({
+        "source": a.source.text(),
+        "digest": a.digest,
+        "sha256": info.sha256,
+        "size": info.size,
+        "signature": a.signature,
+        "manifest": a.manifest.as_ref().map(|m| json!({
+            "name": m.name, "description": m.description, "version": m.version,
+        })),
+        "asked": rights_json(&asked),
+        "granted": rights_json(granted),
+        "differences": Rights::differences(&asked, granted),
+        "tools": tools,
+        "confirm": confirm,
+    })
+}
+
+/// Rights as the plan shows them: limits complete (the defaults filled in).
+fn rights_json(r: &Rights) -> Value {
+    let limits = Limits::default()
+        .merged(&Value::Object(r.limits.clone()))
+        .unwrap_or_default();
+    json!({
+        "write": r.write, "ddl": r.ddl, "maintain": r.maintain,
+        "allow_hosts": r.allow_hosts, "limits": limits,
+    })
+}
+
+/// Records an install, an upgrade or a rollback in the journal and the feed (an `app` event).
+fn record(s: &Shared, actor: Actor, action: &str, app: &str, to: &WasmInfo, from: Option<&str>) {
+    let o = to.origin.as_ref();
+    let event = json!({
+        "action": action,
+        "app": app,
+        "source": o.map(|o| &o.source),
+        "digest": o.map(|o| &o.digest),
+        "sha256": to.sha256,
+        "version": o.and_then(|o| o.version.as_ref()),
+        "from": from,
+        "signature": o.map(|o| o.signature.line()),
+    });
+    s.engine.write_nowait(
+        Cmd::Event {
+            op: Op::App,
+            call: EventCall::later(move || {
+                serde_json::value::to_raw_value(&event).map_err(|e| Error::internal(e.to_string()))
+            }),
+        },
+        actor,
+    );
+}
+
+/// The digest an installed version is known by: its origin's, else its component's.
+fn digest_of(w: &WasmInfo) -> String {
+    w.origin
+        .as_ref()
+        .map(|o| o.digest.clone())
+        .unwrap_or_else(|| format!("sha256:{}", w.sha256))
+}
+
+/// `apps/create` with a `source`: a plan, or (with `confirm: true`) the install.
+pub(super) async fn create(s: Shared, actor: Actor, f: AppFields) -> Result<Response, Error> {
+    apps::check(&f)?;
+    if f.wasm_path.is_some() || f.wasm_base64.is_some() || f.mcp_url.is_some() {
+        return Err(Error::invalid(
+            "give the component one way: source, wasm_path or wasm_base64 (and no mcp_url)",
+        )
+        .column("source")
+        .hint("drop the other fields"));
+    }
+    let text = f.source.clone().unwrap_or_default();
+    let src = Source::parse(&text, f.sha256.as_deref())?;
+    let a = fetch(&s, &src, f.digest.as_deref()).await?;
+    let name = f
+        .name
+        .clone()
+        .or_else(|| a.manifest.as_ref().and_then(|m| m.name.clone()))
+        .ok_or_else(|| {
+            Error::invalid("the app needs a name: the call gives none and its manifest neither")
+                .column("name")
+                .rule("required")
+                .hint("add \"name\": \"planning\"")
+        })?;
+    if s.apps.get(&name).is_some() {
+        return Err(Error::conflict(format!("app {name} already exists"))
+            .column("name")
+            .rule("unique")
+            .hint("pick another name, or upgrade it with apps/upgrade"));
+    }
+    let granted = Rights::granted(&f);
+    let limits = Limits::default().merged(&Value::Object(granted.limits.clone()))?;
+    let scope = AppScope {
+        name: name.clone(),
+        write: granted.write.clone(),
+        ddl: granted.ddl,
+        maintain: granted.maintain,
+        call_tools: f.call_tools.clone().unwrap_or_else(|| vec!["*".into()]),
+    };
+    let (mut info, tools) = check(&s, &a, scope, limits).await?;
+    let mut confirm = json!({
+        "source": text, "name": name, "digest": a.digest,
+        "write": granted.write, "ddl": granted.ddl, "maintain": granted.maintain,
+        "allow_hosts": granted.allow_hosts, "confirm": true,
+    });
+    if !granted.limits.is_empty() {
+        confirm["limits"] = Value::Object(granted.limits.clone());
+    }
+    if let Some(h) = &f.sha256 {
+        confirm["sha256"] = h.clone().into();
+    }
+    if let Some(c) = &f.call_tools {
+        confirm["call_tools"] = json!(c);
+    }
+    let plan = plan(&a, &info, &granted, tools, confirm);
+    if f.confirm != Some(true) {
+        return Ok(Json(json!({ "plan": plan })).into_response());
+    }
+    info.origin = Some(a.origin());
+    let description = f
+        .description
+        .clone()
+        .or_else(|| a.manifest.as_ref().and_then(|m| m.description.clone()));
+    let fields = AppFields {
+        name: Some(name),
+        description,
+        ..f
+    };
+    let (rec, token) = s.apps.create(fields, Some(info))?;
+    if let Some(w) = &rec.wasm {
+        record(&s, actor, "install", &rec.name, w, None);
+    }
+    s.agg.sync();
+    let _ = s.agg.refresh(&rec.name).await;
+    Ok(Json(json!({"app": s.agg.entry(&rec), "token": token, "plan": plan})).into_response())
+}
+
+/// The WASM app `name`, or a clear refusal.
+fn wasm_app(s: &Shared, name: &str) -> Result<(AppRecord, WasmInfo), Error> {
+    let rec = s.apps.get(name).ok_or_else(|| apps::no_app(name))?;
+    let w = rec.wasm.clone().ok_or_else(|| {
+        Error::invalid(format!("app {name} is not a WASM app"))
+            .column("name")
+            .hint("upgrades and rollbacks apply to WASM apps")
+    })?;
+    Ok((rec, w))
+}
+
+/// `apps/upgrade`: the app's source pulled again (or a new one). A version asking for more
+/// than the current one asked answers a plan unless confirmed. A component that does not
+/// compile changes nothing. The version replaced is kept for a rollback.
+pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Response, Error> {
+    let u: UpgradeArgs = parse("apps/upgrade", v)?;
+    let (rec, cur) = wasm_app(&s, &u.name)?;
+    let text = match (&u.source, &cur.origin) {
+        (Some(t), _) => t.clone(),
+        (None, Some(o)) => o.source.clone(),
+        (None, None) => {
+            return Err(Error::invalid(format!(
+                "app {} was installed from a file: there is nothing to pull again",
+                u.name
+            ))
+            .column("source")
+            .hint("give the new version's source (oci://... or https://... with sha256)"));
+        }
+    };
+    let sha = match (&u.sha256, &u.source, &cur.origin) {
+        (Some(h), _, _) => Some(h.clone()),
+        (None, None, Some(o)) if !text.starts_with("oci://") => {
+            o.digest.strip_prefix("sha256:").map(str::to_string)
+        }
+        _ => None,
+    };
+    let src = Source::parse(&text, sha.as_deref())?;
+    let a = fetch(&s, &src, u.digest.as_deref()).await?;
+    let from = digest_of(&cur);
+    if a.digest == from && a.sha256 == cur.sha256 {
+        return Ok(
+            Json(json!({"app": s.agg.entry(&rec), "upgraded": Value::Null})).into_response(),
+        );
+    }
+    let (mut info, tools) = check(&s, &a, rec.scope(), cur.limits.clone()).await?;
+    let had = cur
+        .origin
+        .as_ref()
+        .map(|o| o.asked.clone())
+        .unwrap_or_default();
+    let granted = Rights {
+        write: rec.write.clone(),
+        ddl: rec.ddl,
+        maintain: rec.maintain,
+        allow_hosts: cur.allow_hosts.clone(),
+        limits: serde_json::to_value(&cur.limits)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default(),
+    };
+    if a.asked().exceeds(&had) && u.confirm != Some(true) {
+        let mut confirm =
+            json!({"name": u.name, "source": text, "digest": a.digest, "confirm": true});
+        if let Some(h) = &u.sha256 {
+            confirm["sha256"] = h.clone().into();
+        }
+        let plan = plan(&a, &info, &granted, tools, confirm);
+        return Ok(Json(json!({ "plan": plan })).into_response());
+    }
+    info.origin = Some(a.origin());
+    info.limits = cur.limits.clone();
+    info.allow_hosts = cur.allow_hosts.clone();
+    info.previous = Some(Box::new(Previous {
+        sha256: cur.sha256.clone(),
+        size: cur.size,
+        origin: cur.origin.clone(),
+    }));
+    let (before, after) = s.apps.swap_component(&u.name, &cur.sha256, info)?;
+    forget_dropped(&s, &before);
+    let to = after.wasm.as_ref().map(digest_of);
+    if let Some(w) = &after.wasm {
+        record(&s, actor, "upgrade", &after.name, w, Some(&from));
+    }
+    // The new backend takes over; calls in flight finish on the old one.
+    if s.agg.sync().contains(&after.name) {
+        let _ = s.agg.refresh(&after.name).await;
+    }
+    Ok(
+        Json(json!({"app": s.agg.entry(&after), "upgraded": {"from": from, "to": to}}))
+            .into_response(),
+    )
+}
+
+/// `apps/rollback`: back to the version kept, at once (its component is stored and compiled);
+/// the version left is kept in its turn.
+pub(super) async fn rollback(s: Shared, actor: Actor, v: Value) -> Result<Response, Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        name: String,
+    }
+    let args: Args = parse("apps/rollback", v)?;
+    let (_, cur) = wasm_app(&s, &args.name)?;
+    let Some(prev) = cur.previous.clone() else {
+        return Err(Error::invalid(format!(
+            "app {} has no earlier version to go back to",
+            args.name
+        ))
+        .column("name")
+        .hint("a version is kept when apps/upgrade replaces it"));
+    };
+    if !s
+        .agg
+        .wasm
+        .apps_dir
+        .join(format!("{}.wasm", prev.sha256))
+        .is_file()
+    {
+        return Err(Error::invalid(format!(
+            "app {}'s earlier version (sha256 {}) is no longer stored",
+            args.name, prev.sha256
+        ))
+        .column("name")
+        .hint("upgrade to it again by its source instead"));
+    }
+    let from = digest_of(&cur);
+    let to = WasmInfo {
+        sha256: prev.sha256.clone(),
+        size: prev.size,
+        limits: cur.limits.clone(),
+        allow_hosts: cur.allow_hosts.clone(),
+        origin: prev.origin.clone(),
+        previous: Some(Box::new(Previous {
+            sha256: cur.sha256.clone(),
+            size: cur.size,
+            origin: cur.origin.clone(),
+        })),
+    };
+    let (_, after) = s.apps.swap_component(&args.name, &cur.sha256, to)?;
+    let to = after.wasm.as_ref().map(digest_of);
+    if let Some(w) = &after.wasm {
+        record(&s, actor, "rollback", &after.name, w, Some(&from));
+    }
+    if s.agg.sync().contains(&after.name) {
+        let _ = s.agg.refresh(&after.name).await;
+    }
+    Ok(
+        Json(json!({"app": s.agg.entry(&after), "rolledBack": {"from": from, "to": to}}))
+            .into_response(),
+    )
+}
+
+/// After an upgrade: the version before the one kept is dropped, and its component file too
+/// when no app uses it.
+fn forget_dropped(s: &Shared, before: &AppRecord) {
+    if let Some(p) = before.wasm.as_ref().and_then(|w| w.previous.as_ref())
+        && !s.apps.uses_component(&p.sha256)
+    {
+        let _ = std::fs::remove_file(s.agg.wasm.apps_dir.join(format!("{}.wasm", p.sha256)));
+    }
+}
