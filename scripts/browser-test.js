@@ -1,5 +1,7 @@
 // The console's scenarios in a real headless Chromium (run by scripts/browser, which starts the
 // server and gives LINK, the owner's sign-in link it printed, and WASM, a component to upload).
+// The install by reference also needs the registry and wkg from scripts/fetch-oci-tools and
+// planning2.wasm next to WASM (scripts/build-plugins); SCENARIO=registry runs it alone.
 // Prints one line per scenario and the figures; exits 1 on the first failure.
 "use strict";
 
@@ -128,6 +130,11 @@ async function main() {
   check((await page.evaluate(() => sessionStorage.getItem("datanotes.token"))) === token, "token not in sessionStorage");
   await page.waitForSelector("#apps");
   ok("sign in by link: the token left the address bar at once", page.url());
+  // SCENARIO=registry runs only the install by reference (quicker while working on it).
+  if (process.env.SCENARIO === "registry") {
+    await registryScenario(page);
+    return finish(browser, outside, errors);
+  }
 
   step = "register a remote app that is down";
   await page.fill("#remote-name", "weather");
@@ -414,7 +421,12 @@ async function main() {
 
   await grantScenario(browser, page, watch);
   await appOAuthScenario(browser, watch);
+  await registryScenario(page);
+  await finish(browser, outside, errors);
+}
 
+/** The last checks: nothing left the server, no errors in the browser's console. */
+async function finish(browser, outside, errors) {
   step = "end";
   check(outside.length === 0, `requests left the server: ${outside.join(", ")}`);
   ok("no request left the server");
@@ -604,5 +616,213 @@ async function appOAuthScenario(browser, watch) {
     ok("deleting the app removes its tokens");
   } finally {
     ts.kill();
+  }
+}
+
+// An app installed by reference from a real OCI registry (CNCF distribution, the Debian
+// package's docker-registry, installed by scripts/fetch-oci-tools with wkg, the client that
+// pushes): planning 0.1.0 and planning2 as 0.2.0 (asking for more), each with its manifest in
+// the `dev.datanotes.app` annotation. In the console: the plan (its rights unticked, the
+// differences marked and updated as the owner ticks), install with only some rights, the
+// entry's origin, Upgrade (its plan, confirmed), Roll back.
+async function registryScenario(page) {
+  step = "registry: start it and push";
+  const { spawn, execFileSync } = require("child_process");
+  const fs = require("fs");
+  const path = require("path");
+  const net = require("net");
+  const root = path.resolve(__dirname, "..");
+  const registryBin = path.join(root, "target/oci-tools/docker-registry");
+  const wkg = path.join(root, "target/oci-tools/bin/wkg");
+  for (const f of [registryBin, wkg]) check(fs.existsSync(f), `${path.relative(root, f)} is missing: run bash scripts/fetch-oci-tools`);
+  const wasm2 = process.env.WASM2 || path.join(path.dirname(process.env.WASM), "planning2.wasm");
+  check(fs.existsSync(wasm2), `${wasm2} is missing: run bash scripts/build-plugins`);
+  const port = await new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); });
+  });
+  const addr = `127.0.0.1:${port}`;
+  const dir = path.join(process.env.HOME_TMP, "registry");
+  fs.mkdirSync(path.join(dir, "data"), { recursive: true });
+  fs.writeFileSync(path.join(dir, "config.yml"), `version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: ${dir}/data\nhttp:\n  addr: ${addr}\n  secret: browser-test\n`);
+  const reg = spawn(registryBin, ["serve", path.join(dir, "config.yml")], { stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  reg.stdout.on("data", (d) => { log += d; });
+  reg.stderr.on("data", (d) => { log += d; });
+  try {
+    let up = false;
+    for (let i = 0; i < 100 && !up; i++) {
+      up = await fetch(`http://${addr}/v2/`).then((r) => r.ok, () => false);
+      if (!up) await new Promise((r) => setTimeout(r, 50));
+    }
+    check(up, `the registry did not answer on ${addr}: ${log}`);
+    const push = (tag, file, manifest) => {
+      const out = execFileSync(wkg, ["oci", "push", "--insecure", addr, `${addr}/apps/planning:${tag}`, file,
+        "--annotation", `dev.datanotes.app=${JSON.stringify(manifest)}`], { encoding: "utf8", env: { ...process.env, HOME: dir } });
+      const d = /digest: (sha256:[0-9a-f]{64})/.exec(out);
+      check(d, `wkg pushed ${tag} without saying its digest: ${out}`);
+      return d[1];
+    };
+    const asked1 = { write: ["personal.tasks.*"], ddl: true, limits: { memory_mb: 100 } };
+    const d1 = push("0.1.0", process.env.WASM, { name: "planning", description: "Plans work", version: "0.1.0", rights: asked1 });
+    const d2 = push("0.2.0", wasm2, { name: "planning", description: "Plans work", version: "0.2.0", rights: { ...asked1, maintain: true } });
+    const short = (d) => `${d.slice(0, 19)}…`;
+    // 0.2.0 signed by alice (a key made by `datanotes apps keygen`), whom the owner trusts.
+    const bin = path.resolve(root, process.env.DATANOTES_BIN || "target/debug/datanotes");
+    const plain = { ...process.env };
+    delete plain.COSIGN_PASSWORD;
+    execFileSync(bin, ["apps", "keygen", path.join(dir, "alice")], { encoding: "utf8", env: plain });
+    execFileSync(bin, ["apps", "sign", `oci://${addr}/apps/planning:0.2.0`, "--key", path.join(dir, "alice.key")], { encoding: "utf8", env: plain });
+    const trusted = [{ name: "alice", public_key: fs.readFileSync(path.join(dir, "alice.pub"), "utf8") }];
+    const set = await api("set_engine_settings", { settings: { trusted_keys: trusted } });
+    check(set.status === 200, `set_engine_settings: ${JSON.stringify(set.body)}`);
+    // The app installed by upload earlier holds the name and the tools.
+    if ((await api("apps")).body.apps.some((x) => x.name === "planning")) check((await api("apps/delete", { name: "planning" })).status === 200, "apps/delete planning");
+    ok("a real registry (docker-registry) with planning 0.1.0 and 0.2.0 pushed by wkg, 0.2.0 signed by a trusted key", `${addr}; ${short(d1)}, ${short(d2)}`);
+
+    step = "registry: the plan";
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(`${ui}#apps`);
+    await page.waitForSelector("#source-form");
+    const source = `oci://${addr}/apps/planning:0.1.0`;
+    await page.fill("#source-ref", "https://example.com/app.wasm");
+    check(await page.locator("#source-sha256").isVisible(), "no sha256 field for a URL source");
+    await page.fill("#source-ref", source);
+    check(await page.locator("#source-sha256").isHidden(), "a sha256 field for an oci:// source");
+    await page.click("#source-form button[type=submit]");
+    await page.waitForSelector("#source-plan .plan", { timeout: 60000 });
+    const plan = page.locator("#source-plan");
+    check((await plan.locator(".plan-source").textContent()) === source, "the plan's source");
+    check((await plan.locator(".plan-digest").textContent()) === d1, `the plan's digest is not ${d1}`);
+    check((await plan.locator(".signature").textContent()) === "unsigned", "the plan does not say unsigned");
+    const manifest = await plan.locator(".plan-manifest").textContent();
+    check(/planning 0\.1\.0/.test(manifest) && /Plans work/.test(manifest), `the plan's app: ${manifest}`);
+    const tools = await plan.locator(".plan-tools").textContent();
+    check(/planning_add_task/.test(tools) && /planning_list_tasks/.test(tools) && /3 tools/.test(tools), `the plan's tools: ${tools}`);
+    check((await api("apps")).body.apps.every((x) => x.name !== "planning"), "the review made an entry");
+    // Nothing ticked: what it asks (write, ddl) is marked as not granted.
+    const marked = () => page.$$eval("#source-plan tr.differs", (xs) => xs.map((x) => `${x.dataset.right}:${x.dataset.change}`).sort().join(" "));
+    check((await plan.locator("input[type=checkbox]:checked").count()) === 0, "a right is ticked before the owner ticks it");
+    check(await marked() === "ddl:not granted write:not granted", `marked at first: ${await marked()}`);
+    const color = await plan.locator('tr.differs[data-right="ddl"]').evaluate((x) => getComputedStyle(x).backgroundColor);
+    check(color !== "rgba(0, 0, 0, 0)" && color !== "rgb(255, 255, 255)", `a difference is not coloured: ${color}`);
+    await plan.locator("#source-grant-all").click();
+    check(await marked() === "", `marked after granting all asked: ${await marked()}`);
+    await plan.locator('input[data-grant="ddl"]').uncheck();
+    check(await marked() === "ddl:not granted", `marked after unticking ddl: ${await marked()}`);
+    await plan.locator('input[data-grant="write"]').uncheck();
+    await plan.locator('input[data-grant="write"]').check();
+    check(await marked() === "ddl:not granted", `marked with write ticked, ddl not: ${await marked()}`);
+    await plan.locator('input[data-limit="memory_mb"]').fill("64");
+    check(await marked() === "ddl:not granted limits.memory_mb:less", `marked with less memory: ${await marked()}`);
+    ok("the plan: source, digest, unsigned, the manifest, 3 tools; the rights asked unticked and marked, marks follow the ticks and the limits", await plan.locator(".plan-summary").textContent());
+
+    step = "registry: install";
+    await page.click("#source-install");
+    await page.waitForSelector("#source-result .new-token", { timeout: 60000 });
+    check((await page.textContent("#source-result .new-token")).trim().startsWith("dn_app_"), "no app token shown");
+    const e1 = (await api("apps/get", { name: "planning" })).body.app;
+    check(JSON.stringify(e1.write) === '["personal.tasks.*"]' && !e1.ddl && !e1.maintain && e1.wasm.limits.memory_mb === 64, `granted more or less than ticked: ${JSON.stringify(e1)}`);
+    check(e1.wasm.origin.digest === d1 && e1.wasm.origin.source === source && !e1.wasm.previous, `the entry's origin: ${JSON.stringify(e1.wasm)}`);
+    const card = page.locator('[data-app="planning"]');
+    const shows = async (re) => {
+      await page.waitForFunction((r) => new RegExp(r).test(document.querySelector('[data-app="planning"] .origin')?.textContent || ""), re.source, { timeout: 15000 })
+        .catch(async () => check(false, `the entry's origin does not match ${re}: ${await card.locator(".origin").textContent().catch(() => "(none)")}`));
+      return card.locator(".origin").textContent();
+    };
+    const o1 = await shows(new RegExp(`from oci://${addr}/apps/planning:0\\.1\\.0 · ${d1.slice(0, 19)}… · version 0\\.1\\.0 · unsigned · installed`));
+    check(/3 tools/.test(await card.textContent()) && /planning_add_task/.test(await card.locator("details").first().textContent()), "the app's tools are not listed");
+    check((await card.locator("button.rollback").count()) === 0, "a Roll back button without an earlier version");
+    const called = await api("apps/call", { tool: "planning_list_tasks", arguments: {} });
+    check(called.status === 200 && called.body.ok, `planning_list_tasks: ${JSON.stringify(called.body)}`);
+    ok("installed with only the rights ticked: the entry shows its origin and its tools", o1.trim());
+
+    step = "registry: upgrade";
+    await card.locator("button.upgrade").click();
+    check((await page.inputValue("#upgrade-source")) === source, "the upgrade does not offer the app's source");
+    await page.fill("#upgrade-source", `oci://${addr}/apps/planning:0.2.0`);
+    await page.click("#dialog-ok");
+    await page.waitForSelector("#dialog[open] .plan", { timeout: 60000 });
+    check((await page.textContent("#dialog-ok")) === "Confirm upgrade", "no Confirm upgrade button");
+    const upMarks = await page.$$eval("#dialog tr.differs", (xs) => xs.map((x) => `${x.dataset.right}:${x.dataset.change}`).sort().join(" "));
+    check(upMarks === "ddl:not granted limits.memory_mb:less maintain:not granted", `the upgrade's plan marks: ${upMarks}`);
+    check(/0\.2\.0/.test(await page.textContent("#dialog .plan-manifest")), "the upgrade's plan is not 0.2.0's");
+    check((await page.textContent("#dialog .signature")) === "signed by alice", `the upgrade's plan does not say signed by alice: ${await page.textContent("#dialog .signature")}`);
+    check((await api("apps/get", { name: "planning" })).body.app.wasm.origin.digest === d1, "upgraded before the owner confirmed");
+    await page.click("#dialog-ok");
+    await page.waitForSelector("#dialog[open] .upgraded", { timeout: 60000 });
+    const said = await page.textContent("#dialog .upgraded");
+    check(said === `upgraded planning: ${short(d1)} → ${short(d2)}`, `the upgrade says: ${said}`);
+    await page.click("#dialog-ok");
+    const o2 = await shows(new RegExp(`planning:0\\.2\\.0 · ${d2.slice(0, 19)}… · version 0\\.2\\.0 · signed by alice · installed`));
+    check(/kept for a rollback: version 0\.1\.0/.test(o2), `the entry does not show the version kept: ${o2}`);
+    await page.waitForFunction(() => /planning_focus/.test(document.querySelector('[data-app="planning"] details')?.textContent || ""), null, { timeout: 15000 });
+    const e2 = (await api("apps/get", { name: "planning" })).body.app;
+    check(e2.wasm.origin.digest === d2 && e2.wasm.previous.origin.digest === d1 && !e2.ddl && !e2.maintain, `after the upgrade: ${JSON.stringify(e2)}`);
+    ok("upgrade to 0.2.0: its plan (signed by alice) marks what it asks beyond the rights granted, confirmed; the entry shows 0.2.0 and its new tool", said);
+
+    step = "registry: roll back";
+    await card.locator("button.rollback").click();
+    await page.click("#dialog-ok");
+    await page.waitForSelector("#dialog[open] .rolled-back", { timeout: 30000 });
+    const back = await page.textContent("#dialog .rolled-back");
+    check(back === `rolled planning back: ${short(d2)} → ${short(d1)}`, `the rollback says: ${back}`);
+    await page.click("#dialog-ok");
+    const o3 = await shows(new RegExp(`planning:0\\.1\\.0 · ${d1.slice(0, 19)}… · version 0\\.1\\.0 · unsigned`));
+    check(/kept for a rollback: version 0\.2\.0/.test(o3), `the entry does not keep 0.2.0: ${o3}`);
+    await page.waitForFunction(() => !/planning_focus/.test(document.querySelector('[data-app="planning"] details')?.textContent || "planning_focus"), null, { timeout: 15000 });
+    const e3 = (await api("apps/get", { name: "planning" })).body.app;
+    check(e3.wasm.origin.digest === d1 && e3.wasm.previous.origin.digest === d2, `after the rollback: ${JSON.stringify(e3.wasm)}`);
+    check((await api("apps/call", { tool: "planning_list_tasks", arguments: {} })).body.ok, "planning_list_tasks after the rollback");
+    ok("roll back: the entry is 0.1.0 again, 0.2.0 kept", back);
+
+    // The other two example apps (Python, JavaScript) the same way, all in the console:
+    // review, grant what they ask, install, upgrade (no more rights asked: no plan), roll back.
+    for (const [name, lang] of [["journal", "Python"], ["bookmarks", "JavaScript"]]) {
+      step = `registry: ${name} (${lang})`;
+      const dir0 = path.dirname(process.env.WASM);
+      const [v1, v2] = [path.join(dir0, `${name}.wasm`), path.join(dir0, `${name}2.wasm`)];
+      for (const f of [v1, v2]) check(fs.existsSync(f), `${f} is missing: run bash scripts/build-plugins`);
+      const pushApp = (tag, file) => {
+        const m = { name, description: `the ${lang} example`, version: tag, rights: { write: ["personal.*"] } };
+        const out = execFileSync(wkg, ["oci", "push", "--insecure", addr, `${addr}/apps/${name}:${tag}`, file,
+          "--annotation", `dev.datanotes.app=${JSON.stringify(m)}`], { encoding: "utf8", env: { ...process.env, HOME: dir } });
+        return /digest: (sha256:[0-9a-f]{64})/.exec(out)[1];
+      };
+      const [a1, a2] = [pushApp("0.1.0", v1), pushApp("0.2.0", v2)];
+      await page.goto(`${ui}#apps`);
+      await page.waitForSelector("#source-form");
+      await page.fill("#source-ref", `oci://${addr}/apps/${name}:0.1.0`);
+      await page.click("#source-form button[type=submit]");
+      await page.waitForSelector("#source-plan .plan", { timeout: 120000 });
+      check((await page.locator("#source-plan .plan-digest").textContent()) === a1, `${name}: the plan's digest`);
+      await page.locator("#source-grant-all").click();
+      await page.click("#source-install");
+      await page.waitForSelector("#source-result .new-token", { timeout: 120000 });
+      const i1 = (await api("apps/get", { name })).body.app;
+      check(i1.wasm.origin.digest === a1 && JSON.stringify(i1.write) === '["personal.*"]' && i1.tools.length > 0, `${name} installed: ${JSON.stringify(i1)}`);
+      const appCard = page.locator(`[data-app="${name}"]`);
+      await appCard.locator("button.upgrade").click();
+      await page.fill("#upgrade-source", `oci://${addr}/apps/${name}:0.2.0`);
+      await page.click("#dialog-ok");
+      await page.waitForSelector("#dialog[open] .upgraded", { timeout: 120000 });
+      check((await page.textContent("#dialog .upgraded")) === `upgraded ${name}: ${short(a1)} → ${short(a2)}`, `${name}: the upgrade says ${await page.textContent("#dialog .upgraded")}`);
+      await page.click("#dialog-ok");
+      check((await api("apps/get", { name })).body.app.wasm.origin.digest === a2, `${name}: not upgraded`);
+      await page.waitForSelector(`[data-app="${name}"] button.rollback`, { timeout: 15000 });
+      await appCard.locator("button.rollback").click();
+      await page.click("#dialog-ok");
+      await page.waitForSelector("#dialog[open] .rolled-back", { timeout: 60000 });
+      await page.click("#dialog-ok");
+      const i3 = (await api("apps/get", { name })).body.app;
+      check(i3.wasm.origin.digest === a1 && i3.wasm.previous.origin.digest === a2, `${name}: after the rollback ${JSON.stringify(i3.wasm)}`);
+      const t = i3.tools.find((x) => /list|recent|search/.test(x)) || i3.tools[0];
+      const r = await api("apps/call", { tool: t, arguments: {} });
+      check(r.status === 200, `${name}: ${t} after the rollback: ${JSON.stringify(r.body)}`);
+      ok(`${name} (${lang}) from the registry in the console: installed, upgraded, rolled back`, `${short(a1)} → ${short(a2)} → ${short(a1)}; ${t} answers`);
+    }
+  } finally {
+    reg.kill();
   }
 }

@@ -69,6 +69,18 @@ async fn check(
     scope: AppScope,
     limits: Limits,
 ) -> Result<(WasmInfo, Value), Error> {
+    let refuse = |rule: &str, why: String| {
+        Error::invalid(format!("{} cannot be installed: {why}", a.source.text()))
+            .column("source")
+            .rule(rule)
+            .hint("build a component for the world in wit/datanotes-app.wit (docs/apps.md); nothing was installed")
+    };
+    if let Some(why) = crate::apps::wasm::not_a_component(&a.bytes) {
+        return Err(refuse("component", why));
+    }
+    if let Some(why) = crate::apps::wasm::check_before_compile(&a.bytes) {
+        return Err(refuse("world", why));
+    }
     let (info, listing) = s.agg.wasm.install(a.bytes.clone(), scope, limits).await?;
     let tools: Vec<Value> = listing
         .tools
@@ -91,7 +103,7 @@ fn plan(a: &Artifact, info: &WasmInfo, granted: &Rights, tools: Value, confirm: 
         "manifest": a.manifest.as_ref().map(|m| json!({
             "name": m.name, "description": m.description, "version": m.version,
         })),
-        "asked": rights_json(&asked),
+        "asked": asked,
         "granted": rights_json(granted),
         "differences": Rights::differences(&asked, granted),
         "tools": tools,
@@ -99,7 +111,8 @@ fn plan(a: &Artifact, info: &WasmInfo, granted: &Rights, tools: Value, confirm: 
     })
 }
 
-/// Rights as the plan shows them: limits complete (the defaults filled in).
+/// Rights granted as the plan shows them: limits complete (the defaults filled in). The
+/// rights asked are shown as the app asks them (only the limits it names).
 fn rights_json(r: &Rights) -> Value {
     let limits = Limits::default()
         .merged(&Value::Object(r.limits.clone()))

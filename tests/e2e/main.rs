@@ -15,7 +15,9 @@
 mod kit;
 
 mod app_oauth;
+mod apps_registry;
 mod apps_scopes;
+mod apps_sign;
 mod apps_tools;
 mod cli;
 mod connections;

@@ -169,22 +169,22 @@ impl Rights {
                 );
             }
         }
-        let (la, lg) = (limits_of(&asked.limits), limits_of(&granted.limits));
-        for (k, a) in la.as_object().into_iter().flatten() {
+        // A limit is a budget, not a right: only what the app asked for and does not get (a
+        // smaller budget than it says it needs) is a difference.
+        let lg = limits_of(&granted.limits);
+        for (k, a) in &asked.limits {
             let g = &lg[k];
-            if a != g {
-                let change = match (a.as_u64(), g.as_u64()) {
-                    (Some(x), Some(y)) if y > x => "more",
-                    _ => "less",
-                };
-                diff(&format!("limits.{k}"), a.clone(), g.clone(), change);
+            if let (Some(x), Some(y)) = (a.as_u64(), g.as_u64())
+                && y < x
+            {
+                diff(&format!("limits.{k}"), a.clone(), g.clone(), "less");
             }
         }
         out
     }
 
     /// Whether `self` asks for anything `than` does not: a wider write, ddl, maintain, a new
-    /// host, or a limit above it.
+    /// host, or a limit above what `than` comes to.
     pub fn exceeds(&self, than: &Rights) -> bool {
         Self::differences(self, than)
             .iter()
@@ -238,5 +238,23 @@ mod tests {
         assert!(asked.exceeds(&none));
         assert!(!none.exceeds(&asked));
         assert!(!asked.exceeds(&asked));
+        // A limit below the default is no difference; one above what is granted is.
+        let mut small = serde_json::Map::new();
+        small.insert("timeout_ms".into(), 10_000.into());
+        let modest = Rights {
+            limits: small,
+            ..Default::default()
+        };
+        assert!(Rights::differences(&modest, &none).is_empty());
+        let mut big = serde_json::Map::new();
+        big.insert("memory_mb".into(), 1024.into());
+        let hungry = Rights {
+            limits: big,
+            ..Default::default()
+        };
+        let d = Rights::differences(&hungry, &none);
+        assert_eq!(d[0]["right"], "limits.memory_mb");
+        assert_eq!(d[0]["change"], "less");
+        assert!(hungry.exceeds(&modest));
     }
 }

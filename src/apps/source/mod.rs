@@ -232,6 +232,9 @@ async fn fetch_inner(
             let auth = oci::auth_for(&registry, opts.registry_auth.as_deref())?;
             let digest = oci::resolve(&client, &auth, r).await?;
             moved(src, expect.digest, &digest)?;
+            // The manifest first (what the artifact is), then who signed it, then its bytes.
+            let art = oci::manifest(&client, &auth, r, &digest, expect.max_bytes).await?;
+            let manifest = AppManifest::from_annotations(&art.annotations)?;
             let signature = signature::verify(&client, &auth, r, &digest, expect.trusted).await?;
             if expect.require_signature && signature.status != Status::Signed {
                 return Err(signature::required_error(
@@ -240,13 +243,15 @@ async fn fetch_inner(
                     &digest,
                 ));
             }
-            let p = oci::pull(&client, &auth, r, &digest, expect.max_bytes, opts, cached).await?;
-            let manifest = AppManifest::from_annotations(&p.annotations)?;
+            let bytes = match cached(&art.sha256) {
+                Some(b) => b,
+                None => oci::blob(&client, &auth, &art, opts).await?,
+            };
             Ok(Artifact {
                 source: src.clone(),
                 digest,
-                sha256: p.sha256,
-                bytes: p.bytes,
+                sha256: art.sha256,
+                bytes,
                 manifest,
                 signature,
             })
@@ -310,7 +315,7 @@ async fn fetch_inner(
 fn moved(src: &Source, planned: Option<&str>, now: &str) -> Result<()> {
     match planned {
         Some(p) if p != now => Err(Error::conflict(format!(
-            "{} now resolves to {now}, not to {p} as in the plan: it moved since",
+            "{} resolves to {now}, not to {p} (the digest confirmed): it moved since the plan, or the digest is not the plan's",
             src.text()
         ))
         .column("digest")

@@ -149,15 +149,15 @@ const WASM_LAYERS: [&str; 2] = [
     oci_client::manifest::WASM_LAYER_MEDIA_TYPE,
 ];
 
-/// What a pull of an artifact yields.
-pub struct Pulled {
-    /// The manifest's digest (`sha256:...`): what the entry pins.
-    pub digest: String,
+/// An artifact's manifest, read and checked: the one WASM layer it names.
+pub struct Artifact {
+    /// The reference, pinned to the manifest's digest.
+    pub pinned: Reference,
+    /// The component's layer.
+    pub layer: oci_client::manifest::OciDescriptor,
     /// The component's SHA-256 (hex): its layer's digest.
     pub sha256: String,
-    /// The component's bytes (from the cache when it holds them: not fetched again).
-    pub bytes: Vec<u8>,
-    /// Its size in bytes, as the manifest declares and the bytes confirm.
+    /// Its size in bytes, as the manifest declares it.
     pub size: u64,
     /// The manifest's annotations, then the layer's.
     pub annotations: std::collections::BTreeMap<String, String>,
@@ -174,43 +174,35 @@ pub async fn resolve(client: &Client, auth: &RegistryAuth, r: &Reference) -> Res
         .map_err(|e| registry_error("cannot resolve", r, e))
 }
 
-/// Pulls the artifact `digest` of `r`'s repository: its manifest (checked against the digest
-/// by the client), its one WASM layer (at most `max` bytes as declared, streamed and refused
-/// the moment the registry sends more than the manifest declares; the client checks the
-/// digest). `cached(sha)` gives a component already stored, which is not fetched again.
-pub async fn pull(
+/// The refusal of an artifact that is not one WASM component, saying why.
+fn not_wasm(r: &Reference, why: String) -> Error {
+    Error::invalid(format!(
+        "{} is not a WASM component artifact: {why}",
+        r.whole()
+    ))
+    .column("source")
+    .rule("artifact")
+    .hint("publish the component with wkg (wkg oci push) or oras, as one application/wasm layer")
+}
+
+/// Reads the manifest `digest` of `r`'s repository (the client checks it against the digest)
+/// and finds its one WASM layer, at most `max` bytes as declared, with no foreign URLs.
+pub async fn manifest(
     client: &Client,
     auth: &RegistryAuth,
     r: &Reference,
     digest: &str,
     max: u64,
-    opts: &super::SourceOptions,
-    cached: impl Fn(&str) -> Option<Vec<u8>>,
-) -> Result<Pulled> {
-    use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
+) -> Result<Artifact> {
+    use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
     let rd = r.clone_with_digest(digest.to_string());
-    let not_wasm = |why: String| {
-        Error::invalid(format!(
-            "{} is not a WASM component artifact: {why}",
-            rd.whole()
-        ))
-        .column("source")
-        .rule("artifact")
-        .hint("push the component with wkg (wkg oci push) or oras, as one application/wasm layer")
-    };
+    let accepted = [OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE];
     let (raw, _) = client
-        .pull_manifest_raw(
-            &rd,
-            auth,
-            &[
-                OCI_IMAGE_MEDIA_TYPE,
-                oci_client::manifest::IMAGE_MANIFEST_MEDIA_TYPE,
-            ],
-        )
+        .pull_manifest_raw(&rd, auth, &accepted)
         .await
         .map_err(|e| registry_error("cannot pull the manifest of", &rd, e))?;
     let m: OciImageManifest = serde_json::from_slice(&raw)
-        .map_err(|e| not_wasm(format!("its manifest is malformed ({e})")))?;
+        .map_err(|e| not_wasm(&rd, format!("its manifest is malformed ({e})")))?;
     let layers: Vec<_> = m
         .layers
         .iter()
@@ -218,57 +210,73 @@ pub async fn pull(
         .collect();
     let [layer] = layers[..] else {
         let kinds: Vec<&str> = m.layers.iter().map(|l| l.media_type.as_str()).collect();
-        return Err(not_wasm(format!(
-            "it has {} WASM layers (layers: {kinds:?}); one is expected",
-            layers.len()
-        )));
+        return Err(not_wasm(
+            &rd,
+            format!(
+                "it has {} WASM layers (layers: {kinds:?}); one is expected",
+                layers.len()
+            ),
+        ));
     };
     if layer.urls.as_ref().is_some_and(|u| !u.is_empty()) {
-        return Err(not_wasm("its layer points to other URLs".into()));
+        return Err(not_wasm(&rd, "its layer points to other URLs".into()));
     }
     let Some(sha) = layer
         .digest
         .strip_prefix("sha256:")
         .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
     else {
-        return Err(not_wasm(format!(
+        let why = format!(
             "its layer's digest {:?} is not a sha256 digest",
             layer.digest
-        )));
+        );
+        return Err(not_wasm(&rd, why));
     };
-    let sha = sha.to_ascii_lowercase();
     if layer.size < 0 || layer.size as u64 > max {
         return Err(Error::invalid(format!(
-            "{}: the component is {} bytes, more than the limit of {max}",
+            "{}: its manifest declares a component of {} bytes, more than the limit of {max}",
             rd.whole(),
             layer.size
         ))
         .column("source")
         .rule("max")
-        .hint("install a smaller component"));
+        .hint("nothing was downloaded; install a smaller component"));
     }
-    let size = layer.size as u64;
     let mut annotations = m.annotations.clone().unwrap_or_default();
     for (k, v) in layer.annotations.clone().unwrap_or_default() {
         annotations.entry(k).or_insert(v);
     }
-    if let Some(bytes) = cached(&sha) {
-        return Ok(Pulled {
-            digest: digest.to_string(),
-            sha256: sha,
-            size: bytes.len() as u64,
-            bytes,
-            annotations,
-        });
-    }
-    // The blob by hand (the client's auth token, then one GET): its redirects, to a storage
-    // service, are followed only to public addresses, and its bytes are bounded by the size
-    // the manifest declares.
+    Ok(Artifact {
+        sha256: sha.to_ascii_lowercase(),
+        size: layer.size as u64,
+        layer: layer.clone(),
+        pinned: rd,
+        annotations,
+    })
+}
+
+/// Pulls an artifact's component: by hand (the client's auth token, then one GET), so that its
+/// redirects (to a storage service) are followed only to public addresses, and its bytes are
+/// bounded by the size the manifest declares and checked against the layer's digest.
+pub async fn blob(
+    client: &Client,
+    auth: &RegistryAuth,
+    a: &Artifact,
+    opts: &super::SourceOptions,
+) -> Result<Vec<u8>> {
+    let rd = &a.pinned;
+    let size = a.size;
+    let refused = |why: String| {
+        Error::invalid(format!("{}: {why}", rd.whole()))
+            .column("source")
+            .rule("digest")
+            .hint("the registry does not serve what its manifest declares; nothing was installed")
+    };
     let registry = rd.resolve_registry().to_string();
     let token = client
-        .auth(&rd, auth, oci_client::RegistryOperation::Pull)
+        .auth(rd, auth, oci_client::RegistryOperation::Pull)
         .await
-        .map_err(|e| registry_error("cannot sign in to the registry of", &rd, e))?;
+        .map_err(|e| registry_error("cannot sign in to the registry of", rd, e))?;
     let authorization = match (token, auth) {
         (Some(t), _) => Some(format!("Bearer {t}")),
         (None, RegistryAuth::Basic(u, p)) => {
@@ -286,35 +294,33 @@ pub async fn pull(
     let url = format!(
         "{scheme}://{registry}/v2/{}/blobs/{}",
         rd.repository(),
-        layer.digest
+        a.layer.digest
     );
     let fetched = super::url::get_authorized(&url, authorization.as_deref(), size, opts, false)
         .await
         .map_err(|e| {
-            not_wasm(format!(
+            let mut e = refused(format!(
                 "its component cannot be pulled ({}); the manifest declares {size} bytes",
                 e.message
-            ))
+            ));
+            e.hint = Some(
+                "the registry refused, redirected where it may not, or sent more than its manifest declares; nothing was installed"
+                    .into(),
+            );
+            e
         })?
         .ok_or_else(|| Error::internal("no body"))?;
-    let bytes = fetched.bytes;
-    if bytes.len() as u64 != size {
-        return Err(not_wasm(format!(
+    if fetched.bytes.len() as u64 != size {
+        return Err(refused(format!(
             "the registry sent {} bytes, its manifest declares {size}",
-            bytes.len()
+            fetched.bytes.len()
         )));
     }
-    if fetched.sha256 != sha {
-        return Err(not_wasm(format!(
-            "the bytes sent have the digest sha256:{}, not the layer's sha256:{sha}",
-            fetched.sha256
+    if fetched.sha256 != a.sha256 {
+        return Err(refused(format!(
+            "the bytes sent have the digest sha256:{}, not the layer's sha256:{}",
+            fetched.sha256, a.sha256
         )));
     }
-    Ok(Pulled {
-        digest: digest.to_string(),
-        sha256: sha,
-        bytes,
-        size,
-        annotations,
-    })
+    Ok(fetched.bytes)
 }

@@ -55,7 +55,7 @@ mod typed;
 mod world;
 
 pub use limits::Limits;
-pub use precheck::check_before_compile;
+pub use precheck::{check_before_compile, not_a_component};
 pub use runtime::{COMPILE_COMMAND, WasmRuntime, compile_in_child, compile_main};
 pub(crate) use runtime::{MAX_COMPONENT_BYTES, component_bytes};
 

@@ -95,3 +95,15 @@ fn check(bytes: &[u8]) -> Result<(), WasmError> {
 pub fn check_before_compile(bytes: &[u8]) -> Option<String> {
     check(bytes).err().map(|e| e.to_string())
 }
+
+/// Whether the bytes are a WebAssembly component at all: `None` when they are, else why not,
+/// in plain words (before any compile, for sources fetched from elsewhere).
+pub fn not_a_component(bytes: &[u8]) -> Option<String> {
+    match bytes.get(..8) {
+        Some([0, b'a', b's', b'm', 0x0d, 0, 1, 0]) => None,
+        Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Some(
+            "it is a core WebAssembly module, not a component: make it a component (cargo component, componentize-py, jco, or wasm-tools component new)".into(),
+        ),
+        _ => Some("it is not WebAssembly (a component's first bytes are \\0asm)".into()),
+    }
+}

@@ -38,7 +38,8 @@ function sizeText(n) { return n >= 1e6 ? `${(n / 1e6).toFixed(1)} MB` : `${(n / 
 
 /** What differs between a right asked and the right granted: null, "not granted", "less", "more". */
 function change(kind, asked, granted) {
-  if (kind === "limit") return granted === asked ? null : granted === undefined ? "not granted" : asked === undefined || granted > asked ? "more" : "less";
+  // A limit is a budget: only less than the app asked for is a difference (as the server says).
+  if (kind === "limit") return asked !== undefined && granted !== undefined && granted < asked ? "less" : null;
   if (asked && !granted) return "not granted";
   if (!asked && granted) return "more";
   return null;

@@ -15,6 +15,9 @@
 //! - [`App`] runs the `remote_app` example as a remote MCP app; [`create_app`] makes an app entry;
 //!   [`fake_app`] serves a small MCP server written in a test (one that misbehaves, or notes what
 //!   it received).
+//! - [`registry::Registry`] runs a real OCI registry (Debian's `docker-registry`) and pushes
+//!   components to it with the real `wkg`; [`hostile_registry::HostileRegistry`] is a tiny one
+//!   that lies, hangs or never ends (and [`hostile_registry::FileServer`] serves URL sources).
 //! - Below: [`snapshot`] of the files, [`eventually`], the error shape, the `work.crm.*` tables
 //!   most engine tests use, hand edits.
 //!
@@ -23,9 +26,11 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod fake_app;
+pub mod hostile_registry;
 pub mod mcp;
 pub mod oauth;
 pub mod process;
+pub mod registry;
 mod server;
 mod sse;
 
