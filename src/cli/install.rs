@@ -2,7 +2,7 @@
 //! from a file or by reference (an OCI registry or a URL: the plan first, then `--yes`), and the
 //! keys that sign apps (made, used and trusted here; `sign` needs no server).
 
-use super::{AppArgs, Conn, post, print};
+use super::{AppArgs, Conn, EntryArgs, post, print};
 use crate::apps::source::oci;
 use crate::apps::source::signature::{self, TrustedKey};
 use serde_json::{Value, json};
@@ -20,37 +20,9 @@ pub struct InstallArgs {
     /// name its manifest gives).
     #[arg(long)]
     pub name: Option<String>,
-    /// A write pattern (catalog.schema.table, catalog.schema.*, catalog.*, *); repeat for more.
-    #[arg(long)]
-    pub write: Vec<String>,
-    /// Allow schema changes on tables matching `write`.
-    #[arg(long)]
-    pub ddl: Option<bool>,
-    /// Allow maintenance (settings, undo, restore, vacuum, rebuild).
-    #[arg(long)]
-    pub maintain: Option<bool>,
-    /// A remote app's MCP endpoint.
-    #[arg(long)]
-    pub mcp_url: Option<String>,
-    /// The token the engine sends to the remote app.
-    #[arg(long)]
-    pub mcp_token: Option<String>,
-    /// What the app does, for agents.
-    #[arg(long)]
-    pub description: Option<String>,
-    /// Instructions for agents using the app's tools.
-    #[arg(long)]
-    pub instructions: Option<String>,
-    /// A tool the app's token may list and call (a name or a pattern with *, e.g.
-    /// `planning_*`); repeat for more. Default: every tool.
-    #[arg(long = "call-tool")]
-    pub call_tools: Vec<String>,
-    /// Whether the app may change its own mcp_url (false pins it).
-    #[arg(long)]
-    pub self_url: Option<bool>,
-    /// Whether an mcp_url the app sets for itself may be a loopback or private address.
-    #[arg(long)]
-    pub self_url_private: Option<bool>,
+    #[command(flatten)]
+    /// Its rights and fields.
+    pub fields: EntryArgs,
     /// Linear memory limit, MiB.
     #[arg(long)]
     pub memory_mb: Option<u64>,
@@ -149,16 +121,7 @@ impl InstallArgs {
     fn app_args(&self) -> AppArgs {
         AppArgs {
             name: self.name.clone().unwrap_or_default(),
-            write: self.write.clone(),
-            ddl: self.ddl,
-            maintain: self.maintain,
-            mcp_url: self.mcp_url.clone(),
-            mcp_token: self.mcp_token.clone(),
-            description: self.description.clone(),
-            instructions: self.instructions.clone(),
-            call_tools: self.call_tools.clone(),
-            self_url: self.self_url,
-            self_url_private: self.self_url_private,
+            fields: self.fields.clone(),
         }
     }
 
@@ -328,22 +291,9 @@ fn install_reference(conn: &Conn, a: InstallArgs) -> anyhow::Result<()> {
         }
         plan = again;
     }
-    if !a.yes {
-        if a.json {
-            print(&v);
-        } else {
-            plan_lines(&plan).iter().for_each(|l| println!("{l}"));
-            println!("to install, run again with --yes");
-        }
+    let Some(confirm) = shown(&v, &plan, a.yes, a.json, "to install, run again with --yes")? else {
         return Ok(());
-    }
-    if !a.json {
-        plan_lines(&plan).iter().for_each(|l| println!("{l}"));
-    }
-    let confirm = plan["confirm"].clone();
-    if !confirm.is_object() {
-        anyhow::bail!("the server's plan has no confirm body");
-    }
+    };
     let v = ticking("installing...", || post(conn, "apps/create", confirm))?;
     if a.json {
         print(&v);
@@ -361,6 +311,33 @@ fn install_reference(conn: &Conn, a: InstallArgs) -> anyhow::Result<()> {
         println!("token (shown once): {t}");
     }
     Ok(())
+}
+
+/// Shows a plan (the answer `v` as JSON with `--json`): without `--yes` it stops there, saying
+/// `stop`; with it, answers the plan's confirm body.
+fn shown(
+    v: &Value,
+    plan: &Value,
+    yes: bool,
+    json: bool,
+    stop: &str,
+) -> anyhow::Result<Option<Value>> {
+    match (yes, json) {
+        (false, true) => print(v),
+        (_, false) => plan_lines(plan).iter().for_each(|l| println!("{l}")),
+        (true, true) => {}
+    }
+    if !yes {
+        if !json {
+            println!("{stop}");
+        }
+        return Ok(None);
+    }
+    let confirm = plan["confirm"].clone();
+    if !confirm.is_object() {
+        anyhow::bail!("the server's plan has no confirm body");
+    }
+    Ok(Some(confirm))
 }
 
 /// A signature check (`{status, key, detail}`) as one line.
@@ -504,22 +481,10 @@ pub fn upgrade(conn: &Conn, a: UpgradeArgs) -> anyhow::Result<()> {
     let mut v = ticking(&what, || post(conn, "apps/upgrade", body))?;
     if v.get("plan").is_some_and(Value::is_object) && v.get("app").is_none() {
         let plan = plan_of(&v)?;
-        if !a.yes {
-            if a.json {
-                print(&v);
-            } else {
-                plan_lines(&plan).iter().for_each(|l| println!("{l}"));
-                println!("the new version asks for more rights: to upgrade, run again with --yes");
-            }
+        let stop = "the new version asks for more rights: to upgrade, run again with --yes";
+        let Some(confirm) = shown(&v, &plan, a.yes, a.json, stop)? else {
             return Ok(());
-        }
-        if !a.json {
-            plan_lines(&plan).iter().for_each(|l| println!("{l}"));
-        }
-        let confirm = plan["confirm"].clone();
-        if !confirm.is_object() {
-            anyhow::bail!("the server's plan has no confirm body");
-        }
+        };
         v = post(conn, "apps/upgrade", confirm)?;
     }
     if a.json {

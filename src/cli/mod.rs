@@ -48,6 +48,15 @@ pub struct AppArgs {
     /// The app's name: [a-z][a-z0-9_-]{0,63}.
     #[arg(long)]
     pub name: String,
+    #[command(flatten)]
+    /// Its rights and fields.
+    pub fields: EntryArgs,
+}
+
+/// The fields of an app entry the owner sets, but its name (shared by `create`, `update` and
+/// `install`).
+#[derive(clap::Args, Default, Clone)]
+pub struct EntryArgs {
     /// A write pattern (catalog.schema.table, catalog.schema.*, catalog.*, *); repeat for more.
     #[arg(long)]
     pub write: Vec<String>,
@@ -81,9 +90,10 @@ pub struct AppArgs {
     pub self_url_private: Option<bool>,
 }
 
-impl AppArgs {
+impl EntryArgs {
+    /// The fields given, as the apps routes take them.
     fn to_json(&self) -> Value {
-        let mut v = json!({"name": self.name});
+        let mut v = json!({});
         if !self.write.is_empty() {
             v["write"] = json!(self.write);
         }
@@ -112,6 +122,14 @@ impl AppArgs {
                 v[k] = x.clone().into();
             }
         }
+        v
+    }
+}
+
+impl AppArgs {
+    fn to_json(&self) -> Value {
+        let mut v = self.fields.to_json();
+        v["name"] = self.name.clone().into();
         v
     }
 }

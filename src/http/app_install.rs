@@ -303,25 +303,54 @@ pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Respons
     info.origin = Some(a.origin());
     info.limits = cur.limits.clone();
     info.allow_hosts = cur.allow_hosts.clone();
-    info.previous = Some(Box::new(Previous {
+    info.previous = Some(Box::new(kept(&cur)));
+    swap(&s, actor, Swap::Upgrade, &u.name, &cur, info).await
+}
+
+/// What the registry keeps of the version a swap replaces.
+fn kept(cur: &WasmInfo) -> Previous {
+    Previous {
         sha256: cur.sha256.clone(),
         size: cur.size,
         origin: cur.origin.clone(),
-    }));
-    let (before, after) = s.apps.swap_component(&u.name, &cur.sha256, info)?;
-    forget_dropped(&s, &before);
+    }
+}
+
+/// An upgrade or a rollback: what the event and the answer call it.
+#[derive(Clone, Copy)]
+enum Swap {
+    Upgrade,
+    Rollback,
+}
+
+/// Puts version `to` in place of `cur` (one atomic registry write), records it, lets the new
+/// backend take over (calls in flight finish on the old one) and answers the entry with the
+/// digests from and to.
+async fn swap(
+    s: &Shared,
+    actor: Actor,
+    kind: Swap,
+    name: &str,
+    cur: &WasmInfo,
+    to: WasmInfo,
+) -> Result<Response, Error> {
+    let from = digest_of(cur);
+    let (before, after) = s.apps.swap_component(name, &cur.sha256, to)?;
+    forget_dropped(s, &before);
+    let (action, key) = match kind {
+        Swap::Upgrade => ("upgrade", "upgraded"),
+        Swap::Rollback => ("rollback", "rolledBack"),
+    };
     let to = after.wasm.as_ref().map(digest_of);
     if let Some(w) = &after.wasm {
-        record(&s, actor, "upgrade", &after.name, w, Some(&from));
+        record(s, actor, action, &after.name, w, Some(&from));
     }
-    // The new backend takes over; calls in flight finish on the old one.
     if s.agg.sync().contains(&after.name) {
         let _ = s.agg.refresh(&after.name).await;
     }
-    Ok(
-        Json(json!({"app": s.agg.entry(&after), "upgraded": {"from": from, "to": to}}))
-            .into_response(),
-    )
+    let mut out = json!({"app": s.agg.entry(&after)});
+    out[key] = json!({"from": from, "to": to});
+    Ok(Json(out).into_response())
 }
 
 /// `apps/rollback`: back to the version kept, at once (its component is stored and compiled);
@@ -356,35 +385,19 @@ pub(super) async fn rollback(s: Shared, actor: Actor, v: Value) -> Result<Respon
         .column("name")
         .hint("upgrade to it again by its source instead"));
     }
-    let from = digest_of(&cur);
     let to = WasmInfo {
         sha256: prev.sha256.clone(),
         size: prev.size,
         limits: cur.limits.clone(),
         allow_hosts: cur.allow_hosts.clone(),
         origin: prev.origin.clone(),
-        previous: Some(Box::new(Previous {
-            sha256: cur.sha256.clone(),
-            size: cur.size,
-            origin: cur.origin.clone(),
-        })),
+        previous: Some(Box::new(kept(&cur))),
     };
-    let (_, after) = s.apps.swap_component(&args.name, &cur.sha256, to)?;
-    let to = after.wasm.as_ref().map(digest_of);
-    if let Some(w) = &after.wasm {
-        record(&s, actor, "rollback", &after.name, w, Some(&from));
-    }
-    if s.agg.sync().contains(&after.name) {
-        let _ = s.agg.refresh(&after.name).await;
-    }
-    Ok(
-        Json(json!({"app": s.agg.entry(&after), "rolledBack": {"from": from, "to": to}}))
-            .into_response(),
-    )
+    swap(&s, actor, Swap::Rollback, &args.name, &cur, to).await
 }
 
-/// After an upgrade: the version before the one kept is dropped, and its component file too
-/// when no app uses it.
+/// After a swap: the version no longer kept (an upgrade's, two versions back) is dropped, and
+/// its component file too when no app uses it.
 fn forget_dropped(s: &Shared, before: &AppRecord) {
     if let Some(p) = before.wasm.as_ref().and_then(|w| w.previous.as_ref())
         && !s.apps.uses_component(&p.sha256)

@@ -275,7 +275,7 @@ async fn fetch_inner(
             let bytes = match cached(sha256) {
                 Some(b) => b,
                 None => {
-                    let f = url::get(u, expect.max_bytes, opts, false)
+                    let f = url::get(u, None, expect.max_bytes, opts, false)
                         .await?
                         .ok_or_else(|| Error::internal("no body"))?;
                     if &f.sha256 != sha256 {
@@ -292,7 +292,9 @@ async fn fetch_inner(
             };
             let manifest = match url::sidecar(u) {
                 Some(side) => {
-                    match url::get(&side, manifest::MAX_MANIFEST_BYTES as u64, opts, true).await? {
+                    match url::get(&side, None, manifest::MAX_MANIFEST_BYTES as u64, opts, true)
+                        .await?
+                    {
                         Some(f) => Some(AppManifest::parse(&f.bytes, &side)?),
                         None => None,
                     }

@@ -296,7 +296,7 @@ pub async fn blob(
         rd.repository(),
         a.layer.digest
     );
-    let fetched = super::url::get_authorized(&url, authorization.as_deref(), size, opts, false)
+    let fetched = super::url::get(&url, authorization.as_deref(), size, opts, false)
         .await
         .map_err(|e| {
             let mut e = refused(format!(

@@ -54,19 +54,10 @@ pub fn check_url(u: &str) -> Result<reqwest::Url> {
 }
 
 /// GETs `url`, following redirects by hand under the rules above, at most `max` bytes, in the
-/// options' time. `None`: the server answered 404 and `missing_ok`.
+/// options' time; `authorization` goes to the first address only (a registry's blob: its
+/// redirects, to a storage service, get no credentials). `None`: the server answered 404 and
+/// `missing_ok`.
 pub async fn get(
-    url: &str,
-    max: u64,
-    opts: &SourceOptions,
-    missing_ok: bool,
-) -> Result<Option<Fetched>> {
-    get_authorized(url, None, max, opts, missing_ok).await
-}
-
-/// [`get`], sending `authorization` to the first address only (a registry's blob: its
-/// redirects, to a storage service, get no credentials).
-pub async fn get_authorized(
     url: &str,
     authorization: Option<&str>,
     max: u64,
