@@ -517,6 +517,26 @@ fn an_endless_blob_is_cut_off() {
 }
 
 #[test]
+fn an_endless_manifest_is_refused_without_being_read_whole() {
+    let reg = HostileRegistry::start(Mode::EndlessManifest);
+    let s = server();
+    refused_cleanly(
+        &s,
+        &reg.reference("apps/endless:1"),
+        json!({"name": "endless"}),
+    );
+    eventually("the server stops reading the endless manifest", || {
+        reg.streaming() == 0
+    });
+    // A manifest is read up to 4 MiB (plus what the sockets' buffers hold).
+    let sent = reg.blob_bytes_sent();
+    assert!(
+        sent < (4 << 20) + (16 << 20),
+        "the server read {sent} bytes of a manifest"
+    );
+}
+
+#[test]
 fn a_huge_blob_is_refused_without_being_read() {
     let reg = HostileRegistry::start(Mode::HugeBlob);
     let s = server();

@@ -233,7 +233,7 @@ async fn fetch_inner(
             let digest = oci::resolve(&client, &auth, r).await?;
             moved(src, expect.digest, &digest)?;
             // The manifest first (what the artifact is), then who signed it, then its bytes.
-            let art = oci::manifest(&client, &auth, r, &digest, expect.max_bytes).await?;
+            let art = oci::manifest(&client, &auth, r, &digest, expect.max_bytes, opts).await?;
             let manifest = AppManifest::from_annotations(&art.annotations)?;
             let signature = signature::verify(&client, &auth, r, &digest, expect.trusted).await?;
             if expect.require_signature && signature.status != Status::Signed {
@@ -275,7 +275,7 @@ async fn fetch_inner(
             let bytes = match cached(sha256) {
                 Some(b) => b,
                 None => {
-                    let f = url::get(u, None, expect.max_bytes, opts, false)
+                    let f = url::get(u, &[], expect.max_bytes, opts, false)
                         .await?
                         .ok_or_else(|| Error::internal("no body"))?;
                     if &f.sha256 != sha256 {
@@ -292,7 +292,7 @@ async fn fetch_inner(
             };
             let manifest = match url::sidecar(u) {
                 Some(side) => {
-                    match url::get(&side, None, manifest::MAX_MANIFEST_BYTES as u64, opts, true)
+                    match url::get(&side, &[], manifest::MAX_MANIFEST_BYTES as u64, opts, true)
                         .await?
                     {
                         Some(f) => Some(AppManifest::parse(&f.bytes, &side)?),

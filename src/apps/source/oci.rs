@@ -1,7 +1,9 @@
 //! OCI registries, through `oci-client`: the client (plain HTTP only to a loopback registry,
-//! bounded connect and read times), the owner's credentials (a Docker `config.json`), and the
-//! pull of a WASM artifact: the tag resolved to a digest, the manifest checked, the one
-//! `application/wasm` layer streamed under a bound.
+//! bounded connect and read times), the owner's credentials (a Docker `config.json`), the
+//! registry's sign-in and a tag resolved to a digest. The two reads of a pull (the manifest,
+//! then the one `application/wasm` layer) are each one GET with the client's token through
+//! `url.rs`: bounded (4 MiB; the size the manifest declares), their redirects held to public
+//! addresses, their bytes checked against their digests. The registry is hostile input.
 
 use crate::error::{Error, Result};
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -185,22 +187,38 @@ fn not_wasm(r: &Reference, why: String) -> Error {
     .hint("publish the component with wkg (wkg oci push) or oras, as one application/wasm layer")
 }
 
-/// Reads the manifest `digest` of `r`'s repository (the client checks it against the digest)
-/// and finds its one WASM layer, at most `max` bytes as declared, with no foreign URLs.
+/// Reads the manifest `digest` of `r`'s repository (one bounded GET with the client's
+/// credentials, its bytes checked against the digest) and finds its one WASM layer, at most
+/// `max` bytes as declared, with no foreign URLs.
 pub async fn manifest(
     client: &Client,
     auth: &RegistryAuth,
     r: &Reference,
     digest: &str,
     max: u64,
+    opts: &super::SourceOptions,
 ) -> Result<Artifact> {
     use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
+    use reqwest::header::ACCEPT;
     let rd = r.clone_with_digest(digest.to_string());
-    let accepted = [OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE];
-    let (raw, _) = client
-        .pull_manifest_raw(&rd, auth, &accepted)
+    let mut headers = credentials(client, auth, &rd).await?;
+    let accept = format!("{OCI_IMAGE_MEDIA_TYPE}, {IMAGE_MANIFEST_MEDIA_TYPE}");
+    headers.push((ACCEPT, accept));
+    let url = v2_url(&rd, "manifests", digest);
+    let raw = super::url::get(&url, &headers, MAX_MANIFEST, opts, false)
         .await
-        .map_err(|e| registry_error("cannot pull the manifest of", &rd, e))?;
+        .map_err(|e| not_wasm(&rd, format!("its manifest cannot be read ({})", e.message)))?
+        .ok_or_else(|| Error::internal("no body"))?;
+    if format!("sha256:{}", raw.sha256) != digest {
+        return Err(not_wasm(
+            &rd,
+            format!(
+                "the registry served a manifest whose digest is sha256:{}, not {digest}",
+                raw.sha256
+            ),
+        ));
+    }
+    let raw = raw.bytes;
     let m: OciImageManifest = serde_json::from_slice(&raw)
         .map_err(|e| not_wasm(&rd, format!("its manifest is malformed ({e})")))?;
     let layers: Vec<_> = m
@@ -255,6 +273,47 @@ pub async fn manifest(
     })
 }
 
+/// The largest manifest read (the distribution specification's bound for what a registry
+/// must accept).
+const MAX_MANIFEST: u64 = 4 << 20;
+
+/// The `Authorization` header for a pull from `r`'s repository: the token the client gets
+/// through the registry's challenge, else the owner's Basic credentials, else none.
+async fn credentials(
+    client: &Client,
+    auth: &RegistryAuth,
+    r: &Reference,
+) -> Result<Vec<(reqwest::header::HeaderName, String)>> {
+    use base64::Engine as _;
+    let token = client
+        .auth(r, auth, oci_client::RegistryOperation::Pull)
+        .await
+        .map_err(|e| registry_error("cannot sign in to the registry of", r, e))?;
+    let value = match (token, auth) {
+        (Some(t), _) => format!("Bearer {t}"),
+        (None, RegistryAuth::Basic(u, p)) => {
+            let b = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+            format!("Basic {b}")
+        }
+        _ => return Ok(vec![]),
+    };
+    Ok(vec![(reqwest::header::AUTHORIZATION, value)])
+}
+
+/// The address of a manifest or a blob of `r`'s repository (plain HTTP on loopback only).
+fn v2_url(r: &Reference, what: &str, digest: &str) -> String {
+    let registry = r.resolve_registry();
+    let scheme = if is_loopback(registry) {
+        "http"
+    } else {
+        "https"
+    };
+    format!(
+        "{scheme}://{registry}/v2/{}/{what}/{digest}",
+        r.repository()
+    )
+}
+
 /// Pulls an artifact's component: by hand (the client's auth token, then one GET), so that its
 /// redirects (to a storage service) are followed only to public addresses, and its bytes are
 /// bounded by the size the manifest declares and checked against the layer's digest.
@@ -272,31 +331,9 @@ pub async fn blob(
             .rule("digest")
             .hint("the registry does not serve what its manifest declares; nothing was installed")
     };
-    let registry = rd.resolve_registry().to_string();
-    let token = client
-        .auth(rd, auth, oci_client::RegistryOperation::Pull)
-        .await
-        .map_err(|e| registry_error("cannot sign in to the registry of", rd, e))?;
-    let authorization = match (token, auth) {
-        (Some(t), _) => Some(format!("Bearer {t}")),
-        (None, RegistryAuth::Basic(u, p)) => {
-            use base64::Engine as _;
-            let b = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
-            Some(format!("Basic {b}"))
-        }
-        _ => None,
-    };
-    let scheme = if is_loopback(&registry) {
-        "http"
-    } else {
-        "https"
-    };
-    let url = format!(
-        "{scheme}://{registry}/v2/{}/blobs/{}",
-        rd.repository(),
-        a.layer.digest
-    );
-    let fetched = super::url::get(&url, authorization.as_deref(), size, opts, false)
+    let headers = credentials(client, auth, rd).await?;
+    let url = v2_url(rd, "blobs", &a.layer.digest);
+    let fetched = super::url::get(&url, &headers, size, opts, false)
         .await
         .map_err(|e| {
             let mut e = refused(format!(

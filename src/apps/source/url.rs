@@ -54,17 +54,17 @@ pub fn check_url(u: &str) -> Result<reqwest::Url> {
 }
 
 /// GETs `url`, following redirects by hand under the rules above, at most `max` bytes, in the
-/// options' time; `authorization` goes to the first address only (a registry's blob: its
-/// redirects, to a storage service, get no credentials). `None`: the server answered 404 and
+/// options' time; `headers` go to the first address only (a registry's credentials: the
+/// redirects of its blobs, to a storage service, get none). `None`: the server answered 404 and
 /// `missing_ok`.
 pub async fn get(
     url: &str,
-    authorization: Option<&str>,
+    headers: &[(reqwest::header::HeaderName, String)],
     max: u64,
     opts: &SourceOptions,
     missing_ok: bool,
 ) -> Result<Option<Fetched>> {
-    let work = get_inner(url, authorization, max, opts, missing_ok);
+    let work = get_inner(url, headers, max, opts, missing_ok);
     tokio::time::timeout(opts.timeout, work)
         .await
         .map_err(|_| {
@@ -77,7 +77,7 @@ pub async fn get(
 
 async fn get_inner(
     url: &str,
-    authorization: Option<&str>,
+    headers: &[(reqwest::header::HeaderName, String)],
     max: u64,
     opts: &SourceOptions,
     missing_ok: bool,
@@ -115,8 +115,10 @@ async fn get_inner(
             .build()
             .map_err(|e| Error::internal(format!("cannot build an HTTP client: {e}")))?;
         let mut req = client.get(at.clone());
-        if let (0, Some(a)) = (hop, authorization) {
-            req = req.header(reqwest::header::AUTHORIZATION, a);
+        if hop == 0 {
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
         }
         let mut r = req.send().await.map_err(|e| bad(url, e))?;
         if r.status().is_redirection() {

@@ -51,6 +51,9 @@ pub enum Mode {
     MalformedManifest,
     /// The tag names the first component until [`HostileRegistry::move_tag`], then the second.
     MovingTag(Vec<u8>, Vec<u8>),
+    /// A `HEAD` of the manifest answers a digest; its `GET` streams bytes forever (chunked),
+    /// counted as [`HostileRegistry::blob_bytes_sent`].
+    EndlessManifest,
 }
 
 /// A blob's answer.
@@ -125,6 +128,7 @@ struct State {
     /// The second artifact of a moving tag, taken by `move_tag`.
     next: Mutex<Option<Artifact>>,
     hang: bool,
+    endless_manifest: bool,
     stop: Arc<AtomicBool>,
     requests: AtomicU64,
     manifest_gets: AtomicU64,
@@ -153,6 +157,7 @@ impl HostileRegistry {
             .collect();
         let mut next = None;
         let mut hang = false;
+        let mut endless_manifest = false;
         let artifacts = match mode {
             Mode::Honest(b) => vec![honest(&b, &ann)],
             Mode::LyingSize(b) => vec![artifact(&digest_of(&b), 1000, Blob::Bytes(b), &ann)],
@@ -196,11 +201,20 @@ impl HostileRegistry {
                 next = Some(honest(&b, &ann));
                 vec![honest(&a, &ann)]
             }
+            Mode::EndlessManifest => {
+                endless_manifest = true;
+                vec![Artifact {
+                    digest: digest_of(b"an endless manifest"),
+                    manifest: b"{}".to_vec(),
+                    blobs: vec![],
+                }]
+            }
         };
         let state = Arc::new(State {
             artifacts: Mutex::new(artifacts),
             next: Mutex::new(next),
             hang,
+            endless_manifest,
             stop: Arc::default(),
             requests: AtomicU64::new(0),
             manifest_gets: AtomicU64::new(0),
@@ -315,6 +329,14 @@ fn registry_answer(st: &State, c: &mut TcpStream, method: &str, path: &str) {
         };
         let (body, digest) = (a.manifest.clone(), a.digest.clone());
         drop(arts);
+        if st.endless_manifest && method == "GET" {
+            let chunked = [
+                ("content-type", MANIFEST_TYPE),
+                ("docker-content-digest", digest.as_str()),
+                ("transfer-encoding", "chunked"),
+            ];
+            return stream_forever(st, c, head(200, &chunked, None), true);
+        }
         return respond(
             c,
             method,
@@ -366,24 +388,32 @@ fn registry_answer(st: &State, c: &mut TcpStream, method: &str, path: &str) {
                 } else {
                     head(200, &[octets, digest_h], Some(HUGE_DECLARED))
                 };
-                if !send(c, head.as_bytes(), &st.stop) || method != "GET" {
-                    return;
+                if method == "GET" {
+                    stream_forever(st, c, head, endless);
                 }
-                st.streaming.fetch_add(1, SeqCst);
-                let chunk = vec![b'x'; 64 << 10];
-                let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
-                framed.extend_from_slice(&chunk);
-                framed.extend_from_slice(b"\r\n");
-                let out = if endless { &framed } else { &chunk };
-                while send(c, out, &st.stop) {
-                    st.blob_bytes.fetch_add(chunk.len() as u64, SeqCst);
-                }
-                st.streaming.fetch_sub(1, SeqCst);
             }
         }
         return;
     }
     not_found(c, method, "UNSUPPORTED")
+}
+
+/// Sends `head`, then bytes until the client hangs up: chunked, or plain (under a length the
+/// head declared), counted in `blob_bytes` while `streaming`.
+fn stream_forever(st: &State, c: &mut TcpStream, head: String, chunked: bool) {
+    if !send(c, head.as_bytes(), &st.stop) {
+        return;
+    }
+    st.streaming.fetch_add(1, SeqCst);
+    let chunk = vec![b'x'; 64 << 10];
+    let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+    framed.extend_from_slice(&chunk);
+    framed.extend_from_slice(b"\r\n");
+    let out = if chunked { &framed } else { &chunk };
+    while send(c, out, &st.stop) {
+        st.blob_bytes.fetch_add(chunk.len() as u64, SeqCst);
+    }
+    st.streaming.fetch_sub(1, SeqCst);
 }
 
 fn not_found(c: &mut TcpStream, method: &str, code: &str) {
