@@ -235,7 +235,8 @@ async fn fetch_inner(
             // The manifest first (what the artifact is), then who signed it, then its bytes.
             let art = oci::manifest(&client, &auth, r, &digest, expect.max_bytes, opts).await?;
             let manifest = AppManifest::from_annotations(&art.annotations)?;
-            let signature = signature::verify(&client, &auth, r, &digest, expect.trusted).await?;
+            let signature =
+                signature::verify(&client, &auth, r, &digest, expect.trusted, opts).await?;
             if expect.require_signature && signature.status != Status::Signed {
                 return Err(signature::required_error(
                     &signature,

@@ -7,6 +7,7 @@
 
 use crate::error::{Error, Result};
 use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use std::path::Path;
@@ -156,7 +157,7 @@ pub struct Artifact {
     /// The reference, pinned to the manifest's digest.
     pub pinned: Reference,
     /// The component's layer.
-    pub layer: oci_client::manifest::OciDescriptor,
+    pub layer: OciDescriptor,
     /// The component's SHA-256 (hex): its layer's digest.
     pub sha256: String,
     /// Its size in bytes, as the manifest declares it.
@@ -187,9 +188,44 @@ fn not_wasm(r: &Reference, why: String) -> Error {
     .hint("publish the component with wkg (wkg oci push) or oras, as one application/wasm layer")
 }
 
-/// Reads the manifest `digest` of `r`'s repository (one bounded GET with the client's
-/// credentials, its bytes checked against the digest) and finds its one WASM layer, at most
-/// `max` bytes as declared, with no foreign URLs.
+/// Reads a manifest of `r`'s repository by its tag or digest: one bounded GET (4 MiB) with the
+/// client's credentials, its bytes checked against the digest when `r` names one. Answers it
+/// and its digest; `None` when the registry has none (404).
+pub async fn read_manifest(
+    client: &Client,
+    auth: &RegistryAuth,
+    r: &Reference,
+    opts: &super::SourceOptions,
+) -> Result<Option<(OciImageManifest, String)>> {
+    use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE};
+    use reqwest::header::ACCEPT;
+    let failed = |why: String| registry_error("cannot read the manifest of", r, why);
+    let mut headers = credentials(client, auth, r).await?;
+    let accept = format!("{OCI_IMAGE_MEDIA_TYPE}, {IMAGE_MANIFEST_MEDIA_TYPE}");
+    headers.push((ACCEPT, accept));
+    let at = r.digest().or(r.tag()).unwrap_or("latest");
+    let url = v2_url(r, "manifests", at);
+    let Some(raw) = super::url::get(&url, &headers, MAX_MANIFEST, opts, true)
+        .await
+        .map_err(|e| failed(e.message.clone()))?
+    else {
+        return Ok(None);
+    };
+    let digest = format!("sha256:{}", raw.sha256);
+    if let Some(d) = r.digest()
+        && d != digest
+    {
+        return Err(failed(format!(
+            "the registry served a manifest whose digest is {digest}, not {d}"
+        )));
+    }
+    let m = serde_json::from_slice(&raw.bytes)
+        .map_err(|e| failed(format!("the manifest is malformed ({e})")))?;
+    Ok(Some((m, digest)))
+}
+
+/// Reads the manifest `digest` of `r`'s repository ([`read_manifest`]) and finds its one WASM
+/// layer, at most `max` bytes as declared, with no foreign URLs.
 pub async fn manifest(
     client: &Client,
     auth: &RegistryAuth,
@@ -198,29 +234,14 @@ pub async fn manifest(
     max: u64,
     opts: &super::SourceOptions,
 ) -> Result<Artifact> {
-    use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
-    use reqwest::header::ACCEPT;
     let rd = r.clone_with_digest(digest.to_string());
-    let mut headers = credentials(client, auth, &rd).await?;
-    let accept = format!("{OCI_IMAGE_MEDIA_TYPE}, {IMAGE_MANIFEST_MEDIA_TYPE}");
-    headers.push((ACCEPT, accept));
-    let url = v2_url(&rd, "manifests", digest);
-    let raw = super::url::get(&url, &headers, MAX_MANIFEST, opts, false)
-        .await
-        .map_err(|e| not_wasm(&rd, format!("its manifest cannot be read ({})", e.message)))?
-        .ok_or_else(|| Error::internal("no body"))?;
-    if format!("sha256:{}", raw.sha256) != digest {
-        return Err(not_wasm(
+    let Some((m, _)) = read_manifest(client, auth, &rd, opts).await? else {
+        return Err(registry_error(
+            "cannot read the manifest of",
             &rd,
-            format!(
-                "the registry served a manifest whose digest is sha256:{}, not {digest}",
-                raw.sha256
-            ),
+            "the registry has no such manifest",
         ));
-    }
-    let raw = raw.bytes;
-    let m: OciImageManifest = serde_json::from_slice(&raw)
-        .map_err(|e| not_wasm(&rd, format!("its manifest is malformed ({e})")))?;
+    };
     let layers: Vec<_> = m
         .layers
         .iter()
@@ -314,30 +335,36 @@ fn v2_url(r: &Reference, what: &str, digest: &str) -> String {
     )
 }
 
-/// Pulls an artifact's component: by hand (the client's auth token, then one GET), so that its
-/// redirects (to a storage service) are followed only to public addresses, and its bytes are
-/// bounded by the size the manifest declares and checked against the layer's digest.
-pub async fn blob(
+/// Reads a blob of `r`'s repository: one GET with the client's credentials, its redirects (to
+/// a storage service) followed only to public addresses, at most the `max` bytes and exactly
+/// the size its descriptor declares, checked against its digest.
+pub async fn read_blob(
     client: &Client,
     auth: &RegistryAuth,
-    a: &Artifact,
+    r: &Reference,
+    desc: &OciDescriptor,
+    max: u64,
     opts: &super::SourceOptions,
 ) -> Result<Vec<u8>> {
-    let rd = &a.pinned;
-    let size = a.size;
     let refused = |why: String| {
-        Error::invalid(format!("{}: {why}", rd.whole()))
+        Error::invalid(format!("{}: {why}", r.whole()))
             .column("source")
             .rule("digest")
             .hint("the registry does not serve what its manifest declares; nothing was installed")
     };
-    let headers = credentials(client, auth, rd).await?;
-    let url = v2_url(rd, "blobs", &a.layer.digest);
+    let size = u64::try_from(desc.size).unwrap_or(u64::MAX);
+    if size > max {
+        return Err(refused(format!(
+            "a blob of {size} bytes is declared, more than the limit of {max}"
+        )));
+    }
+    let headers = credentials(client, auth, r).await?;
+    let url = v2_url(r, "blobs", &desc.digest);
     let fetched = super::url::get(&url, &headers, size, opts, false)
         .await
         .map_err(|e| {
             let mut e = refused(format!(
-                "its component cannot be pulled ({}); the manifest declares {size} bytes",
+                "a blob cannot be pulled ({}); the manifest declares {size} bytes",
                 e.message
             ));
             e.hint = Some(
@@ -353,11 +380,21 @@ pub async fn blob(
             fetched.bytes.len()
         )));
     }
-    if fetched.sha256 != a.sha256 {
+    if format!("sha256:{}", fetched.sha256) != desc.digest.to_ascii_lowercase() {
         return Err(refused(format!(
-            "the bytes sent have the digest sha256:{}, not the layer's sha256:{}",
-            fetched.sha256, a.sha256
+            "the bytes sent have the digest sha256:{}, not the declared {}",
+            fetched.sha256, desc.digest
         )));
     }
     Ok(fetched.bytes)
+}
+
+/// Pulls an artifact's component ([`read_blob`]).
+pub async fn blob(
+    client: &Client,
+    auth: &RegistryAuth,
+    a: &Artifact,
+    opts: &super::SourceOptions,
+) -> Result<Vec<u8>> {
+    read_blob(client, auth, &a.pinned, &a.layer, a.size, opts).await
 }

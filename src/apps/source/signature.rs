@@ -127,13 +127,14 @@ pub async fn verify(
     image: &Reference,
     digest: &str,
     trusted: &[TrustedKey],
+    opts: &super::SourceOptions,
 ) -> Result<SignatureCheck, Error> {
-    use futures_util::StreamExt as _;
     let sig_ref = sig_reference(image, digest);
     let failed =
         |e: &dyn std::fmt::Display| registry_error("cannot read the signatures of", image, e);
-    let m = sig_manifest(client, auth, &sig_ref).await;
-    let Some(mut m) = m.map_err(|e| failed(&e))? else {
+    // Bounded reads, as for the artifact itself: the registry is hostile input.
+    let m = super::oci::read_manifest(client, auth, &sig_ref, opts).await?;
+    let Some((mut m, _)) = m else {
         let detail = format!("no signature: the tag {} does not exist", sig_tag(digest));
         return Ok(SignatureCheck::new(Status::Unsigned, None, detail));
     };
@@ -148,19 +149,12 @@ pub async fn verify(
         let Some(sig) = l.annotations.as_ref().and_then(|a| a.get(SIG_ANNOTATION)) else {
             continue;
         };
-        let big = format!("a signature payload larger than {MAX_PAYLOAD} bytes");
         if l.size < 0 || l.size as u64 > MAX_PAYLOAD {
-            return Err(refused(big));
+            return Err(refused(format!(
+                "a signature payload larger than {MAX_PAYLOAD} bytes"
+            )));
         }
-        let stream = client.pull_blob_stream(&sig_ref, l).await;
-        let mut stream = stream.map_err(|e| failed(&e))?;
-        let mut payload = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            payload.extend_from_slice(&chunk.map_err(|e| failed(&e))?);
-            if payload.len() as u64 > MAX_PAYLOAD {
-                return Err(refused(big));
-            }
-        }
+        let payload = super::oci::read_blob(client, auth, &sig_ref, l, MAX_PAYLOAD, opts).await?;
         found.push((payload, sig.clone()));
     }
     Ok(judge(&found, digest, trusted))
