@@ -56,6 +56,15 @@ impl Server {
         let oauth = Arc::new(OAuth::open(&engine.meta_dir, oauth_private_clients)?);
         let webhooks = Webhooks::start(engine.clone())?;
         let wasm = crate::apps::wasm::WasmRuntime::new(engine.clone())?;
+        // Components fetched for plans never confirmed go after a day.
+        let swept = crate::apps::source::sweep(
+            &wasm.apps_dir,
+            |sha| apps.uses_component(sha),
+            crate::apps::source::PLAN_KEPT_FOR,
+        );
+        if swept > 0 {
+            tracing::info!("removed {swept} components fetched for plans never confirmed");
+        }
         let agg = Aggregator::new(engine.clone(), apps.clone(), wasm);
         agg.start();
         Ok(Arc::new(Server {

@@ -314,6 +314,40 @@ async fn fetch_inner(
     }
 }
 
+/// How long a component fetched for a plan that was never confirmed stays stored (a confirm
+/// within it finds it again instead of pulling it anew).
+pub const PLAN_KEPT_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// Removes the components in `apps_dir` that no app uses (`in_use`) and nothing touched for
+/// `older_than`: those fetched for plans never confirmed. Answers how many.
+pub fn sweep(
+    apps_dir: &std::path::Path,
+    in_use: impl Fn(&str) -> bool,
+    older_than: Duration,
+) -> usize {
+    let Ok(entries) = std::fs::read_dir(apps_dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(sha) = name.to_str().and_then(|n| n.strip_suffix(".wasm")) else {
+            continue;
+        };
+        let old = e
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > older_than);
+        if old && !in_use(sha) && std::fs::remove_file(e.path()).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Refuses a digest other than the one the plan showed.
 fn moved(src: &Source, planned: Option<&str>, now: &str) -> Result<()> {
     match planned {
@@ -384,5 +418,21 @@ mod tests {
             Some("https://example.org/d/app.datanotes.json")
         );
         assert_eq!(url::sidecar("https://example.org/d/app"), None);
+    }
+
+    #[test]
+    fn only_old_components_no_app_uses_are_swept() {
+        let d = tempfile::tempdir().unwrap();
+        for n in ["used.wasm", "planned.wasm", "notes.txt"] {
+            std::fs::write(d.path().join(n), b"x").unwrap();
+        }
+        assert_eq!(sweep(d.path(), |_| false, Duration::from_secs(3600)), 0);
+        assert_eq!(sweep(d.path(), |s| s == "used", Duration::ZERO), 1);
+        let mut left: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["notes.txt", "used.wasm"]);
     }
 }
