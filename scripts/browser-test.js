@@ -750,6 +750,11 @@ async function registryScenario(page) {
     check(/0\.2\.0/.test(await page.textContent("#dialog .plan-manifest")), "the upgrade's plan is not 0.2.0's");
     check((await page.textContent("#dialog .signature")) === "signed by alice", `the upgrade's plan does not say signed by alice: ${await page.textContent("#dialog .signature")}`);
     check((await api("apps/get", { name: "planning" })).body.app.wasm.origin.digest === d1, "upgraded before the owner confirmed");
+    // What it has now is ticked; grant maintain with it, not ddl.
+    check(await page.locator('#dialog input[data-grant="write"]').isChecked(), "the upgrade's plan does not tick the write it has");
+    await page.locator('#dialog input[data-grant="maintain"]').check();
+    const upMarks2 = await page.$$eval("#dialog tr.differs", (xs) => xs.map((x) => `${x.dataset.right}:${x.dataset.change}`).sort().join(" "));
+    check(upMarks2 === "ddl:not granted limits.memory_mb:less", `the upgrade's marks with maintain ticked: ${upMarks2}`);
     await page.click("#dialog-ok");
     await page.waitForSelector("#dialog[open] .upgraded", { timeout: 60000 });
     const said = await page.textContent("#dialog .upgraded");
@@ -759,8 +764,8 @@ async function registryScenario(page) {
     check(/kept for a rollback: version 0\.1\.0/.test(o2), `the entry does not show the version kept: ${o2}`);
     await page.waitForFunction(() => /planning_focus/.test(document.querySelector('[data-app="planning"] details')?.textContent || ""), null, { timeout: 15000 });
     const e2 = (await api("apps/get", { name: "planning" })).body.app;
-    check(e2.wasm.origin.digest === d2 && e2.wasm.previous.origin.digest === d1 && !e2.ddl && !e2.maintain, `after the upgrade: ${JSON.stringify(e2)}`);
-    ok("upgrade to 0.2.0: its plan (signed by alice) marks what it asks beyond the rights granted, confirmed; the entry shows 0.2.0 and its new tool", said);
+    check(e2.wasm.origin.digest === d2 && e2.wasm.previous.origin.digest === d1 && !e2.ddl && e2.maintain && e2.wasm.limits.memory_mb === 64, `after the upgrade: ${JSON.stringify(e2)}`);
+    ok("upgrade to 0.2.0: its plan (signed by alice) marks what it asks beyond the rights it has, maintain granted with it, confirmed; the entry shows 0.2.0 and its new tool", said);
 
     step = "registry: roll back";
     await card.locator("button.rollback").click();

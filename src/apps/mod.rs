@@ -72,6 +72,17 @@ pub struct AppRecord {
     pub url_change: Option<UrlChange>,
 }
 
+/// The rights on tables an upgrade grants with its new version.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// See [`AppRecord::write`].
+    pub write: Vec<String>,
+    /// See [`AppRecord::ddl`].
+    pub ddl: bool,
+    /// See [`AppRecord::maintain`].
+    pub maintain: bool,
+}
+
 /// A change of an app's `mcp_url`, kept on its entry (and logged).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct UrlChange {
@@ -552,14 +563,16 @@ impl Registry {
         })
     }
 
-    /// Puts another version of a WASM app's component in place (an upgrade or a rollback),
-    /// if its version is still `from` (sha256): two concurrent upgrades cannot both win.
+    /// Puts another version of a WASM app's component in place (an upgrade or a rollback), with
+    /// the rights `grant` gives, if its version is still `from` (sha256): two concurrent
+    /// upgrades cannot both win.
     /// Answers the entry as it was and as it is.
     pub fn swap_component(
         &self,
         name: &str,
         from: &str,
         to: wasm::WasmInfo,
+        grant: Option<Grant>,
     ) -> Result<(AppRecord, AppRecord)> {
         self.modify(|apps| {
             let a = apps
@@ -576,6 +589,9 @@ impl Registry {
             }
             let before = a.clone();
             a.wasm = Some(to);
+            if let Some(g) = grant {
+                (a.write, a.ddl, a.maintain) = (g.write, g.ddl, g.maintain);
+            }
             Ok((before, a.clone()))
         })
     }

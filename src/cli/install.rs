@@ -74,6 +74,10 @@ pub struct UpgradeArgs {
     /// Upgrade even if the new version asks for more rights (after showing the plan).
     #[arg(long, short)]
     pub yes: bool,
+    /// With --yes, when the new version asks for more: grant it what it asks (what it has is
+    /// kept otherwise).
+    #[arg(long, requires = "yes")]
+    pub grant_asked: bool,
     /// Print the server's answers as JSON.
     #[arg(long)]
     pub json: bool,
@@ -482,9 +486,14 @@ pub fn upgrade(conn: &Conn, a: UpgradeArgs) -> anyhow::Result<()> {
     if v.get("plan").is_some_and(Value::is_object) && v.get("app").is_none() {
         let plan = plan_of(&v)?;
         let stop = "the new version asks for more rights: to upgrade, run again with --yes";
-        let Some(confirm) = shown(&v, &plan, a.yes, a.json, stop)? else {
+        let Some(mut confirm) = shown(&v, &plan, a.yes, a.json, stop)? else {
             return Ok(());
         };
+        if a.grant_asked {
+            for (k, x) in plan["asked"].as_object().into_iter().flatten() {
+                confirm[k] = x.clone();
+            }
+        }
         v = post(conn, "apps/upgrade", confirm)?;
     }
     if a.json {

@@ -37,6 +37,65 @@ struct UpgradeArgs {
     digest: Option<String>,
     #[serde(default)]
     confirm: Option<bool>,
+    /// The rights granted with the new version (each absent one stays as it is).
+    #[serde(default)]
+    write: Option<Vec<String>>,
+    #[serde(default)]
+    ddl: Option<bool>,
+    #[serde(default)]
+    maintain: Option<bool>,
+    #[serde(default)]
+    allow_hosts: Option<Value>,
+    #[serde(default)]
+    limits: Option<Value>,
+}
+
+impl UpgradeArgs {
+    /// The rights the app has with the new version: those it has, with those the call gives
+    /// (checked as an update checks them).
+    fn grants(&self, rec: &AppRecord, cur: &WasmInfo) -> Result<(Rights, Limits), Error> {
+        apps::check(&AppFields {
+            write: self.write.clone(),
+            allow_hosts: self.allow_hosts.clone(),
+            ..Default::default()
+        })?;
+        let limits = match &self.limits {
+            Some(l) => cur.limits.merged(l)?,
+            None => cur.limits.clone(),
+        };
+        let allow_hosts = match &self.allow_hosts {
+            Some(h) => crate::apps::wasm::net::allow_hosts(h)?,
+            None => cur.allow_hosts.clone(),
+        };
+        let rights = Rights {
+            write: self.write.clone().unwrap_or_else(|| rec.write.clone()),
+            ddl: self.ddl.unwrap_or(rec.ddl),
+            maintain: self.maintain.unwrap_or(rec.maintain),
+            allow_hosts,
+            limits: serde_json::to_value(&limits)
+                .ok()
+                .and_then(|v| v.as_object().cloned())
+                .unwrap_or_default(),
+        };
+        Ok((rights, limits))
+    }
+
+    /// The grant fields the call gave, for the plan's confirm body.
+    fn given(&self) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        for (k, v) in [
+            ("write", self.write.as_ref().map(|w| json!(w))),
+            ("ddl", self.ddl.map(Value::from)),
+            ("maintain", self.maintain.map(Value::from)),
+            ("allow_hosts", self.allow_hosts.clone()),
+            ("limits", self.limits.clone()),
+        ] {
+            if let Some(v) = v {
+                m.insert(k.into(), v);
+            }
+        }
+        m
+    }
 }
 
 /// A component already stored under `.datanotes/apps/`, if its bytes still have its digest.
@@ -242,9 +301,10 @@ fn wasm_app(s: &Shared, name: &str) -> Result<(AppRecord, WasmInfo), Error> {
     Ok((rec, w))
 }
 
-/// `apps/upgrade`: the app's source pulled again (or a new one). A version asking for more
-/// than the current one asked answers a plan unless confirmed. A component that does not
-/// compile changes nothing. The version replaced is kept for a rollback.
+/// `apps/upgrade`: the app's source pulled again (or a new one), with the rights it has or
+/// those the call grants (`write`, `ddl`, `maintain`, `allow_hosts`, `limits`). A version
+/// asking for more than the current one asked answers a plan unless confirmed. A component
+/// that does not compile changes nothing. The version replaced is kept for a rollback.
 pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Response, Error> {
     let u: UpgradeArgs = parse("apps/upgrade", v)?;
     let (rec, cur) = wasm_app(&s, &u.name)?;
@@ -275,36 +335,41 @@ pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Respons
             Json(json!({"app": s.agg.entry(&rec), "upgraded": Value::Null})).into_response(),
         );
     }
-    let (mut info, tools) = check(&s, &a, rec.scope(), cur.limits.clone()).await?;
+    let (granted, limits) = u.grants(&rec, &cur)?;
+    let scope = AppScope {
+        write: granted.write.clone(),
+        ddl: granted.ddl,
+        maintain: granted.maintain,
+        ..rec.scope()
+    };
+    let (mut info, tools) = check(&s, &a, scope, limits.clone()).await?;
     let had = cur
         .origin
         .as_ref()
         .map(|o| o.asked.clone())
         .unwrap_or_default();
-    let granted = Rights {
-        write: rec.write.clone(),
-        ddl: rec.ddl,
-        maintain: rec.maintain,
-        allow_hosts: cur.allow_hosts.clone(),
-        limits: serde_json::to_value(&cur.limits)
-            .ok()
-            .and_then(|v| v.as_object().cloned())
-            .unwrap_or_default(),
-    };
     if a.asked().exceeds(&had) && u.confirm != Some(true) {
         let mut confirm =
             json!({"name": u.name, "source": text, "digest": a.digest, "confirm": true});
         if let Some(h) = &u.sha256 {
             confirm["sha256"] = h.clone().into();
         }
+        for (k, v) in u.given() {
+            confirm[k] = v;
+        }
         let plan = plan(&a, &info, &granted, tools, confirm);
         return Ok(Json(json!({ "plan": plan })).into_response());
     }
     info.origin = Some(a.origin());
-    info.limits = cur.limits.clone();
-    info.allow_hosts = cur.allow_hosts.clone();
+    info.limits = limits;
+    info.allow_hosts = granted.allow_hosts.clone();
     info.previous = Some(Box::new(kept(&cur)));
-    swap(&s, actor, Swap::Upgrade, &u.name, &cur, info).await
+    let grant = apps::Grant {
+        write: granted.write,
+        ddl: granted.ddl,
+        maintain: granted.maintain,
+    };
+    swap(&s, actor, Swap::Upgrade, &u.name, &cur, info, Some(grant)).await
 }
 
 /// What the registry keeps of the version a swap replaces.
@@ -323,7 +388,8 @@ enum Swap {
     Rollback,
 }
 
-/// Puts version `to` in place of `cur` (one atomic registry write), records it, lets the new
+/// Puts version `to` in place of `cur` (with the rights `grant` gives, in the same atomic
+/// registry write), records it, lets the new
 /// backend take over (calls in flight finish on the old one) and answers the entry with the
 /// digests from and to.
 async fn swap(
@@ -333,9 +399,10 @@ async fn swap(
     name: &str,
     cur: &WasmInfo,
     to: WasmInfo,
+    grant: Option<apps::Grant>,
 ) -> Result<Response, Error> {
     let from = digest_of(cur);
-    let (before, after) = s.apps.swap_component(name, &cur.sha256, to)?;
+    let (before, after) = s.apps.swap_component(name, &cur.sha256, to, grant)?;
     forget_dropped(s, &before);
     let (action, key) = match kind {
         Swap::Upgrade => ("upgrade", "upgraded"),
@@ -393,7 +460,7 @@ pub(super) async fn rollback(s: Shared, actor: Actor, v: Value) -> Result<Respon
         origin: prev.origin.clone(),
         previous: Some(Box::new(kept(&cur))),
     };
-    swap(&s, actor, Swap::Rollback, &args.name, &cur, to).await
+    swap(&s, actor, Swap::Rollback, &args.name, &cur, to, None).await
 }
 
 /// After a swap: the version no longer kept (an upgrade's, two versions back) is dropped, and

@@ -420,6 +420,24 @@ fn upgrade_and_rollback() {
     assert_eq!(v["app"]["maintain"], false, "never more than granted: {v}");
     s.tool_ok("planning_focus", json!({"seconds": 0.01}));
     planning_answers(&s, 2);
+
+    // Back, then the same upgrade confirmed with maintain granted: that and nothing more.
+    let (st, v) = s.post(
+        "/datanotes/apps/rollback/",
+        Some(&s.token),
+        &json!({"name": "plan"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let had = s.app("plan");
+    let mut body = body.clone();
+    body["maintain"] = true.into();
+    let (st, v) = s.post("/datanotes/apps/upgrade/", Some(&s.token), &body);
+    assert_eq!(st, 200, "{body}: {v}");
+    assert_eq!(v["upgraded"], json!({"from": d1, "to": d3}), "{v}");
+    assert_eq!(v["app"]["maintain"], true, "granted with the upgrade: {v}");
+    for k in ["ddl", "write"] {
+        assert_eq!(v["app"][k], had[k], "{k} is as it was: {v}");
+    }
 }
 
 #[test]

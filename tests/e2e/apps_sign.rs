@@ -490,7 +490,23 @@ fn the_cli_installs_upgrades_and_rolls_back_the_example_apps() {
         &db,
     ]);
     assert!(out.contains(&format!("-> {d3}")), "{out}");
-    assert_eq!(srv.app("planning")["wasm"]["origin"]["digest"], d3.as_str());
+    let up = srv.app("planning");
+    assert_eq!(up["wasm"]["origin"]["digest"], d3.as_str());
+    assert!(
+        !up["write"].to_string().contains("archive"),
+        "granted unasked-for: {up}"
+    );
+    // Back, and again with --grant-asked: what it asks comes with it.
+    cli_ok(&["apps", "rollback", "planning", "--database", &db]);
+    let args = ["apps", "upgrade", "planning", &r3, "--yes", "--grant-asked"];
+    let out = cli_ok(&[&args[..], &["--database", &db]].concat());
+    assert!(out.contains(&format!("-> {d3}")), "{out}");
+    let up = srv.app("planning");
+    assert_eq!(
+        up["write"],
+        json!(["personal.tasks.items", "personal.tasks.archive"])
+    );
+    assert_eq!(up["ddl"], true, "{up}");
     // Every new flag is described (on its line, or on the next one when clap wraps).
     for cmd in ["install", "upgrade", "rollback", "keygen", "sign", "trust"] {
         let out = cli_ok(&["apps", cmd, "--help"]);

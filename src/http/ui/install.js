@@ -45,9 +45,9 @@ function change(kind, asked, granted) {
   return null;
 }
 
-/** A plan as the owner reads it. Editable: each right asked has a box (or a number) the owner
- * sets, nothing ticked at first; `grants()` answers what is ticked. Read-only (an upgrade's):
- * the rights granted now, next to those the new version asks. */
+/** A plan as the owner reads it. Editable: each right asked (or granted) has a box (or a
+ * number) the owner sets, ticked as the plan grants it (an install's: nothing; an upgrade's:
+ * what the app has now); `grants()` answers what is ticked. Read-only: the rights granted. */
 function planView(plan, editable) {
   const asked = plan.asked || {};
   const granted = plan.granted || {};
@@ -78,6 +78,7 @@ function planView(plan, editable) {
       value = () => (control.value === "" ? undefined : Number(control.value));
     } else {
       const box = h("input", { type: "checkbox", "aria-label": `grant ${label}`, "data-grant": right, value: askedText });
+      box.checked = Boolean(grantedV);
       box.addEventListener("change", refresh);
       control = h("label", { class: "tick" }, box, " grant");
       value = () => box.checked;
@@ -90,12 +91,12 @@ function planView(plan, editable) {
   };
   for (const [key, label] of [["write", "write"], ["allow_hosts", "network"]]) {
     const a = asked[key] || [];
-    const items = editable ? a : [...new Set([...a, ...(granted[key] || [])])];
+    const items = [...new Set([...a, ...(granted[key] || [])])];
     if (!items.length) tbody.append(h("tr", { "data-right": key }, h("td", {}, label), h("td", {}, "nothing asked"), h("td", {}, editable ? "" : "none"), h("td", { class: "change" })));
     for (const p of items) row("item", key, `${label}: ${p}`, a.includes(p), (granted[key] || []).includes(p), p);
   }
-  row("bool", "ddl", "schema changes (ddl)", asked.ddl, editable ? false : granted.ddl, "ddl");
-  row("bool", "maintain", "maintenance (maintain)", asked.maintain, editable ? false : granted.maintain, "maintain");
+  row("bool", "ddl", "schema changes (ddl)", asked.ddl, granted.ddl, "ddl");
+  row("bool", "maintain", "maintenance (maintain)", asked.maintain, granted.maintain, "maintain");
   const al = asked.limits || {};
   const gl = granted.limits || {};
   for (const [k, label] of LIMITS) if (k in al || k in gl) row("limit", `limits.${k}`, `limit: ${label}`, al[k], gl[k]);
@@ -244,12 +245,15 @@ async function upgradeApp(a, msg) {
   try {
     let v = await api("apps/upgrade", body);
     if (v.plan) {
-      const pv = planView(v.plan, false);
+      const pv = planView(v.plan, true);
       const ok = await askTo("Confirm upgrade", h("h3", {}, `Upgrade ${a.name}: the new version asks for more`),
-        h("p", {}, "It keeps the rights it has now; what it asks beyond them is marked, and stays not granted."), pv.el);
+        h("p", {}, "Ticked: the rights it has now. What it asks beyond what you tick is marked, and stays not granted."), pv.el);
       if (!ok) { msg.textContent = "upgrade not confirmed: nothing changed"; return; }
       msg.textContent = "upgrading…";
-      v = await api("apps/upgrade", v.plan.confirm);
+      const g = pv.grants();
+      const body = { ...v.plan.confirm, ...g, confirm: true };
+      if (!Object.keys(g.limits).length) delete body.limits;
+      v = await api("apps/upgrade", body);
     }
     const u = v.upgraded;
     const text = u ? `upgraded ${a.name}: ${shortDigest(u.from)} → ${shortDigest(u.to)}` : `${a.name} is already at ${shortDigest(a.wasm.origin ? a.wasm.origin.digest : "")}: nothing to do`;
