@@ -8,6 +8,7 @@
 //! cargo run --release --example bench -- --rows 30000 --insert-secs 10   # other sizes
 //! cargo run --release --example bench -- --only feed,wasm    # the load section, then these
 //! cargo run --release --example bench -- --quick --only wasm_cancel   # a cancelled WASM call
+//! cargo run --release --example bench -- --only registry   # install from an OCI registry, upgrade
 //! ```
 //!
 //! The server binary is `target/release/datanotes` (`target/debug/` for a debug build of the
@@ -34,6 +35,7 @@ mod load;
 mod oauth;
 mod opts;
 mod quality;
+mod registry;
 mod resources;
 mod select;
 mod semantic;
@@ -87,6 +89,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("oauth", oauth::section_oauth),
     ("wasm", wasm::section_wasm),
     ("wasm_cancel", wasm_cancel::section_wasm_cancel),
+    ("registry", registry::section_registry),
     ("typed", typed::section_typed),
     ("semantic", semantic::section_semantic),
     ("quality", quality::section_quality),

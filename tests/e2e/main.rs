@@ -19,6 +19,7 @@ mod apps_registry;
 mod apps_scopes;
 mod apps_sign;
 mod apps_tools;
+mod apps_upgrade_crash;
 mod cli;
 mod connections;
 mod crash;
