@@ -648,6 +648,18 @@ fn a_blob_redirected_to_loopback_is_refused_unless_allowed() {
     planning_answers(&s2, 1);
 }
 
+#[test]
+fn a_sign_in_at_another_private_address_is_refused() {
+    let token = FileServer::start();
+    token.file("/token", br#"{"token": "t"}"#.to_vec());
+    let realm = token.url("/token").replace("127.0.0.1", "localhost");
+    let reg = HostileRegistry::start(Mode::SignInAt(realm));
+    let s = server();
+    let e = refused_cleanly(&s, &reg.reference("apps/p:1"), json!({"name": "p"}));
+    assert!(message(&e).contains("sign in"), "{e}");
+    assert_eq!(token.hits("/token"), 0, "the sign-in was followed: {e}");
+}
+
 // ---- URL sources: http:// on loopback, pinned by SHA-256 ----
 
 #[test]

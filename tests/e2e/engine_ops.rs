@@ -765,7 +765,7 @@ fn engine_settings_are_read_changed_checked_and_kept() {
     let got = s.ok("get_engine_settings", json!({}))["settings"].clone();
     assert_eq!(
         got,
-        json!({"default_limit": 100, "max_limit": 10000, "max_body_bytes": 1048576, "watch_files": true, "semantic_model": ""})
+        json!({"default_limit": 100, "max_limit": 10000, "max_body_bytes": 1048576, "watch_files": true, "semantic_model": "", "trusted_keys": [], "require_signature": false})
     );
     for i in 0..5 {
         s.ok(
@@ -829,7 +829,7 @@ fn engine_settings_are_read_changed_checked_and_kept() {
     let got = s.ok("get_engine_settings", json!({}))["settings"].clone();
     assert_eq!(
         got,
-        json!({"default_limit": 2, "max_limit": 3, "max_body_bytes": 10, "watch_files": true, "semantic_model": ""})
+        json!({"default_limit": 2, "max_limit": 3, "max_body_bytes": 10, "watch_files": true, "semantic_model": "", "trusted_keys": [], "require_signature": false})
     );
     // And undo of the last settings change brings the previous ones back.
     let last_settings = s
@@ -841,7 +841,7 @@ fn engine_settings_are_read_changed_checked_and_kept() {
     s.ok("undo_migration", json!({"seq": last_settings["seq"]}));
     assert_eq!(
         s.ok("get_engine_settings", json!({}))["settings"],
-        json!({"default_limit": 2, "max_limit": 3, "max_body_bytes": 1048576, "watch_files": true, "semantic_model": ""})
+        json!({"default_limit": 2, "max_limit": 3, "max_body_bytes": 1048576, "watch_files": true, "semantic_model": "", "trusted_keys": [], "require_signature": false})
     );
 }
 

@@ -230,7 +230,8 @@ async fn fetch_inner(
             let registry = r.resolve_registry().to_string();
             let client = oci::client_for(&registry);
             let auth = oci::auth_for(&registry, opts.registry_auth.as_deref())?;
-            let digest = oci::resolve(&client, &auth, r).await?;
+            oci::check_sign_in(&registry, opts).await?;
+            let digest = oci::resolve(&client, &auth, r, opts).await?;
             moved(src, expect.digest, &digest)?;
             // The manifest first (what the artifact is), then who signed it, then its bytes.
             let art = oci::manifest(&client, &auth, r, &digest, expect.max_bytes, opts).await?;

@@ -166,15 +166,106 @@ pub struct Artifact {
     pub annotations: std::collections::BTreeMap<String, String>,
 }
 
-/// Resolves a reference to its manifest digest: a tag through the registry, a digest as is.
-pub async fn resolve(client: &Client, auth: &RegistryAuth, r: &Reference) -> Result<String> {
+/// Resolves a reference to its manifest digest: a digest as is; a tag by reading the manifest
+/// it names ([`read_manifest`]: bounded, redirects held to public addresses), whose digest is
+/// the SHA-256 of its bytes.
+pub async fn resolve(
+    client: &Client,
+    auth: &RegistryAuth,
+    r: &Reference,
+    opts: &super::SourceOptions,
+) -> Result<String> {
     if let Some(d) = r.digest() {
         return Ok(d.to_string());
     }
-    client
-        .fetch_manifest_digest(r, auth)
-        .await
-        .map_err(|e| registry_error("cannot resolve", r, e))
+    match read_manifest(client, auth, r, opts).await? {
+        Some((_, digest)) => Ok(digest),
+        None => Err(registry_error(
+            "cannot resolve",
+            r,
+            "the registry has no such tag",
+        )),
+    }
+}
+
+/// Where the registry sends clients to sign in (the `realm` of its `/v2/` challenge) must be
+/// the registry itself or a public address, unless the owner allows private ones: the sign-in
+/// is the one request the registry points elsewhere that goes through the OCI client.
+pub async fn check_sign_in(registry: &str, opts: &super::SourceOptions) -> Result<()> {
+    let scheme = if is_loopback(registry) {
+        "http"
+    } else {
+        "https"
+    };
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(READ_TIMEOUT)
+        .build()
+        .map_err(|e| Error::internal(format!("cannot build an HTTP client: {e}")))?;
+    let url = format!("{scheme}://{registry}/v2/");
+    let r = client.get(&url).send().await.map_err(|e| {
+        Error::invalid(format!("cannot reach the registry {registry}: {e}"))
+            .column("source")
+            .hint("check the reference and that the registry is up")
+    })?;
+    let Some(challenge) = r
+        .headers()
+        .get(reqwest::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Ok(());
+    };
+    // A Basic challenge's realm is a name, not an address: only a Bearer one sends elsewhere.
+    if !challenge
+        .trim_start()
+        .to_ascii_lowercase()
+        .starts_with("bearer")
+    {
+        return Ok(());
+    }
+    let Some(realm) = challenge
+        .split_once("realm=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(realm, _)| realm.to_string())
+    else {
+        return Ok(());
+    };
+    let parsed = reqwest::Url::parse(&realm).map_err(|e| {
+        Error::invalid(format!(
+            "the registry {registry} sends clients to sign in at {realm:?}, not a URL: {e}"
+        ))
+        .column("source")
+    })?;
+    let host = parsed
+        .host_str()
+        .unwrap_or_default()
+        .trim_matches(['[', ']']);
+    let own = registry
+        .rsplit_once(':')
+        .map_or(registry, |(h, _)| h)
+        .trim_matches(['[', ']']);
+    if opts.private || host.eq_ignore_ascii_case(own) {
+        return Ok(());
+    }
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    let addrs = tokio::net::lookup_host((host, port)).await.map_err(|e| {
+        Error::invalid(format!(
+            "cannot resolve {host}, where {registry} signs in: {e}"
+        ))
+        .column("source")
+    })?;
+    for a in addrs {
+        if !crate::auth::oauth::clients::is_public(a.ip()) {
+            return Err(Error::invalid(format!(
+                "the registry {registry} sends clients to sign in at {realm}, whose address {} is private, loopback or link-local",
+                a.ip()
+            ))
+            .column("source")
+            .hint("the owner may allow that with --apps-private-sources"));
+        }
+    }
+    Ok(())
 }
 
 /// The refusal of an artifact that is not one WASM component, saying why.

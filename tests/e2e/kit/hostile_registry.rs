@@ -54,6 +54,8 @@ pub enum Mode {
     /// A `HEAD` of the manifest answers a digest; its `GET` streams bytes forever (chunked),
     /// counted as [`HostileRegistry::blob_bytes_sent`].
     EndlessManifest,
+    /// `/v2/` answers 401 with a challenge whose sign-in `realm` is this URL.
+    SignInAt(String),
 }
 
 /// A blob's answer.
@@ -129,6 +131,7 @@ struct State {
     next: Mutex<Option<Artifact>>,
     hang: bool,
     endless_manifest: bool,
+    sign_in: Option<String>,
     stop: Arc<AtomicBool>,
     requests: AtomicU64,
     manifest_gets: AtomicU64,
@@ -158,6 +161,7 @@ impl HostileRegistry {
         let mut next = None;
         let mut hang = false;
         let mut endless_manifest = false;
+        let mut sign_in = None;
         let artifacts = match mode {
             Mode::Honest(b) => vec![honest(&b, &ann)],
             Mode::LyingSize(b) => vec![artifact(&digest_of(&b), 1000, Blob::Bytes(b), &ann)],
@@ -201,6 +205,10 @@ impl HostileRegistry {
                 next = Some(honest(&b, &ann));
                 vec![honest(&a, &ann)]
             }
+            Mode::SignInAt(realm) => {
+                sign_in = Some(realm);
+                vec![]
+            }
             Mode::EndlessManifest => {
                 endless_manifest = true;
                 vec![Artifact {
@@ -215,6 +223,7 @@ impl HostileRegistry {
             next: Mutex::new(next),
             hang,
             endless_manifest,
+            sign_in,
             stop: Arc::default(),
             requests: AtomicU64::new(0),
             manifest_gets: AtomicU64::new(0),
@@ -300,6 +309,18 @@ fn registry_answer(st: &State, c: &mut TcpStream, method: &str, path: &str) {
             std::thread::sleep(Duration::from_millis(50));
         }
         return;
+    }
+    if let Some(realm) = &st.sign_in {
+        let challenge = format!("Bearer realm=\"{realm}\",service=\"hostile\"");
+        let json = ("content-type", "application/json");
+        let body = br#"{"errors":[{"code":"UNAUTHORIZED","message":"sign in"}]}"#;
+        return respond(
+            c,
+            method,
+            401,
+            &[json, ("www-authenticate", &challenge)],
+            body,
+        );
     }
     if path == "/v2/" || path == "/v2" {
         return respond(
