@@ -253,20 +253,32 @@ fn the_servers_request_threads_ask_for_a_short_time_slice() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let slices = |env: &[(&str, &str)]| {
+    // The threads' slices once `ready` holds (a thread names itself and takes its slice when
+    // it first runs, which on a loaded machine may come after the server answers), or after
+    // 10 s.
+    let slices = |env: &[(&str, &str)], ready: &dyn Fn(&[u64], &[u64]) -> bool| {
         let mut started = Launch::new(dir.path()).envs(env).spawn();
         let pid = started.child.id();
-        let r = (
-            slices_of(pid, "tokio-rt-worker"),
-            slices_of(pid, "datanotes-write"),
-        );
+        let t0 = std::time::Instant::now();
+        let r = loop {
+            let r = (
+                slices_of(pid, "tokio-rt-worker"),
+                slices_of(pid, "datanotes-write"),
+            );
+            if ready(&r.0, &r.1) || t0.elapsed() > std::time::Duration::from_secs(10) {
+                break r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
         let _ = started.child.kill();
         let _ = started.child.wait();
         r
     };
     // By default the request threads take the kernel's least slice (100 µs); the writer keeps
     // the kernel's own, so that a request preempts it.
-    let (workers, writer) = slices(&[]);
+    let (workers, writer) = slices(&[], &|w, d| {
+        !d.is_empty() && !w.is_empty() && w.iter().all(|&s| s == 100_000)
+    });
     assert!(!workers.is_empty(), "no tokio worker thread found");
     assert!(!writer.is_empty(), "no writer thread found");
     assert!(
@@ -278,7 +290,7 @@ fn the_servers_request_threads_ask_for_a_short_time_slice() {
         "writer's slice: {writer:?}"
     );
     // `DATANOTES_SLICE_US=0` leaves them the kernel's.
-    let (workers, _) = slices(&[("DATANOTES_SLICE_US", "0")]);
+    let (workers, _) = slices(&[("DATANOTES_SLICE_US", "0")], &|w, _| !w.is_empty());
     assert!(!workers.is_empty(), "no tokio worker thread found");
     assert!(
         workers.iter().all(|&s| s > 100_000),
