@@ -7,6 +7,7 @@
 mod call;
 mod reads;
 pub mod resources;
+mod tasks;
 mod view;
 
 pub use view::ToolList;
@@ -88,6 +89,9 @@ struct Namespace {
     json: Vec<Box<RawValue>>,
     by_name: HashMap<String, usize>,
     skipped: HashMap<String, Vec<Value>>,
+    /// The fields of a tool of `tools` (by index) that the engine does not model, as its app
+    /// wrote them (`execution`).
+    fields: HashMap<usize, serde_json::Map<String, Value>>,
     /// Each app's section of the instructions, in registration order.
     instructions: Vec<(String, String)>,
     /// The apps' resources, templates and prompts.
@@ -153,6 +157,18 @@ pub fn declared_tables(t: &Tool) -> Vec<String> {
 /// A tool as `tools/list` writes it.
 fn tool_json(t: &Tool) -> Box<RawValue> {
     serde_json::value::to_raw_value(t).expect("a tool is JSON")
+}
+
+/// A tool as `tools/list` writes it, with the fields its app wrote that the engine does not
+/// model (`execution`): after the modelled ones, which they never replace.
+fn tool_json_with(t: &Tool, fields: &serde_json::Map<String, Value>) -> Box<RawValue> {
+    let mut v = serde_json::to_value(t).expect("a tool is JSON");
+    if let Some(o) = v.as_object_mut() {
+        for (k, f) in fields {
+            o.entry(k.clone()).or_insert_with(|| f.clone());
+        }
+    }
+    serde_json::value::to_raw_value(&v).expect("a tool is JSON")
 }
 
 /// The engine's operations as MCP tools.
@@ -447,6 +463,9 @@ impl Aggregator {
                 match skip {
                     Some(v) => ns.skipped.entry(s.name.clone()).or_default().push(v),
                     None => {
+                        if let Some(f) = l.fields.get(&name) {
+                            ns.fields.insert(ns.tools.len(), f.clone());
+                        }
                         taken.insert(name.clone(), s.name.clone());
                         ns.by_name.insert(name, ns.tools.len());
                         let mut t = t.clone();
@@ -460,7 +479,15 @@ impl Aggregator {
         }
         ns.instructions = instructions;
         ns.content = resources::resolve(&slots, &self.caps);
-        ns.json = ns.tools.iter().map(|(_, t)| tool_json(t)).collect();
+        ns.json = ns
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, (_, t))| match ns.fields.get(&i) {
+                None => tool_json(t),
+                Some(f) => tool_json_with(t, f),
+            })
+            .collect();
         // describe_table shows the tools that declare each table.
         let mut per_table: HashMap<String, Vec<Value>> = HashMap::new();
         for (app, t) in &ns.tools {

@@ -26,7 +26,15 @@ pub struct Listing {
     pub templates: Vec<Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prompts: Vec<Value>,
+    /// The fields of each tool (by its name) that the engine's tool type does not model, as
+    /// the app wrote them: `execution` (its `taskSupport`), and whatever a later version of
+    /// MCP adds. `tools/list` passes them on.
+    #[serde(default, skip_serializing_if = "ToolFields::is_empty")]
+    pub fields: ToolFields,
 }
+
+/// A tool's fields the engine does not model, by tool name.
+pub type ToolFields = std::collections::BTreeMap<String, serde_json::Map<String, Value>>;
 
 /// A request to an app beside its tools, for a caller: each one MCP method, its parameters and
 /// answer passed as the app speaks them (its own URIs and names; the aggregator translates).
@@ -42,6 +50,18 @@ pub enum AppRequest {
     GetPrompt,
     /// `completion/complete`.
     Complete,
+    /// A task-augmented `tools/call` (MCP 2025-11-25: its `task` asks the app to run the tool
+    /// as a task): answered with a `CreateTaskResult`, or with the tool's result.
+    CallAsTask,
+    /// `tasks/get`, of a task the app made.
+    GetTask,
+    /// `tasks/result`: the task's result, once it ended (the app may ask the caller something
+    /// first, as during a call).
+    TaskResult,
+    /// `tasks/list`.
+    ListTasks,
+    /// `tasks/cancel`.
+    CancelTask,
 }
 
 impl AppRequest {
@@ -53,7 +73,24 @@ impl AppRequest {
             AppRequest::Unsubscribe => "resources/unsubscribe",
             AppRequest::GetPrompt => "prompts/get",
             AppRequest::Complete => "completion/complete",
+            AppRequest::CallAsTask => "tools/call",
+            AppRequest::GetTask => "tasks/get",
+            AppRequest::TaskResult => "tasks/result",
+            AppRequest::ListTasks => "tasks/list",
+            AppRequest::CancelTask => "tasks/cancel",
         }
+    }
+
+    /// A request of MCP's tasks (2025-11-25).
+    pub fn is_task(self) -> bool {
+        matches!(
+            self,
+            AppRequest::CallAsTask
+                | AppRequest::GetTask
+                | AppRequest::TaskResult
+                | AppRequest::ListTasks
+                | AppRequest::CancelTask
+        )
     }
 }
 

@@ -34,6 +34,9 @@ pub(super) struct Channel {
     pub(super) elicitation: bool,
     /// The client declared `roots`.
     pub(super) roots: bool,
+    /// The client declared `tasks` (it may run an app's request as a task, and be asked
+    /// `tasks/*` of it).
+    pub(super) tasks: bool,
 }
 
 impl ClientChannel for Channel {
@@ -60,6 +63,7 @@ impl ClientChannel for Channel {
             "sampling/createMessage" => self.sampling,
             "elicitation/create" => self.elicitation,
             "roots/list" => self.roots,
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => self.tasks,
             _ => false,
         };
         Box::pin(request(&self.peer, declared, method, params))
@@ -87,6 +91,9 @@ impl ClientChannel for Session {
             "sampling/createMessage" => self.sampling,
             "elicitation/create" => self.elicitation,
             "roots/list" => self.asks.get("roots").is_some(),
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => {
+                self.asks.get("tasks").is_some()
+            }
             _ => false,
         };
         Box::pin(request(&self.peer, declared, method, params))

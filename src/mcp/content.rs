@@ -27,7 +27,7 @@ pub(super) const MAX_SUBSCRIPTIONS: usize = 1000;
 /// An error of the engine as an MCP error: its message, with its `code` and teaching fields as
 /// `data`. A resource that is not there is MCP's "resource not found" (-32002). An app's own
 /// JSON-RPC error is passed on as it is.
-fn mcp_error(e: Error) -> ErrorData {
+pub(super) fn mcp_error(e: Error) -> ErrorData {
     if let Some(rpc) = e.rpc.clone()
         && let Ok(e) = serde_json::from_value::<ErrorData>(rpc)
     {
@@ -237,7 +237,7 @@ impl Sessions {
     /// (of those, only the session `only`, when given: an app's update on its session for that
     /// agent).
     fn notify_updated(&self, uris: &[String], only: Option<&str>) {
-        let all = self.0.read().unwrap();
+        let all = self.open.read().unwrap();
         for (id, s) in all.iter() {
             if only.is_some_and(|o| o != id) {
                 continue;
@@ -256,7 +256,7 @@ impl Sessions {
     /// Sends `notifications/resources/list_changed` and `notifications/prompts/list_changed`
     /// to every open session.
     fn notify_content_changed(&self) {
-        let all = self.0.read().unwrap();
+        let all = self.open.read().unwrap();
         for s in all.values() {
             let peer = s.peer.clone();
             tokio::spawn(async move {
@@ -267,7 +267,7 @@ impl Sessions {
     }
 
     fn any_subscription(&self) -> bool {
-        let all = self.0.read().unwrap();
+        let all = self.open.read().unwrap();
         all.values().any(|s| !s.subs.lock().unwrap().is_empty())
     }
 }

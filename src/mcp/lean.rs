@@ -1,5 +1,6 @@
-//! The lean path beside rmcp's session worker: `ping`, `tools/list`, `tools/call`, and the reads
-//! and listings of resources and prompts, on an open session from a client that accepts JSON,
+//! The lean path beside rmcp's session worker: `ping`, `tools/list`, `tools/call`, the reads
+//! and listings of resources and prompts, and tasks (`tasks.rs`), on an open session from a
+//! client that accepts JSON,
 //! answered here as one `application/json` answer, written once from the result (the answer
 //! rmcp would give the same peer: it serves protocol versions before 2026-07-28 only). Its
 //! calls in flight are cancelled by `notifications/cancelled` here; it tells rmcp's session
@@ -20,8 +21,13 @@ impl Door {
             return None;
         }
         let id = session_id(h)?;
-        let session = self.mcp.sessions.get(id)?;
         let mut msg: Value = serde_json::from_slice(body).ok()?;
+        // Tasks are served here alone (rmcp knows none of them): a session opened a moment ago
+        // is waited for.
+        let session = match tasks::is_task(&msg) {
+            true => self.mcp.sessions.soon(id, Duration::from_secs(1)).await?,
+            false => self.mcp.sessions.get(id)?,
+        };
         if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
             return self.cancel_lean(&session, &msg);
         }
@@ -34,6 +40,25 @@ impl Door {
             return None;
         }
         let server = &self.mcp.server;
+        if tasks::is_task(&msg) {
+            let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
+            let cancel = CancellationToken::new();
+            let key = rpc_id.to_string();
+            session
+                .inflight
+                .lock()
+                .unwrap()
+                .insert(key.clone(), cancel.clone());
+            let r = tasks::serve(server, &ctx, &session, &msg, cancel).await;
+            session.inflight.lock().unwrap().remove(&key);
+            let answer = match r {
+                Ok(r) => json!({"jsonrpc": "2.0", "id": rpc_id, "result": r}),
+                Err(e) => json!({"jsonrpc": "2.0", "id": rpc_id, "error": e}),
+            };
+            self.touch(id, &session).await;
+            let body = serde_json::to_vec(&answer).ok()?;
+            return Some(([(header::CONTENT_TYPE, "application/json")], body).into_response());
+        }
         let body = match msg.get("method").and_then(Value::as_str)? {
             "ping" => to_answer(rpc_id, &json!({}))?,
             "tools/list" => {

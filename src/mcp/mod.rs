@@ -29,6 +29,7 @@ mod lean;
 mod listen;
 mod sessions;
 pub mod stdio;
+mod tasks;
 
 use crate::apps::backend::{AgentChannel, ClientChannel};
 use crate::ops::Ctx;
@@ -60,9 +61,16 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// The open MCP sessions, by `Mcp-Session-Id`: learnt at `notifications/initialized`.
+/// The open MCP sessions, by `Mcp-Session-Id`: learnt at `notifications/initialized`; and the
+/// `tasks` capability a client declared in its `initialize` until then (rmcp's types do not
+/// keep it).
 #[derive(Default)]
-pub struct Sessions(RwLock<HashMap<String, Arc<Session>>>);
+pub struct Sessions {
+    open: RwLock<HashMap<String, Arc<Session>>>,
+    declared: Mutex<HashMap<String, Value>>,
+    /// Notified whenever a session is added.
+    added: tokio::sync::Notify,
+}
 
 pub(crate) struct Session {
     peer: Peer<RoleServer>,
@@ -87,6 +95,8 @@ pub(crate) struct Session {
     /// The resources this session is subscribed to (their served URIs), at most
     /// [`content::MAX_SUBSCRIPTIONS`].
     subs: Mutex<std::collections::HashSet<String>>,
+    /// The tasks apps made for this session: which app made each.
+    tasks: Mutex<tasks::Made>,
 }
 
 impl Session {
@@ -99,17 +109,33 @@ impl Session {
 
 impl Sessions {
     fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let s = self.0.read().unwrap().get(id).cloned()?;
+        let s = self.open.read().unwrap().get(id).cloned()?;
         (!s.peer.is_transport_closed()).then_some(s)
     }
 
+    /// The session `id`, waiting up to `limit` for it to be learnt (a client may ask at once
+    /// after `notifications/initialized`, which rmcp's worker handles in its own time).
+    async fn soon(&self, id: &str, limit: Duration) -> Option<Arc<Session>> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let added = self.added.notified();
+            if let Some(s) = self.get(id) {
+                return Some(s);
+            }
+            if tokio::time::timeout_at(deadline, added).await.is_err() {
+                return self.get(id);
+            }
+        }
+    }
+
     fn forget(&self, id: &str) {
-        self.0.write().unwrap().remove(id);
+        self.open.write().unwrap().remove(id);
+        self.declared.lock().unwrap().remove(id);
     }
 
     /// Sends `notifications/tools/list_changed` to every open session.
     fn notify_list_changed(&self) {
-        let mut all = self.0.write().unwrap();
+        let mut all = self.open.write().unwrap();
         all.retain(|_, s| !s.peer.is_transport_closed());
         for s in all.values() {
             let peer = s.peer.clone();
@@ -250,6 +276,10 @@ impl ServerHandler for Mcp {
                 c
             })
             .unwrap_or_else(|| json!({}));
+        let mut asks = asks;
+        if let Some(t) = self.sessions.declared.lock().unwrap().remove(&id) {
+            asks["tasks"] = t;
+        }
         let session = Session {
             id: id.clone(),
             asks,
@@ -261,12 +291,14 @@ impl ServerHandler for Mcp {
             touched: Mutex::new(Instant::now()),
             inflight: Mutex::default(),
             subs: Mutex::default(),
+            tasks: Mutex::default(),
         };
         self.sessions
-            .0
+            .open
             .write()
             .unwrap()
             .insert(id, Arc::new(session));
+        self.sessions.added.notify_waiters();
     }
 
     async fn list_tools(
@@ -426,6 +458,9 @@ impl Mcp {
             roots: session
                 .as_ref()
                 .is_some_and(|s| s.asks.get("roots").is_some()),
+            tasks: session
+                .as_ref()
+                .is_some_and(|s| s.asks.get("tasks").is_some()),
         }))
     }
 }
@@ -537,8 +572,18 @@ impl Door {
             if let Some(r) = self.lean(&parts, &bytes).await {
                 return r;
             }
+            // A new session's client's `tasks`, kept for `notifications/initialized`.
+            let opens = session_id(&parts.headers).is_none() && tasks::is_initialize(&bytes);
+            let tasks = opens.then(|| tasks::declared(&bytes)).flatten();
             let req = Request::from_parts(parts, Body::from(bytes));
-            return self.service.handle(req).await.into_response();
+            let mut r = self.service.handle(req).await.into_response();
+            if opens && r.status().is_success() {
+                r = tasks::announce(r);
+            }
+            if let (Some(t), Some(id)) = (tasks, sessions::opened(r.headers())) {
+                self.mcp.sessions.declared.lock().unwrap().insert(id, t);
+            }
+            return r;
         }
         if req.method() == Method::DELETE {
             let id = session_id(req.headers()).map(String::from);

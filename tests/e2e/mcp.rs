@@ -732,23 +732,42 @@ fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
 pub(crate) struct RawSession<'a> {
     s: &'a Server,
     http: reqwest::blocking::Client,
-    sid: String,
+    pub(crate) sid: String,
+    version: &'static str,
+    /// The server's answer to `initialize`.
+    pub(crate) initialized: Value,
 }
 
 impl RawSession<'_> {
     pub(crate) fn open(s: &Server) -> RawSession<'_> {
+        RawSession::open_with(s, json!({}), "2025-06-18")
+    }
+
+    /// A session of a client that declares `capabilities`, at protocol `version`.
+    pub(crate) fn open_with<'a>(
+        s: &'a Server,
+        capabilities: Value,
+        version: &'static str,
+    ) -> RawSession<'a> {
         let http = reqwest::blocking::Client::new();
         let r = RawSession::request(
             s,
             &http,
             None,
+            version,
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
+                "protocolVersion": version, "capabilities": capabilities,
                 "clientInfo": {"name": "raw", "version": "9.9"}}}),
         );
         let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
-        let _ = r.text();
-        let raw = RawSession { s, http, sid };
+        let initialized = answer_of(r);
+        let raw = RawSession {
+            s,
+            http,
+            sid,
+            version,
+            initialized,
+        };
         raw.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         raw
     }
@@ -757,6 +776,7 @@ impl RawSession<'_> {
         s: &Server,
         http: &reqwest::blocking::Client,
         sid: Option<&str>,
+        version: &str,
         body: Value,
     ) -> reqwest::blocking::Response {
         let mut r = http
@@ -767,15 +787,41 @@ impl RawSession<'_> {
         if let Some(id) = sid {
             r = r
                 .header("mcp-session-id", id)
-                .header("mcp-protocol-version", "2025-06-18");
+                .header("mcp-protocol-version", version);
         }
         r.send().unwrap()
     }
 
     /// A POST on the session.
     pub(crate) fn post(&self, body: Value) -> reqwest::blocking::Response {
-        RawSession::request(self.s, &self.http, Some(&self.sid), body)
+        RawSession::request(self.s, &self.http, Some(&self.sid), self.version, body)
     }
+
+    /// A request on the session: its JSON-RPC answer (one JSON answer, or an SSE stream's).
+    pub(crate) fn ask(&self, id: u64, method: &str, params: Value) -> Value {
+        answer_of(
+            self.post(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})),
+        )
+    }
+}
+
+/// The JSON-RPC answer of a POST: one JSON answer, or the last message of its SSE stream.
+pub(crate) fn answer_of(r: reqwest::blocking::Response) -> Value {
+    let json = r
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let text = r.text().unwrap();
+    if json {
+        return serde_json::from_str(&text).unwrap();
+    }
+    let data = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .rfind(|d| d.starts_with('{'))
+        .unwrap_or_else(|| panic!("no message in {text:?}"));
+    serde_json::from_str(data).unwrap()
 }
 
 #[test]

@@ -138,7 +138,7 @@ impl Aggregator {
     }
 
     /// Whether `caller` may use what `app` offers besides its tools.
-    fn may_use(&self, caller: &Caller, ns: &Namespace, app: &str) -> Result<()> {
+    pub(super) fn may_use(&self, caller: &Caller, ns: &Namespace, app: &str) -> Result<()> {
         let tools: Vec<&str> = ns
             .tools
             .iter()
@@ -249,7 +249,7 @@ impl Aggregator {
         Ok((app.to_string(), backend, own))
     }
 
-    fn backend_of(&self, app: &str) -> Option<Arc<dyn AppBackend>> {
+    pub(super) fn backend_of(&self, app: &str) -> Option<Arc<dyn AppBackend>> {
         let slots = self.slots.read().unwrap();
         slots
             .iter()
@@ -267,12 +267,28 @@ impl Aggregator {
         ctx: &Ctx,
         agent: Agent<'_>,
     ) -> Result<Value> {
+        self.ask_with(app, backend, req, params, ctx, agent, Default::default())
+            .await
+    }
+
+    /// [`Self::ask`], given up (the app told) once `cancel` is cancelled.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn ask_with(
+        &self,
+        app: &str,
+        backend: &dyn AppBackend,
+        req: AppRequest,
+        params: Value,
+        ctx: &Ctx,
+        agent: Agent<'_>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Value> {
         let cc = CallContext {
             actor: ctx.actor.harness.clone(),
             session: ctx.actor.session.clone(),
             caller: Some(ctx.caller.token_name()),
             client: None,
-            cancel: Default::default(),
+            cancel,
             agent: agent.cloned(),
         };
         let r = backend

@@ -48,11 +48,16 @@ pub(super) struct ActorClient {
     reuse: Arc<AtomicBool>,
     too_big: Arc<AtomicBool>,
     route: Arc<std::sync::Mutex<Option<Route>>>,
+    /// Notified when the route is noted.
+    routed: Arc<tokio::sync::Notify>,
     /// The app's OAuth sign-in: every request carries its access token (see [`Self::authed`]).
     oauth: Option<Arc<super::oauth::AppOAuth>>,
     /// The session's standalone stream (`GET`) was answered (opened, or refused by an app
     /// that has none): until then, what the app sends outside a request may be lost.
     standalone: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The `tasks` capability the session declares (MCP 2025-11-25, which rmcp's types do not
+    /// carry): written into its `initialize` (see [`Self::declare`]).
+    tasks: Option<serde_json::Value>,
 }
 
 /// The most idle connections kept open to one app, between its calls.
@@ -100,10 +105,26 @@ impl ActorClient {
             headers: headers.clone(),
         });
         *self.route.lock().unwrap() = route;
+        self.routed.notify_waiters();
     }
 
     pub(super) fn route(&self) -> Option<Route> {
         self.route.lock().unwrap().clone()
+    }
+
+    /// The route of a session just opened at a protocol version that has one
+    /// ([`DIRECT_VERSIONS`]): rmcp's worker posts `notifications/initialized`, which notes it, in
+    /// its own time; waited for up to `limit`.
+    pub(super) async fn route_soon(&self, version: &str, limit: Duration) -> Option<Route> {
+        let routed = self.routed.notified();
+        if let Some(r) = self.route() {
+            return Some(r);
+        }
+        if !DIRECT_VERSIONS.contains(&version) {
+            return None;
+        }
+        let _ = tokio::time::timeout(limit, routed).await;
+        self.route()
     }
 
     /// A client; `reuse`: one that keeps connections open while that flag holds.
@@ -127,9 +148,39 @@ impl ActorClient {
             reuse: reuse.unwrap_or_default(),
             too_big,
             route: Arc::new(std::sync::Mutex::new(None)),
+            routed: Default::default(),
             oauth,
             standalone: Arc::new(tokio::sync::watch::Sender::new(false)),
+            tasks: None,
         }
+    }
+
+    /// The client of a session that declares `tasks` (the capability as the agent declared
+    /// it), if any.
+    pub(super) fn declaring_tasks(mut self, tasks: Option<serde_json::Value>) -> ActorClient {
+        self.tasks = tasks;
+        self
+    }
+
+    /// The message posted for `message`: the session's `initialize` declares its `tasks`
+    /// capability (written as JSON: rmcp's capability type has no such field); any other goes
+    /// as it is.
+    fn declare(&self, message: ClientJsonRpcMessage) -> ClientJsonRpcMessage {
+        let Some(tasks) = &self.tasks else {
+            return message;
+        };
+        let rmcp::model::JsonRpcMessage::Request(r) = &message else {
+            return message;
+        };
+        let ClientRequest::InitializeRequest(init) = &r.request else {
+            return message;
+        };
+        let Ok(mut params) = serde_json::to_value(&init.params) else {
+            return message;
+        };
+        params["capabilities"]["tasks"] = tasks.clone();
+        let custom = rmcp::model::CustomRequest::new("initialize", Some(params));
+        ClientJsonRpcMessage::request(ClientRequest::CustomRequest(custom), r.id.clone())
     }
 
     /// Waits (up to `limit`) until the session's standalone stream was answered.
@@ -261,6 +312,7 @@ impl StreamableHttpClient for ActorClient {
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
         self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
+        let message = self.declare(message);
         let r = if self.oauth.is_none() {
             self.http()
                 .post_message(uri, message, session_id, auth_header, h)
@@ -286,6 +338,7 @@ impl StreamableHttpClient for ActorClient {
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
         self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
+        let message = self.declare(message);
         let max = max_sse_event_size;
         let r = if self.oauth.is_none() {
             self.http()
@@ -313,6 +366,7 @@ impl StreamableHttpClient for ActorClient {
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
         self.note(&message, &session_id, &custom_headers);
         let h = with_actor(&message, custom_headers);
+        let message = self.declare(message);
         let r = if self.oauth.is_none() {
             self.http()
                 .post_message_with_response_limits(uri, message, session_id, auth_header, h, limits)

@@ -45,6 +45,16 @@ struct Envelope<'a> {
     id: Option<NumberOrString>,
     #[serde(borrow)]
     result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+    method: Option<serde::de::IgnoredAny>,
+}
+
+/// Whether the message `data` answers the request `id` (its result or its error).
+fn answers(data: &str, id: &NumberOrString) -> bool {
+    serde_json::from_str::<Envelope>(data).is_ok_and(|e| {
+        e.method.is_none() && e.id.as_ref() == Some(id) && (e.result.is_some() || e.error.is_some())
+    })
 }
 
 /// The message `data` as the answer to the call `id`, if it is one with a tool result: read as
@@ -84,7 +94,7 @@ const MAX_RESUMES: usize = 100;
 /// The longest wait before resuming that an app may ask for (its SSE `retry`).
 const MAX_RETRY: Duration = Duration::from_secs(5);
 
-type Events =
+pub(super) type Events =
     BoxStream<'static, Result<sse_stream::Sse, rmcp::transport::streamable_http_client::SseError>>;
 
 impl RemoteApp {
@@ -181,15 +191,25 @@ impl RemoteApp {
             Err(e) => return failed(plain::error_words(&self.url, Peer::App, &e)),
             Ok(StreamableHttpPostResponse::Json(m, _)) => m,
             Ok(StreamableHttpPostResponse::Sse(mut events, _)) => {
-                match self
+                let data = match self
                     .read_answer(client, route, &mut events, &id, channel)
                     .await
                 {
-                    Ok(m) => {
-                        drain(client, events);
-                        m
-                    }
+                    Ok(data) => data,
                     Err(why) => return failed(why),
+                };
+                drain(client, events);
+                match tool_answer(&data, &id)
+                    .map(Ok)
+                    .unwrap_or_else(|| serde_json::from_str::<ServerJsonRpcMessage>(&data))
+                {
+                    Ok(m) => m,
+                    Err(_) => {
+                        return failed(format!(
+                            "{} answered, but not as an MCP server (is the path /mcp?)",
+                            self.url
+                        ));
+                    }
                 }
             }
             Ok(_) => {
@@ -210,19 +230,23 @@ impl RemoteApp {
         })
     }
 
-    /// Reads an answer's SSE stream up to the message that answers `id`.
-    async fn read_answer(
+    /// Reads an answer's SSE stream up to the message that answers `id`: its text, as the app
+    /// wrote it.
+    pub(super) async fn read_answer(
         &self,
         client: &ActorClient,
         route: &Route,
         events: &mut Events,
         id: &NumberOrString,
         channel: Option<&dyn ClientChannel>,
-    ) -> Result<ServerJsonRpcMessage, String> {
+    ) -> Result<String, String> {
         let (mut last, mut retry, mut resumes) = (None::<String>, None::<u64>, 0);
         loop {
             while let Some(ev) = events.next().await {
-                let ev = ev.map_err(|e| plain::error_words(&self.url, Peer::App, &e))?;
+                let ev = ev.map_err(|e| match super::raw::too_big(&e) {
+                    true => super::raw::TOO_BIG.to_string(),
+                    false => plain::error_words(&self.url, Peer::App, &e),
+                })?;
                 if ev.id.is_some() {
                     last = ev.id.clone();
                 }
@@ -232,8 +256,8 @@ impl RemoteApp {
                 let Some(data) = ev.data.as_deref().filter(|d| !d.trim().is_empty()) else {
                     continue;
                 };
-                if let Some(answer) = tool_answer(data, id) {
-                    return Ok(answer);
+                if answers(data, id) {
+                    return Ok(data.to_string());
                 }
                 let msg = match serde_json::from_str::<ServerJsonRpcMessage>(data) {
                     Ok(m) => m,
@@ -248,8 +272,6 @@ impl RemoteApp {
                     }
                 };
                 match &msg {
-                    ServerJsonRpcMessage::Response(r) if &r.id == id => return Ok(msg),
-                    ServerJsonRpcMessage::Error(e) if e.id.as_ref() == Some(id) => return Ok(msg),
                     ServerJsonRpcMessage::Request(_) => {
                         self.reply_raw(client, route, data, channel).await;
                     }
@@ -299,7 +321,8 @@ impl RemoteApp {
     }
 
     /// Answers a request the app sent during a call, read from its JSON as the app sent it:
-    /// `ping` here; `sampling/createMessage` and `elicitation/create` by the caller (through
+    /// `ping` here; `sampling/createMessage`, `elicitation/create`, `roots/list` and the
+    /// caller's own tasks (`tasks/*`, of a request it ran as a task) by the caller (through
     /// `channel`; without one, refused as undeclared); anything else refused. False: `data` is
     /// no request.
     async fn reply_raw(
@@ -321,11 +344,23 @@ impl RemoteApp {
         };
         let answer = match method.as_str() {
             "ping" => Ok(ClientResult::empty(())),
-            "sampling/createMessage" | "elicitation/create" | "roots/list" => {
+            "sampling/createMessage"
+            | "elicitation/create"
+            | "roots/list"
+            | "tasks/get"
+            | "tasks/result"
+            | "tasks/list"
+            | "tasks/cancel" => {
                 let mut params = v.get_mut("params").map(Value::take).unwrap_or(Value::Null);
-                // The app's own `_meta` (its progress token) means nothing to the caller.
-                if let Some(p) = params.as_object_mut() {
-                    p.remove("_meta");
+                // The app's own progress token means nothing to the caller; the rest of its
+                // `_meta` (the task a request belongs to) goes on.
+                if let Some(p) = params.as_object_mut()
+                    && let Some(Value::Object(m)) = p.get_mut("_meta")
+                {
+                    m.remove("progressToken");
+                    if m.is_empty() {
+                        p.remove("_meta");
+                    }
                 }
                 match channel {
                     Some(c) => c
@@ -361,12 +396,12 @@ impl RemoteApp {
 /// A call posted directly whose answer is not read yet: dropped armed (its caller cancelled
 /// it, or hung up), it tells the app with `notifications/cancelled` for the call's request, so
 /// that the app stops working on it. Posting that waits for nothing on the caller's path.
-struct Abandon<'a> {
-    app: &'a RemoteApp,
-    client: &'a ActorClient,
-    route: Route,
-    id: NumberOrString,
-    armed: bool,
+pub(super) struct Abandon<'a> {
+    pub(super) app: &'a RemoteApp,
+    pub(super) client: &'a ActorClient,
+    pub(super) route: Route,
+    pub(super) id: NumberOrString,
+    pub(super) armed: bool,
 }
 
 impl Drop for Abandon<'_> {

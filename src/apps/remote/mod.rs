@@ -6,12 +6,14 @@ mod client;
 mod content;
 mod direct;
 pub(crate) mod oauth;
+mod raw;
 mod relay;
 mod sessions;
 
 use self::client::{ActorClient, ActorHeader, Route};
 use crate::apps::backend::{
     AppBackend, AppRequest, BackendError, CallContext, ClientChannel, ClientRefusal, Listing,
+    ToolFields,
 };
 use crate::apps::limits::ListingCaps;
 use crate::apps::plain::{self, Peer};
@@ -182,65 +184,144 @@ impl RemoteApp {
         }
     }
 
-    /// Every page of the app's tools, stopping at the caps (tools, bytes, pages).
-    async fn list_capped(&self, s: &Session) -> Result<Vec<Tool>, BackendError> {
+    /// Every page of the app's tools, stopping at the caps (tools, bytes, pages), with the
+    /// fields of each that rmcp does not model (see [`Listing::fields`]). Read as the app wrote
+    /// it once the session's route is known; else through rmcp's session (its types).
+    async fn list_capped(&self, open: &Open) -> Result<(Vec<Tool>, ToolFields), BackendError> {
         let caps = self.caps;
         let mut tools: Vec<Tool> = vec![];
+        let mut fields = ToolFields::new();
         let (mut bytes, mut pages) = (0usize, 0usize);
-        let mut cursor = None;
+        let mut cursor: Option<String> = None;
         self.too_big.store(false, Ordering::Relaxed);
+        let over = || {
+            caps.listing_over(0, usize::MAX, 0)
+                .unwrap_or_else(|| "the app's listing is too big".into())
+        };
+        let version = open
+            .service
+            .peer_info()
+            .map(|i| i.protocol_version.to_string())
+            .unwrap_or_default();
+        let route = open.client.route_soon(&version, ROUTE_WAIT).await;
         loop {
             pages += 1;
             if let Some(why) = caps.listing_over(tools.len(), bytes, pages) {
                 return Err(BackendError(why));
             }
-            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
-            let page = s.list_tools(Some(params)).await.map_err(|e| {
-                // One answer over the byte cap was cut by the HTTP client: name the cap.
-                if self.too_big.swap(false, Ordering::Relaxed) {
-                    return BackendError(
-                        caps.listing_over(0, usize::MAX, 0)
-                            .unwrap_or_else(|| "the app's listing is too big".into()),
-                    );
+            let page = match route.clone() {
+                Some(route) => {
+                    let params = match cursor.take() {
+                        Some(c) => serde_json::json!({"cursor": c}),
+                        None => serde_json::json!({}),
+                    };
+                    let max = caps.max_bytes;
+                    match self
+                        .post_request(&open.client, route, "tools/list", params, None, max)
+                        .await
+                    {
+                        Ok(page) => match page.pointer(&format!(
+                            "/_meta/{}",
+                            crate::apps::backend::RPC_ERROR_META.replace('/', "~1")
+                        )) {
+                            Some(e) => {
+                                return Err(BackendError(format!(
+                                    "listing tools failed: the app answered with an error: {}",
+                                    e["message"].as_str().unwrap_or("(no message)")
+                                )));
+                            }
+                            None => page,
+                        },
+                        Err(raw::RawError::TooBig) => return Err(BackendError(over())),
+                        Err(e) => return Err(e.into_backend("listing tools")),
+                    }
                 }
-                BackendError(format!(
-                    "listing tools failed: {}",
-                    plain::service_error(&self.url, Peer::App, &e)
-                ))
-            })?;
-            for t in page.tools {
-                bytes += serde_json::to_vec(&t).map_or(0, |v| v.len());
-                tools.push(t);
+                None => {
+                    let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+                    let page = open.service.list_tools(Some(params)).await.map_err(|e| {
+                        // One answer over the byte cap was cut by the HTTP client: name the cap.
+                        if self.too_big.swap(false, Ordering::Relaxed) {
+                            return BackendError(over());
+                        }
+                        BackendError(format!(
+                            "listing tools failed: {}",
+                            plain::service_error(&self.url, Peer::App, &e)
+                        ))
+                    })?;
+                    serde_json::to_value(page).unwrap_or_default()
+                }
+            };
+            let Some(listed) = page.get("tools").and_then(Value::as_array) else {
+                return Err(BackendError(
+                    "listing tools failed: the app's answer has no tools".into(),
+                ));
+            };
+            for t in listed {
+                bytes += serde_json::to_vec(t).map_or(0, |v| v.len());
+                let tool: Tool = serde_json::from_value(t.clone()).map_err(|e| {
+                    BackendError(format!(
+                        "listing tools failed: a tool the app listed is not valid: {e}"
+                    ))
+                })?;
+                if let Some(extra) = unmodelled(t) {
+                    fields.insert(tool.name.to_string(), extra);
+                }
+                tools.push(tool);
                 if let Some(why) = caps.listing_over(tools.len(), bytes, pages) {
                     return Err(BackendError(why));
                 }
             }
-            match page.next_cursor {
-                Some(c) => cursor = Some(c),
-                None => return Ok(tools),
+            match page.get("nextCursor").and_then(Value::as_str) {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return Ok((tools, fields)),
             }
         }
     }
 }
 
+/// The longest a listing waits for its new session's route (see [`ActorClient::route_soon`]).
+const ROUTE_WAIT: Duration = Duration::from_secs(1);
+
+/// The fields of a listed tool that rmcp's `Tool` does not model, if any.
+fn unmodelled(t: &Value) -> Option<serde_json::Map<String, Value>> {
+    const MODELLED: [&str; 8] = [
+        "name",
+        "title",
+        "description",
+        "inputSchema",
+        "outputSchema",
+        "annotations",
+        "icons",
+        "_meta",
+    ];
+    let extra: serde_json::Map<String, Value> = t
+        .as_object()?
+        .iter()
+        .filter(|(k, _)| !MODELLED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!extra.is_empty()).then_some(extra)
+}
+
 impl AppBackend for RemoteApp {
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
         Box::pin(async move {
-            let s = self
+            let open = self
                 .session(Purpose::List)
                 .await
-                .map_err(|e| self.or_sign_in(e))?
-                .service;
-            let r = match tokio::time::timeout(self.timeouts.list, self.list_capped(&s)).await {
+                .map_err(|e| self.or_sign_in(e))?;
+            let s = open.service.clone();
+            let r = match tokio::time::timeout(self.timeouts.list, self.list_capped(&open)).await {
                 Err(_) => Err(BackendError(format!(
                     "timed out listing tools ({})",
                     secs(self.timeouts.list)
                 ))),
                 Ok(Err(e)) => Err(e),
-                Ok(Ok(tools)) => {
+                Ok(Ok((tools, fields))) => {
                     let instructions = s.peer_info().and_then(|i| i.instructions.clone());
                     let mut l = Listing {
                         tools,
+                        fields,
                         instructions,
                         ..Listing::default()
                     };
@@ -334,7 +415,12 @@ impl AppBackend for RemoteApp {
         params: Value,
         ctx: &'a CallContext,
     ) -> BoxFuture<'a, Result<Value, BackendError>> {
-        Box::pin(self.content_request(req, params, ctx))
+        Box::pin(async move {
+            match req.is_task() {
+                true => self.task_request(req, params, ctx).await,
+                false => self.content_request(req, params, ctx).await,
+            }
+        })
     }
 
     fn roots_changed<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, ()> {

@@ -55,6 +55,19 @@ impl Relay {
         }
     }
 
+    /// The `tasks` capability the session declares (MCP 2025-11-25): the agent's, on its own
+    /// session; on the shared ones, every kind of task, so that the app lists every tool it
+    /// has (what it then asks there is refused in plain words).
+    pub(super) fn tasks(&self) -> Option<Value> {
+        match &self.agent {
+            Some(a) => a.capabilities().get("tasks").cloned(),
+            None => Some(json!({
+                "list": {}, "cancel": {},
+                "requests": {"sampling": {"createMessage": {}}, "elicitation": {"create": {}}},
+            })),
+        }
+    }
+
     fn send(&self, e: AppEvent) {
         if let Some(f) = &self.events {
             f(e);

@@ -154,7 +154,8 @@ impl RemoteApp {
             _ => Arc::new(AtomicBool::new(false)),
         };
         let reuse = matches!(p, Purpose::Call | Purpose::Agent).then(|| self.reuse.clone());
-        let http = ActorClient::new(too_big, reuse, self.oauth.clone());
+        let http =
+            ActorClient::new(too_big, reuse, self.oauth.clone()).declaring_tasks(relay.tasks());
         let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
         match tokio::time::timeout(self.timeouts.open, relay.serve(transport)).await {
             Err(_) => Err(BackendError(format!(

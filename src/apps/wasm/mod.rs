@@ -313,6 +313,7 @@ impl Inner {
             resources: content.resources,
             templates: content.templates,
             prompts: content.prompts,
+            fields: Default::default(),
         })
     }
 
@@ -589,6 +590,14 @@ impl AppBackend for WasmApp {
                         -32601,
                         format!("a WASM app does not answer {}", req.method()),
                     ));
+                }
+                // No tasks: its tools run within the call.
+                AppRequest::CallAsTask
+                | AppRequest::GetTask
+                | AppRequest::TaskResult
+                | AppRequest::ListTasks
+                | AppRequest::CancelTask => {
+                    return Ok(rpc_error(-32601, "a WASM app runs no tasks".to_string()));
                 }
             }
             let r = self

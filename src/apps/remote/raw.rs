@@ -1,0 +1,334 @@
+//! Requests posted to a remote app as the engine writes them, with their answers read as the
+//! app wrote them, on a session rmcp opened (its [`Route`]): for what rmcp's typed messages
+//! would reshape or drop. A tool listing's fields that rmcp does not model (`execution`, its
+//! `taskSupport`), and the tasks of protocol 2025-11-25 (a task-augmented `tools/call`, whose
+//! answer is a `CreateTaskResult`, and `tasks/get`, `tasks/result`, `tasks/list`,
+//! `tasks/cancel`). The answer is one JSON message or an SSE stream, each bounded; what the app
+//! sends on the stream before its answer is handled as during a call (see `direct.rs`).
+
+use super::direct::{Abandon, Events};
+use super::{ActorClient, BackendError, CallContext, ClientChannel, RemoteApp, Route, secs};
+use crate::apps::backend::AppRequest;
+use crate::apps::plain::{self, Peer};
+use futures_util::{Stream, StreamExt};
+use rmcp::model::NumberOrString;
+use serde_json::{Value, json};
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+/// An answer to a request posted raw.
+pub(super) enum Posted {
+    /// One JSON message.
+    Json(Value),
+    /// An SSE stream, read up to the answer.
+    Sse(Events),
+}
+
+/// Why a request posted raw got no answer.
+pub(super) enum RawError {
+    /// The app no longer knows the session (HTTP 404): nothing was done.
+    Expired,
+    /// The answer was over the bound: cut unread.
+    TooBig,
+    /// Anything else, in plain words.
+    Failed(String),
+}
+
+/// A byte stream cut with an error once it has carried more than `left` bytes.
+struct Bounded<S> {
+    inner: S,
+    left: usize,
+}
+
+#[derive(Debug)]
+struct TooBig(usize);
+
+/// What a cut answer's error says.
+pub(super) const TOO_BIG: &str = "the answer is over its bound";
+
+/// Whether `e` (or what caused it) is an answer cut at its bound.
+pub(super) fn too_big(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(e);
+    while let Some(e) = at {
+        if e.downcast_ref::<TooBig>().is_some() || e.to_string().contains(TOO_BIG) {
+            return true;
+        }
+        at = e.source();
+    }
+    false
+}
+
+impl std::fmt::Display for TooBig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{TOO_BIG} ({} bytes)", self.0)
+    }
+}
+
+impl std::error::Error for TooBig {}
+
+impl<S> Stream for Bounded<S>
+where
+    S: Stream<Item = Result<bytes::Bytes, reqwest::Error>> + Unpin,
+{
+    type Item = Result<bytes::Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.inner.poll_next_unpin(cx) {
+            Poll::Ready(Some(Ok(b))) => {
+                if b.len() > self.left {
+                    let max = self.left;
+                    self.left = 0;
+                    return Poll::Ready(Some(Err(std::io::Error::other(TooBig(max)))));
+                }
+                self.left -= b.len();
+                Poll::Ready(Some(Ok(b)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl ActorClient {
+    /// Posts `message` on `route` and answers what came back, at most `max` bytes of it.
+    pub(super) async fn post_raw(
+        &self,
+        url: &str,
+        route: &Route,
+        bearer: Option<&str>,
+        message: &Value,
+        max: usize,
+    ) -> Result<Posted, RawError> {
+        let mut req = self
+            .http()
+            .post(url)
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .json(message);
+        for (k, v) in &route.headers {
+            req = req.header(k, v);
+        }
+        if let Some(s) = &route.session {
+            req = req.header("mcp-session-id", s.as_ref());
+        }
+        if let Some(t) = bearer {
+            req = req.bearer_auth(t);
+        }
+        let r = req
+            .send()
+            .await
+            .map_err(|e| RawError::Failed(plain::error_words(url, Peer::App, &e)))?;
+        let status = r.status();
+        if status == reqwest::StatusCode::NOT_FOUND && route.session.is_some() {
+            return Err(RawError::Expired);
+        }
+        if matches!(status.as_u16(), 401 | 403) {
+            return Err(RawError::Failed(format!(
+                "{url} refused the engine's credentials (HTTP {status}): connect the app again"
+            )));
+        }
+        let kind = r
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if kind.starts_with("text/event-stream") && status.is_success() {
+            let body = Bounded {
+                inner: r.bytes_stream(),
+                left: max,
+            };
+            return Ok(Posted::Sse(
+                sse_stream::SseStream::from_bytes_stream(body).boxed(),
+            ));
+        }
+        if !kind.starts_with("application/json") {
+            return Err(RawError::Failed(format!(
+                "{url} answered HTTP {status} without a JSON-RPC message (is it an MCP server?)"
+            )));
+        }
+        if r.content_length().is_some_and(|n| n > max as u64) {
+            return Err(RawError::TooBig);
+        }
+        let mut body = Vec::new();
+        let mut bytes = r.bytes_stream();
+        while let Some(chunk) = bytes.next().await {
+            let chunk =
+                chunk.map_err(|e| RawError::Failed(plain::error_words(url, Peer::App, &e)))?;
+            if body.len() + chunk.len() > max {
+                return Err(RawError::TooBig);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&body)
+            .map(Posted::Json)
+            .map_err(|_| RawError::Failed(format!("{url} answered, but not with JSON-RPC")))
+    }
+}
+
+impl RemoteApp {
+    /// Sends one request (`method`, `params` as the engine writes them) on a session's route and
+    /// answers the app's answer as it wrote it: its `result`, or its JSON-RPC error as
+    /// `{"_meta": {RPC_ERROR_META: error}}`, whole. What the app asks during it goes to
+    /// `channel` (else it is refused); a caller that gives up (drops this future) has the app
+    /// told with `notifications/cancelled`.
+    pub(super) async fn post_request(
+        &self,
+        client: &ActorClient,
+        route: Route,
+        method: &str,
+        params: Value,
+        channel: Option<&dyn ClientChannel>,
+        max: usize,
+    ) -> Result<Value, RawError> {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = NumberOrString::String(format!("datanotes-{n}").into());
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let bearer = self
+            .bearer()
+            .await
+            .map_err(|e| RawError::Failed(self.or_sign_in(e).0))?;
+        let mut abandon = Abandon {
+            app: self,
+            client,
+            route,
+            id: id.clone(),
+            armed: true,
+        };
+        let route = &abandon.route;
+        let posted = client
+            .post_raw(&self.url, route, bearer.as_deref(), &message, max)
+            .await;
+        let answer = match posted {
+            Err(e) => {
+                abandon.armed = false;
+                return Err(e);
+            }
+            Ok(Posted::Json(v)) => v,
+            Ok(Posted::Sse(mut events)) => {
+                let data = self
+                    .read_answer(client, route, &mut events, &id, channel)
+                    .await
+                    .map_err(|why| match why.contains(TOO_BIG) {
+                        true => RawError::TooBig,
+                        false => RawError::Failed(why),
+                    })?;
+                serde_json::from_str(&data).map_err(|_| {
+                    RawError::Failed(format!("{} answered, but not with JSON-RPC", self.url))
+                })?
+            }
+        };
+        abandon.armed = false;
+        answer_of(answer, &id, method, &self.url)
+    }
+}
+
+impl RemoteApp {
+    /// A request of MCP's tasks ([`AppRequest::is_task`]) on the agent's own session with the
+    /// app (a task lives in the session that made it), posted raw: rmcp's types do not carry
+    /// the tasks of 2025-11-25. What the app asks meanwhile (the input a task needs, on
+    /// `tasks/result`) goes to the agent. Within the call timeout; given up when the caller
+    /// cancels (the app is told).
+    pub(super) async fn task_request(
+        &self,
+        req: AppRequest,
+        params: Value,
+        ctx: &CallContext,
+    ) -> Result<Value, BackendError> {
+        let what = req.method();
+        let open = self.for_call(ctx).await.map_err(|e| self.or_sign_in(e))?;
+        let version = open
+            .service
+            .peer_info()
+            .map(|i| i.protocol_version.to_string())
+            .unwrap_or_default();
+        let route = open.client.route_soon(&version, super::ROUTE_WAIT).await;
+        let Some(mut route) = route else {
+            return Ok(json!({"_meta": {crate::apps::backend::RPC_ERROR_META: {
+                "code": -32601,
+                "message": format!("{what}: the app speaks a protocol version without these tasks (the engine passes those of 2025-11-25)"),
+            }}}));
+        };
+        if req == AppRequest::CallAsTask {
+            let header = |v: &Option<String>| {
+                v.as_deref()
+                    .filter(|a| !a.is_empty())
+                    .and_then(|a| a.parse::<http::HeaderValue>().ok())
+            };
+            if let Some(a) = header(&ctx.actor) {
+                route
+                    .headers
+                    .insert(http::HeaderName::from_static("x-datanotes-actor"), a);
+            }
+            if let Some(c) = header(&ctx.caller) {
+                route
+                    .headers
+                    .insert(http::HeaderName::from_static("x-datanotes-caller"), c);
+            }
+        }
+        let channel = ctx
+            .client
+            .as_deref()
+            .or(ctx.agent.as_deref().map(|a| a as &dyn ClientChannel));
+        let max = super::content::MAX_ANSWER_BYTES;
+        let sent = self.post_request(&open.client, route, what, params, channel, max);
+        let limit = self.timeouts.call;
+        let r = tokio::select! {
+            r = tokio::time::timeout(limit, sent) => r,
+            _ = ctx.cancel.cancelled() => return Err(BackendError::cancelled()),
+        };
+        match r {
+            Err(_) => Err(BackendError(format!(
+                "timed out: {what} took more than {}",
+                secs(limit)
+            ))),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                if matches!(e, RawError::Expired) {
+                    self.forget_for(ctx).await;
+                }
+                Err(e.into_backend(what))
+            }
+        }
+    }
+}
+
+/// The `result` of a JSON-RPC answer to `id` (its error, whole, under `_meta`).
+fn answer_of(
+    mut answer: Value,
+    id: &NumberOrString,
+    method: &str,
+    url: &str,
+) -> Result<Value, RawError> {
+    if answer.get("id") != Some(&json!(id)) {
+        return Err(RawError::Failed(format!(
+            "{url} answered {method} with a message that is not its answer"
+        )));
+    }
+    if let Some(e) = answer.get_mut("error").map(Value::take) {
+        return Ok(json!({"_meta": {crate::apps::backend::RPC_ERROR_META: e}}));
+    }
+    match answer.get_mut("result").map(Value::take) {
+        Some(r @ Value::Object(_)) => Ok(r),
+        _ => Err(RawError::Failed(format!(
+            "{url} answered {method} without a result"
+        ))),
+    }
+}
+
+impl RawError {
+    /// As a backend's error.
+    pub(super) fn into_backend(self, what: &str) -> BackendError {
+        match self {
+            RawError::Expired => BackendError(format!(
+                "{what} failed: the app no longer knows this session (it restarted); try again"
+            )),
+            RawError::TooBig => BackendError(format!(
+                "{what} failed: the app's answer is over {} bytes",
+                super::content::MAX_ANSWER_BYTES
+            )),
+            RawError::Failed(why) => BackendError(format!("{what} failed: {why}")),
+        }
+    }
+}

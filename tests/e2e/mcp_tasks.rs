@@ -1,0 +1,261 @@
+//! MCP's tasks (protocol 2025-11-25) through `/mcp`, with two small remote apps written here
+//! (`kit/fake_app.rs`) that run one tool as a task each and give their tasks the same id:
+//! - a tool's `execution` (its `taskSupport`) is listed as the app wrote it;
+//! - the door declares `tasks`, and the client's own `tasks` capability reaches the app;
+//! - a task-augmented call reaches the app with its `task` and answers the app's
+//!   `CreateTaskResult` as it wrote it (integers stay integers);
+//! - `tasks/get`, `tasks/result` (its URIs named), `tasks/list` and `tasks/cancel` go to the app
+//!   that made the task, on the agent's own session with it;
+//! - refused, and nothing reaches an app: a task id this session never got (or another
+//!   session's), a task call of a tool that runs none (an app's, an operation), and a second app
+//!   that answers with the id of the first one's task.
+
+use crate::kit::*;
+use crate::mcp::RawSession;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+
+/// What the client declares: it may run sampling and elicitation as tasks.
+fn client_tasks() -> Value {
+    json!({"list": {}, "cancel": {}, "requests": {"sampling": {"createMessage": {}}}})
+}
+
+/// A task as the apps write it (`ttl` an integer).
+fn task(id: &str, status: &str) -> Value {
+    json!({"taskId": id, "status": status, "createdAt": "2026-12-04T10:00:00Z",
+           "lastUpdatedAt": "2026-12-04T10:00:01Z", "ttl": 60000, "pollInterval": 1000})
+}
+
+/// An app that runs `<name>_research` as a task (always `task-1`), notes every message.
+struct TaskApp {
+    name: &'static str,
+    seen: Mutex<Vec<Value>>,
+}
+
+impl TaskApp {
+    async fn post(self: Arc<Self>, v: Value) -> Response {
+        self.seen.lock().unwrap().push(v.clone());
+        let id = v["id"].clone();
+        let Some(method) = v["method"].as_str() else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        if id.is_null() {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        let p = &v["params"];
+        match method {
+            "initialize" => fake_app::initialized(
+                &id,
+                self.name,
+                json!({"tools": {}, "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}}),
+                &format!("session-of-{}", self.name),
+            ),
+            "tools/list" => fake_app::rpc(
+                &id,
+                json!({"tools": [
+                    {"name": format!("{}_research", self.name), "inputSchema": {"type": "object"},
+                     "execution": {"taskSupport": "required"}},
+                    {"name": format!("{}_plain", self.name), "inputSchema": {"type": "object"}},
+                ]}),
+            ),
+            "tools/call" if p["task"].is_object() => {
+                fake_app::rpc(&id, json!({"task": task("task-1", "working")}))
+            }
+            "tools/call" => {
+                fake_app::rpc(&id, json!({"content": [{"type": "text", "text": "plain"}]}))
+            }
+            "tasks/get" => {
+                fake_app::rpc(&id, task(p["taskId"].as_str().unwrap_or(""), "completed"))
+            }
+            "tasks/cancel" => {
+                fake_app::rpc(&id, task(p["taskId"].as_str().unwrap_or(""), "cancelled"))
+            }
+            "tasks/list" => fake_app::rpc(
+                &id,
+                json!({"tasks": [task("task-1", "completed"), task("of-another-session", "working")]}),
+            ),
+            "tasks/result" => fake_app::rpc(
+                &id,
+                json!({"content": [{"type": "resource_link", "uri": "file:///report.md", "name": "report"}],
+                       "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "task-1"}}}),
+            ),
+            _ => fake_app::rpc_error(&id, -32601, "method not found", None),
+        }
+    }
+
+    fn received(&self, method: &str) -> Vec<Value> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .filter(|m| m["method"] == method)
+            .cloned()
+            .collect()
+    }
+}
+
+fn serve(rt: &tokio::runtime::Runtime, name: &'static str) -> (Arc<TaskApp>, String) {
+    let app = Arc::new(TaskApp {
+        name,
+        seen: Mutex::default(),
+    });
+    let a = app.clone();
+    let post: fake_app::Post = Arc::new(move |v| Box::pin(a.clone().post(v)));
+    (app, fake_app::serve(rt, post, None))
+}
+
+#[test]
+fn tasks_pass_through_to_the_app_that_made_them() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    let (alpha, url) = serve(&rt, "alpha");
+    create_app(&s, json!({"name": "alpha", "mcp_url": url}));
+
+    let raw = RawSession::open_with(&s, json!({"tasks": client_tasks()}), "2025-11-25");
+    // The door declares the tasks it serves.
+    assert_eq!(
+        raw.initialized["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"],
+        json!({}),
+        "{}",
+        raw.initialized
+    );
+    // Each tool's execution, as the app listed it.
+    let mut tools = json!(null);
+    eventually("alpha's tools are listed", || {
+        tools = raw.ask(2, "tools/list", json!({}))["result"]["tools"].clone();
+        tools
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "alpha_research"))
+    });
+    let tool = |n: &str| {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        tool("alpha_research")["execution"],
+        json!({"taskSupport": "required"})
+    );
+    assert!(tool("alpha_plain").get("execution").is_none());
+
+    // A task-augmented call: the app gets its task, the client the app's answer as written.
+    let r = raw.ask(
+        3,
+        "tools/call",
+        json!({"name": "alpha_research", "arguments": {}, "task": {"ttl": 60000}}),
+    );
+    assert_eq!(
+        r["result"],
+        json!({"task": task("task-1", "working")}),
+        "{r}"
+    );
+    let calls = alpha.received("tools/call");
+    assert_eq!(
+        calls.last().unwrap()["params"]["task"],
+        json!({"ttl": 60000})
+    );
+    // The call went on the agent's own session with the app, opened with its tasks.
+    let inits = alpha.received("initialize");
+    assert!(
+        inits
+            .iter()
+            .any(|i| i["params"]["capabilities"]["tasks"] == client_tasks()),
+        "the client's tasks reach the app: {inits:?}"
+    );
+
+    let r = raw.ask(4, "tasks/get", json!({"taskId": "task-1"}));
+    assert_eq!(r["result"], task("task-1", "completed"), "{r}");
+    let r = raw.ask(5, "tasks/result", json!({"taskId": "task-1"}));
+    assert_eq!(
+        r["result"]["content"][0]["uri"], "file://alpha//report.md",
+        "the result's URIs are named for the app: {r}"
+    );
+    assert_eq!(
+        r["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        "task-1"
+    );
+    // Only this session's tasks are listed.
+    let r = raw.ask(6, "tasks/list", json!({}));
+    assert_eq!(
+        r["result"],
+        json!({"tasks": [task("task-1", "completed")]}),
+        "{r}"
+    );
+    let r = raw.ask(7, "tasks/cancel", json!({"taskId": "task-1"}));
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+
+    // Refused, and nothing reaches the app.
+    let asked = alpha.seen.lock().unwrap().len();
+    let r = raw.ask(8, "tasks/get", json!({"taskId": "never-made"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("no task"),
+        "{r}"
+    );
+    let r = raw.ask(9, "tasks/result", json!({}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    for (i, tool) in ["alpha_plain", "list_tables"].iter().enumerate() {
+        let r = raw.ask(
+            10 + i as u64,
+            "tools/call",
+            json!({"name": tool, "arguments": {}, "task": {"ttl": 1000}}),
+        );
+        assert_eq!(r["error"]["code"], -32601, "{tool}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("does not run as a task"),
+            "{r}"
+        );
+    }
+    let other = RawSession::open_with(&s, json!({"tasks": client_tasks()}), "2025-11-25");
+    let r = other.ask(2, "tasks/get", json!({"taskId": "task-1"}));
+    assert_eq!(r["error"]["code"], -32602, "another session's task: {r}");
+    assert_eq!(
+        alpha.seen.lock().unwrap().len(),
+        asked,
+        "nothing reached the app"
+    );
+
+    // A second app whose task has the first one's id: refused on this session.
+    let (beta, url) = serve(&rt, "beta");
+    create_app(&s, json!({"name": "beta", "mcp_url": url}));
+    eventually("beta's tools are listed", || {
+        raw.ask(20, "tools/list", json!({}))["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "beta_research"))
+    });
+    let r = raw.ask(
+        21,
+        "tools/call",
+        json!({"name": "beta_research", "arguments": {}, "task": {"ttl": 60000}}),
+    );
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("another app's task"),
+        "{r}"
+    );
+    assert_eq!(beta.received("tools/call").len(), 1);
+    // The first app's task is still the first app's.
+    let before = beta.seen.lock().unwrap().len();
+    let r = raw.ask(22, "tasks/get", json!({"taskId": "task-1"}));
+    assert_eq!(r["result"]["taskId"], "task-1", "{r}");
+    assert_eq!(beta.seen.lock().unwrap().len(), before);
+    // A session that made its task with beta gets beta's.
+    let r = other.ask(
+        3,
+        "tools/call",
+        json!({"name": "beta_research", "arguments": {}, "task": {"ttl": 60000}}),
+    );
+    assert_eq!(r["result"]["task"]["taskId"], "task-1", "{r}");
+    let r = other.ask(4, "tasks/get", json!({"taskId": "task-1"}));
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    assert_eq!(beta.received("tasks/get").len(), 1);
+}
