@@ -42,15 +42,9 @@ impl Door {
         let server = &self.mcp.server;
         if tasks::is_task(&msg) {
             let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
-            let cancel = CancellationToken::new();
-            let key = rpc_id.to_string();
-            session
-                .inflight
-                .lock()
-                .unwrap()
-                .insert(key.clone(), cancel.clone());
-            let r = tasks::serve(server, &ctx, &session, &msg, cancel).await;
-            session.inflight.lock().unwrap().remove(&key);
+            let flight = InFlight::new(&session, rpc_id);
+            let r = tasks::serve(server, &ctx, &session, &msg, flight.cancel.clone()).await;
+            drop(flight);
             let answer = match r {
                 Ok(r) => json!({"jsonrpc": "2.0", "id": rpc_id, "result": r}),
                 Err(e) => json!({"jsonrpc": "2.0", "id": rpc_id, "error": e}),
@@ -94,16 +88,11 @@ impl Door {
                     Some(_) => return None,
                 };
                 let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
-                let cancel = CancellationToken::new();
-                let key = rpc_id.to_string();
-                session
-                    .inflight
-                    .lock()
-                    .unwrap()
-                    .insert(key.clone(), cancel.clone());
+                let flight = InFlight::new(&session, rpc_id);
+                let cancel = flight.cancel.clone();
                 let agent = Some(session.clone() as Arc<dyn AgentChannel>);
                 let result = calls::serve_call(server, ctx, tool, args, None, cancel, agent).await;
-                session.inflight.lock().unwrap().remove(&key);
+                drop(flight);
                 let result = match result {
                     Ok(r) => r,
                     Err(e) => {
@@ -156,6 +145,36 @@ impl Door {
             .manager
             .accept_message(&id.to_string().into(), msg)
             .await;
+    }
+}
+
+/// A request of the lean path in flight: what a `notifications/cancelled` for its JSON-RPC id
+/// cancels, registered until it is dropped.
+struct InFlight<'a> {
+    session: &'a Session,
+    key: String,
+    cancel: CancellationToken,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(session: &'a Session, rpc_id: &Value) -> InFlight<'a> {
+        let (key, cancel) = (rpc_id.to_string(), CancellationToken::new());
+        session
+            .inflight
+            .lock()
+            .unwrap()
+            .insert(key.clone(), cancel.clone());
+        InFlight {
+            session,
+            key,
+            cancel,
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.session.inflight.lock().unwrap().remove(&self.key);
     }
 }
 

@@ -257,23 +257,10 @@ impl Aggregator {
             .map(|s| s.backend.clone())
     }
 
-    /// Asks an app, for a caller: its answer, or that it is not reachable.
-    async fn ask(
-        &self,
-        app: &str,
-        backend: &dyn AppBackend,
-        req: AppRequest,
-        params: Value,
-        ctx: &Ctx,
-        agent: Agent<'_>,
-    ) -> Result<Value> {
-        self.ask_with(app, backend, req, params, ctx, agent, Default::default())
-            .await
-    }
-
-    /// [`Self::ask`], given up (the app told) once `cancel` is cancelled.
+    /// Asks an app, for a caller: its answer, or that it is not reachable; given up (the app
+    /// told) once `cancel` is cancelled.
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn ask_with(
+    pub(super) async fn ask(
         &self,
         app: &str,
         backend: &dyn AppBackend,
@@ -331,6 +318,7 @@ impl Aggregator {
                 params,
                 ctx,
                 agent,
+                Default::default(),
             )
             .await?;
         resources::name_uris(&app, &mut r);
@@ -367,7 +355,15 @@ impl Aggregator {
             params["arguments"] = arguments;
         }
         let mut r = self
-            .ask(&app, &*backend, AppRequest::GetPrompt, params, ctx, agent)
+            .ask(
+                &app,
+                &*backend,
+                AppRequest::GetPrompt,
+                params,
+                ctx,
+                agent,
+                Default::default(),
+            )
             .await?;
         resources::name_uris(&app, &mut r);
         Ok(r)
@@ -426,8 +422,16 @@ impl Aggregator {
         let backend = self
             .backend_of(&app)
             .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
-        self.ask(&app, &*backend, AppRequest::Complete, params, ctx, agent)
-            .await
+        self.ask(
+            &app,
+            &*backend,
+            AppRequest::Complete,
+            params,
+            ctx,
+            agent,
+            Default::default(),
+        )
+        .await
     }
 
     /// `resources/subscribe` (`on`) or `resources/unsubscribe` of an app's resource: passed to
@@ -445,8 +449,16 @@ impl Aggregator {
         } else {
             AppRequest::Unsubscribe
         };
-        self.ask(&app, &*backend, req, json!({"uri": own}), ctx, agent)
-            .await
-            .map(|_| ())
+        self.ask(
+            &app,
+            &*backend,
+            req,
+            json!({"uri": own}),
+            ctx,
+            agent,
+            Default::default(),
+        )
+        .await
+        .map(|_| ())
     }
 }

@@ -64,7 +64,7 @@ impl Aggregator {
             .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
         let req = AppRequest::CallAsTask;
         let mut r = self
-            .ask_with(&app, &*backend, req, params, ctx, agent, cancel)
+            .ask(&app, &*backend, req, params, ctx, agent, cancel)
             .await?;
         if r.get("task").is_none() {
             structured_as_object(&mut r);
@@ -93,7 +93,7 @@ impl Aggregator {
             .backend_of(app)
             .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
         let mut r = self
-            .ask_with(app, &*backend, req, params, ctx, agent, cancel)
+            .ask(app, &*backend, req, params, ctx, agent, cancel)
             .await?;
         if req == AppRequest::TaskResult {
             structured_as_object(&mut r);

@@ -124,13 +124,7 @@ impl RemoteApp {
         let mut headers = route.headers.clone();
         // Until the answer is read: a caller that gives up (cancels, or hangs up) drops this
         // future, and the app is told.
-        let mut abandon = Abandon {
-            app: self,
-            client,
-            route,
-            id: id.clone(),
-            armed: true,
-        };
+        let mut abandon = Abandon::new(self, client, route, &id);
         let route = &abandon.route;
         if let Some(a) = who.0 {
             headers.insert(HeaderName::from_static("x-datanotes-actor"), a);
@@ -253,12 +247,13 @@ impl RemoteApp {
                 if ev.retry.is_some() {
                     retry = ev.retry;
                 }
-                let Some(data) = ev.data.as_deref().filter(|d| !d.trim().is_empty()) else {
+                let Some(owned) = ev.data.filter(|d| !d.trim().is_empty()) else {
                     continue;
                 };
-                if answers(data, id) {
-                    return Ok(data.to_string());
+                if answers(&owned, id) {
+                    return Ok(owned);
                 }
+                let data = owned.as_str();
                 let msg = match serde_json::from_str::<ServerJsonRpcMessage>(data) {
                     Ok(m) => m,
                     // A request whose parameters rmcp's types do not read (a newer schema):
@@ -397,11 +392,29 @@ impl RemoteApp {
 /// it, or hung up), it tells the app with `notifications/cancelled` for the call's request, so
 /// that the app stops working on it. Posting that waits for nothing on the caller's path.
 pub(super) struct Abandon<'a> {
-    pub(super) app: &'a RemoteApp,
-    pub(super) client: &'a ActorClient,
+    app: &'a RemoteApp,
+    client: &'a ActorClient,
     pub(super) route: Route,
-    pub(super) id: NumberOrString,
+    id: NumberOrString,
     pub(super) armed: bool,
+}
+
+impl<'a> Abandon<'a> {
+    /// Armed for the request `id` posted on `route`.
+    pub(super) fn new(
+        app: &'a RemoteApp,
+        client: &'a ActorClient,
+        route: Route,
+        id: &NumberOrString,
+    ) -> Abandon<'a> {
+        Abandon {
+            app,
+            client,
+            route,
+            id: id.clone(),
+            armed: true,
+        }
+    }
 }
 
 impl Drop for Abandon<'_> {

@@ -189,13 +189,7 @@ impl RemoteApp {
             .bearer()
             .await
             .map_err(|e| RawError::Failed(self.or_sign_in(e).0))?;
-        let mut abandon = Abandon {
-            app: self,
-            client,
-            route,
-            id: id.clone(),
-            armed: true,
-        };
+        let mut abandon = Abandon::new(self, client, route, &id);
         let route = &abandon.route;
         let posted = client
             .post_raw(&self.url, route, bearer.as_deref(), &message, max)
