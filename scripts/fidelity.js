@@ -94,8 +94,8 @@ const EXPECTED = {
 
 // Per client (the names given in PYTHONS by scripts/fidelity), what differs from the above.
 // python-2 speaks 2026-07-28 through /mcp and 2025-11-25 directly (the app knows no newer).
-const NO_RESULT_TYPE =
-  "a 2026-07-28 client takes no request from a server (input requests come back as multi round-trip results); the engine does not turn the app's request into one yet, and answers the app that the client cannot answer it (item 6: to do)";
+const ROOTS_AT_OPEN =
+  "the app asks for the client's roots when its session opens, outside any call, and a 2026-07-28 client can be asked something only as an input request within a request of its own (the engine turns an app's requests during a call into those): cannot be equal";
 const EXPECTED_FOR = {
   "python-1": {
     // The Python SDK declares no tasks.
@@ -111,14 +111,17 @@ const EXPECTED_FOR = {
       expected: "differs",
       why: `${EVERY_CAPABILITY}; and at 2026-07-28 each tool's \`execution\` is not passed on: rmcp (3.11) serves that version with its own tool type, which has no such field (that version's tasks are an extension, SEP-2663, where the server decides)`,
     },
-    "sampling (trigger-sampling-request)": { expected: "differs", why: NO_RESULT_TYPE },
-    "elicitation, form (trigger-elicitation-request)": { expected: "differs", why: NO_RESULT_TYPE },
-    "elicitation, URL (trigger-url-elicitation)": { expected: "differs", why: NO_RESULT_TYPE },
-    "elicitation, URL, error -32042 (trigger-url-elicitation)": { expected: "differs", why: NO_RESULT_TYPE },
-    "roots (get-roots-list)": { expected: "differs", why: NO_RESULT_TYPE },
+    "sampling (trigger-sampling-request)": {
+      expected: "differs",
+      why: "the request reaches the client as an input request (multi round-trip), written by rmcp (3.11), whose type holds `temperature` as a 32-bit float: 0.7 arrives as 0.699999988",
+    },
+    // As input requests, written from the app's own (no progress token added).
+    "elicitation, form (trigger-elicitation-request)": { expected: "equal" },
+    "elicitation, URL (trigger-url-elicitation)": { expected: "equal" },
+    "roots (get-roots-list)": { expected: "differs", why: ROOTS_AT_OPEN },
     "roots: notifications/roots/list_changed": {
       expected: "differs",
-      why: `${NO_RESULT_TYPE}; and 2026-07-28 has no \`roots/list_changed\` (the SDK sends it, deprecated)`,
+      why: `${ROOTS_AT_OPEN}; and 2026-07-28 has no \`roots/list_changed\` (the SDK sends it, deprecated)`,
     },
     "logging: setLevel and a tool's messages": {
       expected: "differs",

@@ -186,6 +186,13 @@ fn operation_tools() -> Vec<Tool> {
 }
 
 impl Aggregator {
+    /// How long an app's call may take.
+    pub fn call_timeout(&self) -> Duration {
+        self.timeouts.call
+    }
+}
+
+impl Aggregator {
     /// Starts the aggregator over the registry: last known tools listed at once, apps probed in the background.
     pub fn new(
         engine: Arc<Engine>,

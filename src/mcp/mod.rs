@@ -27,6 +27,7 @@ mod content;
 pub mod hosts;
 mod lean;
 mod listen;
+mod rounds;
 mod sessions;
 pub mod stdio;
 mod tasks;
@@ -150,6 +151,18 @@ impl Sessions {
 pub(crate) struct Mcp {
     server: Shared,
     sessions: Arc<Sessions>,
+    /// The calls of 2026-07-28 clients waiting for their input (`rounds.rs`).
+    rounds: Arc<rounds::Rounds>,
+}
+
+/// Whether the request is of a protocol version that takes input requests as multi round-trip
+/// results (2026-07-28 and later) rather than as requests from the server.
+fn rounds_era(rc: &RequestContext<RoleServer>) -> bool {
+    rc.extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.headers.get("mcp-protocol-version"))
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= "2026-07-28")
 }
 
 impl Mcp {
@@ -319,9 +332,30 @@ impl ServerHandler for Mcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let ctx = self.ctx(&rc)?;
         let args = Value::Object(req.arguments.unwrap_or_default());
-        let client = self.channel(&rc);
         let name = req.name.to_string();
         let agent = self.session_of(&rc).map(|s| s as Arc<dyn AgentChannel>);
+        // A client of 2026-07-28 (no session) takes the app's requests as input requests.
+        if agent.is_none() && rounds_era(&rc) {
+            let responses = req.input_responses.as_ref();
+            let limit = self.server.agg.call_timeout();
+            let client = self.channel(&rc);
+            let state = req.request_state;
+            return self
+                .rounds
+                .serve(
+                    &self.server,
+                    ctx,
+                    name,
+                    args,
+                    state,
+                    responses,
+                    limit,
+                    client,
+                    rc.ct.clone(),
+                )
+                .await;
+        }
+        let client = self.channel(&rc);
         let cancel = rc.ct.clone();
         let result = calls::serve_call(&self.server, ctx, name, args, client, cancel, agent).await;
         Ok(result?.into())
@@ -640,6 +674,7 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
     let mcp = Mcp {
         server: server.clone(),
         sessions: sessions.clone(),
+        rounds: Default::default(),
     };
     // Host and Origin are checked by `hosts`, first, for the lean path and rmcp's alike.
     let config = StreamableHttpServerConfig::default().disable_allowed_hosts();

@@ -34,6 +34,7 @@ mod mcp_cancel;
 mod mcp_hostile_content;
 mod mcp_relay;
 mod mcp_resources;
+mod mcp_rounds;
 mod mcp_tasks;
 mod oauth;
 mod plain_words;

@@ -1,0 +1,241 @@
+//! An app's requests to a client of protocol 2026-07-28, turned into that version's multi
+//! round-trip requests (SEP-2322). Such a client takes no request from a server: when an app
+//! asks something during a call (`sampling/createMessage`, `elicitation/create`, `roots/list`,
+//! sent as the earlier versions do), the call's answer is an `InputRequiredResult` naming the
+//! request and carrying a `requestState`; the client answers it and calls again with its
+//! `inputResponses` and that state, and the answer goes to the app, whose call has gone on
+//! waiting for it. The call runs on in its own task meanwhile ([`Rounds`] keeps it, under an
+//! unguessable state given to the caller that made it), for at most the call timeout; one whose
+//! client never comes back is cancelled (the app told) when it runs out.
+
+use super::{Shared, calls};
+use crate::apps::backend::{ClientChannel, ClientRefusal};
+use crate::ops::Ctx;
+use futures_util::future::BoxFuture;
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResponse, CallToolResult, InputRequiredResult};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// The most calls waiting for their clients' input at once: beyond it, the oldest is
+/// cancelled.
+const MAX_WAITING: usize = 256;
+
+/// A request of the app, waiting for the client's answer.
+struct Ask {
+    method: String,
+    params: Value,
+    answer: oneshot::Sender<Result<Value, ClientRefusal>>,
+}
+
+/// The caller's side of a call made for a 2026-07-28 client: the app's requests go to the
+/// call's driver ([`Rounds::drive`]), which gives them to the client as input requests; its
+/// notifications (progress) to the channel of the request that started the call, if any.
+struct Bridge(mpsc::Sender<Ask>, Option<Arc<dyn ClientChannel>>);
+
+impl ClientChannel for Bridge {
+    fn wants_progress(&self) -> bool {
+        self.1.as_ref().is_some_and(|c| c.wants_progress())
+    }
+
+    fn notify<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, ()> {
+        match &self.1 {
+            Some(c) => c.notify(method, params),
+            None => Box::pin(async {}),
+        }
+    }
+
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
+        Box::pin(async move {
+            if !matches!(
+                method,
+                "sampling/createMessage" | "elicitation/create" | "roots/list"
+            ) {
+                return Err(ClientRefusal::undeclared(method));
+            }
+            let (answer, got) = oneshot::channel();
+            let ask = Ask {
+                method: method.to_string(),
+                params,
+                answer,
+            };
+            if self.0.send(ask).await.is_err() {
+                return Err(gone(method));
+            }
+            got.await.unwrap_or_else(|_| Err(gone(method)))
+        })
+    }
+}
+
+fn gone(method: &str) -> ClientRefusal {
+    ClientRefusal {
+        code: -32603,
+        message: format!("the client of this call did not answer {method}: it went away"),
+        data: None,
+    }
+}
+
+/// A call waiting for its client to answer an input request.
+struct Waiting {
+    /// The calling token's name: only its caller may go on with it.
+    caller: String,
+    call: Running,
+    /// The key of the request asked, and where its answer goes.
+    asked: (String, oneshot::Sender<Result<Value, ClientRefusal>>),
+    until: tokio::time::Instant,
+}
+
+/// A call running in its own task, and the app's requests it makes.
+struct Running {
+    task: tokio::task::JoinHandle<Result<CallToolResult, ErrorData>>,
+    asks: mpsc::Receiver<Ask>,
+    cancel: CancellationToken,
+}
+
+/// The calls waiting for input, by `requestState`.
+#[derive(Default)]
+pub(super) struct Rounds(Mutex<HashMap<String, Waiting>>);
+
+impl Rounds {
+    /// Starts a call for a 2026-07-28 client (`client`: the channel of its request, for the
+    /// app's progress), or goes on with the one `state` names, given the client's
+    /// `responses`; answers the call's result or its next input request.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn serve(
+        &self,
+        server: &Shared,
+        ctx: Ctx,
+        tool: String,
+        args: Value,
+        state: Option<String>,
+        responses: Option<&rmcp::model::InputResponses>,
+        limit: Duration,
+        client: Option<Arc<dyn ClientChannel>>,
+        given_up: CancellationToken,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = ctx.caller.token_name();
+        let call = match state {
+            None => {
+                let (tx, asks) = mpsc::channel(4);
+                let cancel = CancellationToken::new();
+                let bridge: Arc<dyn ClientChannel> = Arc::new(Bridge(tx, client));
+                let (server, c) = (server.clone(), cancel.clone());
+                let task = tokio::spawn(async move {
+                    calls::serve_call(&server, ctx, tool, args, Some(bridge), c, None).await
+                });
+                Running { task, asks, cancel }
+            }
+            Some(state) => {
+                let w = self.0.lock().unwrap().remove(&state);
+                let Some(w) = w.filter(|w| w.caller == caller) else {
+                    return Err(ErrorData::invalid_params(
+                        "requestState names no call waiting for input (it ended, ran out of time, or is another caller's): call the tool again without it",
+                        None,
+                    ));
+                };
+                let (key, answer) = w.asked;
+                let given = responses.and_then(|r| r.get(&key)).cloned();
+                let _ = answer.send(given.ok_or_else(|| ClientRefusal {
+                    code: -32602,
+                    message: format!("the client gave no answer to the input request {key}"),
+                    data: None,
+                }));
+                w.call
+            }
+        };
+        self.drive(call, caller, limit, given_up).await
+    }
+
+    /// Waits for the call's result or its next request of the client (an input request, the
+    /// call kept for the client's next round).
+    async fn drive(
+        &self,
+        mut call: Running,
+        caller: String,
+        limit: Duration,
+        given_up: CancellationToken,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ask = tokio::select! {
+            // The client gave up on this round: the call is cancelled (the app told).
+            _ = given_up.cancelled() => {
+                call.cancel.cancel();
+                return Err(ErrorData::internal_error("the call was cancelled", None));
+            }
+            r = &mut call.task => {
+                return match r {
+                    Ok(r) => r.map(CallToolResponse::Complete),
+                    Err(_) => Err(ErrorData::internal_error("the call stopped", None)),
+                };
+            }
+            ask = call.asks.recv() => ask,
+        };
+        let Some(ask) = ask else {
+            // The call let go of its channel: its result comes next.
+            return match call.task.await {
+                Ok(r) => r.map(CallToolResponse::Complete),
+                Err(_) => Err(ErrorData::internal_error("the call stopped", None)),
+            };
+        };
+        let request = json!({"method": ask.method, "params": ask.params});
+        let key = format!("{}-{}", ask.method.replace('/', "-"), token(4));
+        let requests = match serde_json::from_value(json!({ key.clone(): request })) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = ask.answer.send(Err(ClientRefusal {
+                    code: -32602,
+                    message: format!("{} cannot be passed to the client: {e}", ask.method),
+                    data: None,
+                }));
+                return Box::pin(self.drive(call, caller, limit, given_up)).await;
+            }
+        };
+        let state = token(16);
+        let result = InputRequiredResult::new(Some(requests), Some(state.clone()));
+        let mut all = self.0.lock().unwrap();
+        let now = tokio::time::Instant::now();
+        all.retain(|_, w| {
+            let keep = w.until > now;
+            if !keep {
+                w.call.cancel.cancel();
+            }
+            keep
+        });
+        while all.len() >= MAX_WAITING {
+            let Some(oldest) = all
+                .iter()
+                .min_by_key(|(_, w)| w.until)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some(w) = all.remove(&oldest) {
+                w.call.cancel.cancel();
+            }
+        }
+        all.insert(
+            state,
+            Waiting {
+                caller,
+                call,
+                asked: (key, ask.answer),
+                until: now + limit,
+            },
+        );
+        Ok(CallToolResponse::InputRequired(result))
+    }
+}
+
+/// `n` random bytes as hex.
+fn token(n: usize) -> String {
+    (0..n)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect()
+}

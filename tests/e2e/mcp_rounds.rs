@@ -1,0 +1,155 @@
+//! An app's request during a call, for a client of protocol 2026-07-28 (which takes no request
+//! from a server): the call answers an input request (multi round-trip, `InputRequiredResult`)
+//! with a `requestState`; the client's answer, sent with its next call, reaches the app, whose
+//! call went on waiting, and the result is the app's. A `requestState` that names nothing (made
+//! up, or used twice) is refused, and no call reaches the app.
+
+use crate::kit::*;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// An app whose tool `asker_name` asks its caller for a name (`elicitation/create`, on the
+/// call's stream) and answers with it.
+#[derive(Default)]
+struct Asker {
+    pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    calls: Mutex<usize>,
+}
+
+impl Asker {
+    async fn post(self: Arc<Self>, v: Value) -> Response {
+        let id = v["id"].clone();
+        let Some(method) = v["method"].as_str() else {
+            if let Some(tx) = self
+                .pending
+                .lock()
+                .unwrap()
+                .remove(id.as_str().unwrap_or(""))
+            {
+                let _ = tx.send(v);
+            }
+            return StatusCode::ACCEPTED.into_response();
+        };
+        match method {
+            "initialize" => {
+                fake_app::initialized(&id, "asker", json!({"tools": {}}), "asker-session")
+            }
+            "tools/list" => fake_app::rpc(
+                &id,
+                json!({"tools": [{"name": "asker_name", "inputSchema": {"type": "object"}}]}),
+            ),
+            "tools/call" => {
+                *self.calls.lock().unwrap() += 1;
+                let (tx, rx) = oneshot::channel();
+                self.pending.lock().unwrap().insert("ask-1".into(), tx);
+                let ask = json!({"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create",
+                                 "params": {"message": "your name?", "requestedSchema": {"type": "object",
+                                 "properties": {"name": {"type": "string"}}}}});
+                let stream = futures_util::stream::once(async move { ask.to_string() }).chain(
+                    futures_util::stream::once(async move {
+                        let answer = rx.await.unwrap_or(Value::Null);
+                        let name = answer["result"]["content"]["name"].as_str().unwrap_or("?");
+                        json!({"jsonrpc": "2.0", "id": id, "result": {"content": [
+                            {"type": "text", "text": format!("hello {name}")}]}})
+                        .to_string()
+                    }),
+                );
+                fake_app::sse(stream)
+            }
+            _ => StatusCode::ACCEPTED.into_response(),
+        }
+    }
+}
+
+use futures_util::StreamExt;
+
+/// A stateless request of protocol 2026-07-28 to `/mcp`: its JSON-RPC answer.
+fn ask(s: &Server, id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "rounds-test", "version": "1.0.0"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    });
+    let name = params["name"].as_str().unwrap_or("").to_string();
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/mcp", s.url))
+        .bearer_auth(&s.token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .send()
+        .unwrap();
+    crate::mcp::answer_of(r)
+}
+
+#[test]
+fn an_apps_request_reaches_a_2026_client_as_an_input_request() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    let app = Arc::new(Asker::default());
+    let a = app.clone();
+    let post: fake_app::Post = Arc::new(move |v| Box::pin(a.clone().post(v)));
+    let url = fake_app::serve(&rt, post, None);
+    create_app(&s, json!({"name": "asker", "mcp_url": url}));
+    eventually("asker's tool is listed", || {
+        s.ok_route("apps/get", json!({"name": "asker"}))["app"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    });
+
+    let r = ask(
+        &s,
+        1,
+        "tools/call",
+        json!({"name": "asker_name", "arguments": {}}),
+    );
+    let result = &r["result"];
+    assert_eq!(result["resultType"], "input_required", "{r}");
+    let requests = result["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{r}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create", "{r}");
+    assert_eq!(request["params"]["message"], "your name?", "{r}");
+    let state = result["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_string();
+
+    // A state that names nothing: refused, and nothing reaches the app.
+    let r = ask(
+        &s,
+        2,
+        "tools/call",
+        json!({"name": "asker_name", "arguments": {}, "requestState": "made-up",
+               "inputResponses": {key: {"action": "accept", "content": {"name": "Eve"}}}}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(*app.calls.lock().unwrap(), 1);
+
+    // The answer goes to the app, whose call went on: its result.
+    let r = ask(
+        &s,
+        3,
+        "tools/call",
+        json!({"name": "asker_name", "arguments": {}, "requestState": state,
+               "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "hello Ada", "{r}");
+    assert_eq!(*app.calls.lock().unwrap(), 1, "the call was made once");
+
+    // The same state again names nothing.
+    let r = ask(
+        &s,
+        4,
+        "tools/call",
+        json!({"name": "asker_name", "arguments": {}, "requestState": state,
+               "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}}}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
