@@ -155,16 +155,6 @@ pub(crate) struct Mcp {
     rounds: Arc<rounds::Rounds>,
 }
 
-/// Whether the request is of a protocol version that takes input requests as multi round-trip
-/// results (2026-07-28 and later) rather than as requests from the server.
-fn rounds_era(rc: &RequestContext<RoleServer>) -> bool {
-    rc.extensions
-        .get::<http::request::Parts>()
-        .and_then(|p| p.headers.get("mcp-protocol-version"))
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v >= "2026-07-28")
-}
-
 impl Mcp {
     fn ctx(&self, rc: &RequestContext<RoleServer>) -> Result<Ctx, ErrorData> {
         let parts = rc.extensions.get::<http::request::Parts>();
@@ -335,7 +325,7 @@ impl ServerHandler for Mcp {
         let name = req.name.to_string();
         let agent = self.session_of(&rc).map(|s| s as Arc<dyn AgentChannel>);
         // A client of 2026-07-28 (no session) takes the app's requests as input requests.
-        if agent.is_none() && rounds_era(&rc) {
+        if agent.is_none() && rounds::era(&rc) {
             let responses = req.input_responses.as_ref();
             let limit = self.server.agg.call_timeout();
             let client = self.channel(&rc);

@@ -21,6 +21,16 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+/// Whether the request is of a protocol version that takes input requests as multi round-trip
+/// results (2026-07-28 and later) rather than as requests from the server.
+pub(super) fn era(rc: &rmcp::service::RequestContext<rmcp::RoleServer>) -> bool {
+    rc.extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.headers.get("mcp-protocol-version"))
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= "2026-07-28")
+}
+
 /// The most calls waiting for their clients' input at once: beyond it, the oldest is
 /// cancelled.
 const MAX_WAITING: usize = 256;
