@@ -193,6 +193,11 @@ impl ActorClient {
         self.standalone.send_replace(true);
     }
 
+    /// Whether the app signs in with OAuth (its requests carry its access token).
+    pub(super) fn signs_in(&self) -> bool {
+        self.oauth.is_some()
+    }
+
     /// The client to post with now.
     pub(super) fn http(&self) -> &reqwest::Client {
         match &self.pooled {
@@ -216,7 +221,7 @@ impl ActorClient {
     /// Sends a request with the app's OAuth access token (renewed first when it is about to
     /// expire): a 401 renews it once and sends the request again (the app did not run it); a
     /// 401 to a request without a token means the app needs sign-in.
-    async fn authed<T, F, Fut>(&self, send: F) -> Result<T, HttpErr>
+    pub(super) async fn authed<T, F, Fut>(&self, send: F) -> Result<T, HttpErr>
     where
         F: Fn(Option<String>) -> Fut,
         Fut: std::future::Future<Output = Result<T, HttpErr>>,
@@ -296,7 +301,7 @@ fn with_actor(
     headers
 }
 
-type HttpErr = StreamableHttpError<reqwest::Error>;
+pub(super) type HttpErr = StreamableHttpError<reqwest::Error>;
 type SseResult = Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpErr>;
 
 impl StreamableHttpClient for ActorClient {

@@ -6,12 +6,14 @@
 //! `tasks/cancel`). The answer is one JSON message or an SSE stream, each bounded; what the app
 //! sends on the stream before its answer is handled as during a call (see `direct.rs`).
 
+use super::client::HttpErr;
 use super::direct::{Abandon, Events};
 use super::{ActorClient, BackendError, CallContext, ClientChannel, RemoteApp, Route, secs};
 use crate::apps::backend::AppRequest;
 use crate::apps::plain::{self, Peer};
 use futures_util::{Stream, StreamExt};
 use rmcp::model::NumberOrString;
+use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
 use serde_json::{Value, json};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -92,7 +94,10 @@ where
 }
 
 impl ActorClient {
-    /// Posts `message` on `route` and answers what came back, at most `max` bytes of it.
+    /// Posts `message` on `route` and answers what came back, at most `max` bytes of it. An
+    /// app that signs in with OAuth is sent its access token, and its refusals handled as for
+    /// every other request ([`ActorClient::authed`]: renewed once, or the owner asked to
+    /// connect it again); any other is sent `bearer`.
     pub(super) async fn post_raw(
         &self,
         url: &str,
@@ -101,6 +106,32 @@ impl ActorClient {
         message: &Value,
         max: usize,
     ) -> Result<Posted, RawError> {
+        let sent = match self.signs_in() {
+            true => {
+                self.authed(|t| self.post_raw_once(url, route, t, message, max))
+                    .await
+            }
+            false => {
+                let bearer = bearer.map(String::from);
+                self.post_raw_once(url, route, bearer, message, max).await
+            }
+        };
+        match sent {
+            Ok(r) => r,
+            Err(e) => Err(RawError::Failed(plain::error_words(url, Peer::App, &e))),
+        }
+    }
+
+    /// One post of [`Self::post_raw`]: a refusal of its credentials is the HTTP client's error
+    /// (as rmcp's client reports it), anything else the answer.
+    async fn post_raw_once(
+        &self,
+        url: &str,
+        route: &Route,
+        bearer: Option<String>,
+        message: &Value,
+        max: usize,
+    ) -> Result<Result<Posted, RawError>, HttpErr> {
         let mut req = self
             .http()
             .post(url)
@@ -115,19 +146,51 @@ impl ActorClient {
         if let Some(t) = bearer {
             req = req.bearer_auth(t);
         }
-        let r = req
-            .send()
-            .await
-            .map_err(|e| RawError::Failed(plain::error_words(url, Peer::App, &e)))?;
+        let r = match req.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                return Ok(Err(RawError::Failed(plain::error_words(
+                    url,
+                    Peer::App,
+                    &e,
+                ))));
+            }
+        };
         let status = r.status();
         if status == reqwest::StatusCode::NOT_FOUND && route.session.is_some() {
-            return Err(RawError::Expired);
+            return Ok(Err(RawError::Expired));
         }
-        if matches!(status.as_u16(), 401 | 403) {
-            return Err(RawError::Failed(format!(
-                "{url} refused the engine's credentials (HTTP {status}): connect the app again"
-            )));
+        let challenge = r
+            .headers()
+            .get(http::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        match (status.as_u16(), challenge) {
+            (401, Some(c)) => return Err(HttpErr::AuthRequired(AuthRequiredError::new(c))),
+            (403, Some(c)) => {
+                let scope = scope_of(&c);
+                return Err(HttpErr::InsufficientScope(InsufficientScopeError::new(
+                    c, scope,
+                )));
+            }
+            (401 | 403, None) => {
+                return Ok(Err(RawError::Failed(format!(
+                    "{url} refused the engine's credentials (HTTP {status}): connect the app again"
+                ))));
+            }
+            _ => {}
         }
+        Ok(self.read_raw(url, r, max).await)
+    }
+
+    /// The answer of a raw post, at most `max` bytes of it.
+    async fn read_raw(
+        &self,
+        url: &str,
+        r: reqwest::Response,
+        max: usize,
+    ) -> Result<Posted, RawError> {
+        let status = r.status();
         let kind = r
             .headers()
             .get(http::header::CONTENT_TYPE)
@@ -165,6 +228,17 @@ impl ActorClient {
             .map(Posted::Json)
             .map_err(|_| RawError::Failed(format!("{url} answered, but not with JSON-RPC")))
     }
+}
+
+/// The scope a `WWW-Authenticate` challenge asks for (`scope="..."`), if it names one.
+fn scope_of(challenge: &str) -> Option<String> {
+    let at = challenge.find("scope=")? + "scope=".len();
+    let rest = &challenge[at..];
+    let value = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next()?,
+        None => rest.split([',', ' ']).next()?,
+    };
+    (!value.is_empty()).then(|| value.to_string())
 }
 
 impl RemoteApp {
@@ -324,5 +398,21 @@ impl RawError {
             )),
             RawError::Failed(why) => BackendError(format!("{what} failed: {why}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scope_of;
+
+    #[test]
+    fn the_scope_a_challenge_asks_for() {
+        let c = r#"Bearer error="insufficient_scope", scope="files:read files:write", resource_metadata="x""#;
+        assert_eq!(scope_of(c).as_deref(), Some("files:read files:write"));
+        assert_eq!(
+            scope_of("Bearer scope=admin, realm=x").as_deref(),
+            Some("admin")
+        );
+        assert_eq!(scope_of(r#"Bearer error="invalid_token""#), None);
     }
 }
