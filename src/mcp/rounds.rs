@@ -179,23 +179,16 @@ impl Rounds {
                 call.cancel.cancel();
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
-            r = &mut call.task => {
-                return match r {
-                    Ok(r) => r.map(CallToolResponse::Complete),
-                    Err(_) => Err(ErrorData::internal_error("the call stopped", None)),
-                };
-            }
+            r = &mut call.task => return finished(r),
             ask = call.asks.recv() => ask,
         };
         let Some(ask) = ask else {
             // The call let go of its channel: its result comes next.
-            return match call.task.await {
-                Ok(r) => r.map(CallToolResponse::Complete),
-                Err(_) => Err(ErrorData::internal_error("the call stopped", None)),
-            };
+            return finished(call.task.await);
         };
         let request = json!({"method": ask.method, "params": ask.params});
-        let key = format!("{}-{}", ask.method.replace('/', "-"), token(4));
+        // One request a round: its method names it.
+        let key = ask.method.replace('/', "-");
         let requests = match serde_json::from_value(json!({ key.clone(): request })) {
             Ok(r) => r,
             Err(e) => {
@@ -207,7 +200,7 @@ impl Rounds {
                 return Box::pin(self.drive(call, caller, limit, given_up)).await;
             }
         };
-        let state = token(16);
+        let state = crate::auth::new_token("rs_");
         let result = InputRequiredResult::new(Some(requests), Some(state.clone()));
         let mut all = self.0.lock().unwrap();
         let now = tokio::time::Instant::now();
@@ -243,9 +236,12 @@ impl Rounds {
     }
 }
 
-/// `n` random bytes as hex.
-fn token(n: usize) -> String {
-    (0..n)
-        .map(|_| format!("{:02x}", rand::random::<u8>()))
-        .collect()
+/// The answer of a call whose task ended.
+fn finished(
+    r: Result<Result<CallToolResult, ErrorData>, tokio::task::JoinError>,
+) -> Result<CallToolResponse, ErrorData> {
+    match r {
+        Ok(r) => r.map(CallToolResponse::Complete),
+        Err(_) => Err(ErrorData::internal_error("the call stopped", None)),
+    }
 }
