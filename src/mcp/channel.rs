@@ -8,6 +8,7 @@
 #![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
 
 use super::Session;
+use super::answers::Answers;
 use crate::apps::backend::{AgentChannel, ClientChannel, ClientRefusal};
 use futures_util::future::BoxFuture;
 use rmcp::RoleServer;
@@ -15,7 +16,7 @@ use rmcp::model::{
     CustomNotification, CustomRequest, LoggingLevel, ProgressNotificationParam, ProgressToken,
     ServerNotification, ServerRequest,
 };
-use rmcp::service::{Peer, ServiceError};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde_json::Value;
 
 /// A level's rank (debug 1 … emergency 8), 0 meaning none: what a session keeps.
@@ -37,6 +38,8 @@ pub(super) struct Channel {
     /// The client declared `tasks` (it may run an app's request as a task, and be asked
     /// `tasks/*` of it).
     pub(super) tasks: bool,
+    /// The session's answers as the client wrote them (none: rmcp's reading of them).
+    pub(super) answers: Option<std::sync::Arc<Answers>>,
 }
 
 impl ClientChannel for Channel {
@@ -66,7 +69,8 @@ impl ClientChannel for Channel {
             "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => self.tasks,
             _ => false,
         };
-        Box::pin(request(&self.peer, declared, method, params))
+        let answers = self.answers.as_deref();
+        Box::pin(request(&self.peer, answers, declared, method, params))
     }
 }
 
@@ -96,7 +100,13 @@ impl ClientChannel for Session {
             }
             _ => false,
         };
-        Box::pin(request(&self.peer, declared, method, params))
+        Box::pin(request(
+            &self.peer,
+            Some(&self.answers),
+            declared,
+            method,
+            params,
+        ))
     }
 }
 
@@ -171,9 +181,10 @@ async fn notify(
 }
 
 /// Sends an app's request to the client if it `declared` the capability; the client's answer
-/// (or its error) is the app's.
+/// (or its error) is the app's, as the client wrote it if the session kept it (`answers`).
 async fn request(
     peer: &Peer<RoleServer>,
+    answers: Option<&Answers>,
     declared: bool,
     method: &str,
     params: Value,
@@ -183,12 +194,23 @@ async fn request(
     }
     // Passed on as the app wrote it (rmcp's typed requests would reshape newer schemas).
     let request = ServerRequest::CustomRequest(CustomRequest::new(method, Some(params)));
-    match peer.send_request(request).await {
-        Ok(r) => serde_json::to_value(r).map_err(|e| ClientRefusal {
-            code: -32603,
-            message: format!("the client's answer to {method} could not be read: {e}"),
-            data: None,
-        }),
+    let sent = peer.send_request_with_option(request, PeerRequestOptions::no_options());
+    let answer = match sent.await {
+        Ok(handle) => {
+            let id = handle.id.clone();
+            handle.await_response().await.map(|r| (id, r))
+        }
+        Err(e) => Err(e),
+    };
+    match answer {
+        Ok((id, r)) => match answers.and_then(|a| a.take(&id)) {
+            Some(raw) => Ok(raw),
+            None => serde_json::to_value(r).map_err(|e| ClientRefusal {
+                code: -32603,
+                message: format!("the client's answer to {method} could not be read: {e}"),
+                data: None,
+            }),
+        },
         Err(ServiceError::McpError(e)) => Err(ClientRefusal {
             code: e.code.0,
             message: e.message.into_owned(),

@@ -86,7 +86,7 @@ impl Mcp {
         rc: &RequestContext<RoleServer>,
     ) -> Result<ReadResourceResult, ErrorData> {
         let ctx = self.ctx(rc)?;
-        let agent = self.agent_of(rc);
+        let agent = self.agent_of(rc).await;
         let r = self
             .server
             .agg
@@ -110,7 +110,7 @@ impl Mcp {
     ) -> Result<GetPromptResult, ErrorData> {
         let ctx = self.ctx(rc)?;
         let args = req.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let agent = self.agent_of(rc);
+        let agent = self.agent_of(rc).await;
         let r = self
             .server
             .agg
@@ -128,7 +128,7 @@ impl Mcp {
         let params = serde_json::to_value(&req).map_err(|e| {
             ErrorData::invalid_params(format!("the completion cannot be read: {e}"), None)
         })?;
-        let agent = self.agent_of(rc);
+        let agent = self.agent_of(rc).await;
         let r = self.server.agg.complete(&ctx, agent.as_ref(), params).await;
         typed(r.map_err(mcp_error)?, "completion/complete")
     }
@@ -142,7 +142,7 @@ impl Mcp {
         rc: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let ctx = self.ctx(rc)?;
-        let Some(session) = self.session_of(rc) else {
+        let Some(session) = self.session_of(rc).await else {
             return Err(ErrorData::invalid_request(
                 "subscriptions need a session (initialize first)",
                 None,
@@ -220,8 +220,10 @@ pub(super) async fn lean(
 
 impl Mcp {
     /// The agent's session behind a request, as apps see it.
-    fn agent_of(&self, rc: &RequestContext<RoleServer>) -> Option<Arc<dyn AgentChannel>> {
-        self.session_of(rc).map(|s| s as Arc<dyn AgentChannel>)
+    async fn agent_of(&self, rc: &RequestContext<RoleServer>) -> Option<Arc<dyn AgentChannel>> {
+        self.session_of(rc)
+            .await
+            .map(|s| s as Arc<dyn AgentChannel>)
     }
 }
 

@@ -21,12 +21,14 @@
 //! a call is served by rmcp (an SSE answer) when the client may receive any of them: it gave a
 //! progress token, set a log level, or declared sampling or elicitation.
 
+mod answers;
 mod calls;
 mod channel;
 mod content;
 pub mod hosts;
 mod lean;
 mod listen;
+mod outgoing;
 mod rounds;
 mod sessions;
 pub mod stdio;
@@ -56,6 +58,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
+use sessions::session_id;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
@@ -98,6 +101,8 @@ pub(crate) struct Session {
     subs: Mutex<std::collections::HashSet<String>>,
     /// The tasks apps made for this session: which app made each.
     tasks: Mutex<tasks::Made>,
+    /// The client's answers to apps' requests, as it wrote them, until the relay takes them.
+    answers: Arc<answers::Answers>,
 }
 
 impl Session {
@@ -295,6 +300,7 @@ impl ServerHandler for Mcp {
             inflight: Mutex::default(),
             subs: Mutex::default(),
             tasks: Mutex::default(),
+            answers: Arc::default(),
         };
         self.sessions
             .open
@@ -323,12 +329,13 @@ impl ServerHandler for Mcp {
         let ctx = self.ctx(&rc)?;
         let args = Value::Object(req.arguments.unwrap_or_default());
         let name = req.name.to_string();
-        let agent = self.session_of(&rc).map(|s| s as Arc<dyn AgentChannel>);
+        let session = self.session_of(&rc).await;
+        let agent = session.clone().map(|s| s as Arc<dyn AgentChannel>);
         // A client of 2026-07-28 (no session) takes the app's requests as input requests.
         if agent.is_none() && rounds::era(&rc) {
             let responses = req.input_responses.as_ref();
             let limit = self.server.agg.call_timeout();
-            let client = self.channel(&rc);
+            let client = self.channel(&rc, None);
             let state = req.request_state;
             return self
                 .rounds
@@ -345,7 +352,7 @@ impl ServerHandler for Mcp {
                 )
                 .await;
         }
-        let client = self.channel(&rc);
+        let client = self.channel(&rc, session);
         let cancel = rc.ct.clone();
         let result = calls::serve_call(&self.server, ctx, name, args, client, cancel, agent).await;
         Ok(result?.into())
@@ -445,7 +452,7 @@ impl ServerHandler for Mcp {
         req: rmcp::model::SetLevelRequestParams,
         rc: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if let Some(s) = self.session_of(&rc) {
+        if let Some(s) = self.session_of(&rc).await {
             s.level.store(channel::rank(req.level), Ordering::Relaxed);
             // The agent's sessions with apps are set to it too.
             if let Some(level) = s.log_level() {
@@ -457,17 +464,22 @@ impl ServerHandler for Mcp {
 }
 
 impl Mcp {
-    /// The session of a request served by rmcp.
-    fn session_of(&self, rc: &RequestContext<RoleServer>) -> Option<Arc<Session>> {
-        let parts = rc.extensions.get::<http::request::Parts>()?;
-        self.sessions.get(session_id(&parts.headers)?)
+    /// The session of a request served by rmcp. A client may ask at once after
+    /// `notifications/initialized`, which rmcp may not have handed over yet: a session named
+    /// and not yet known is waited for (a second at most).
+    async fn session_of(&self, rc: &RequestContext<RoleServer>) -> Option<Arc<Session>> {
+        let id = session_id_of(rc)?;
+        self.sessions.soon(id, Duration::from_secs(1)).await
     }
 
-    /// The client's side of a call served by rmcp: none if it may receive nothing (no progress
-    /// token, no log level, neither sampling nor elicitation).
-    fn channel(&self, rc: &RequestContext<RoleServer>) -> Option<Arc<dyn ClientChannel>> {
+    /// The client's side of a call served by rmcp, on its `session`: none if it may receive
+    /// nothing (no progress token, no log level, neither sampling nor elicitation).
+    fn channel(
+        &self,
+        rc: &RequestContext<RoleServer>,
+        session: Option<Arc<Session>>,
+    ) -> Option<Arc<dyn ClientChannel>> {
         let progress = rc.meta.get_progress_token();
-        let session = self.session_of(rc);
         if progress.is_none() && !session.as_ref().is_some_and(|s| s.listens()) {
             return None;
         }
@@ -485,8 +497,14 @@ impl Mcp {
             tasks: session
                 .as_ref()
                 .is_some_and(|s| s.asks.get("tasks").is_some()),
+            answers: session.map(|s| s.answers.clone()),
         }))
     }
+}
+
+/// The session id of a request served by rmcp (none: a client without a session).
+fn session_id_of(rc: &RequestContext<RoleServer>) -> Option<&str> {
+    session_id(&rc.extensions.get::<http::request::Parts>()?.headers)
 }
 
 /// Refuses `/mcp` requests without a valid token before they reach the MCP layer; the caller
@@ -513,8 +531,8 @@ async fn require_token(State(s): State<Shared>, mut req: Request, next: Next) ->
 /// The `/mcp` address: the lean path, then rmcp's service.
 struct Door {
     mcp: Mcp,
-    manager: Arc<LocalSessionManager>,
-    service: StreamableHttpService<Mcp, LocalSessionManager>,
+    manager: Arc<outgoing::Outgoing>,
+    service: StreamableHttpService<Mcp, outgoing::Outgoing>,
     /// The open sessions' tokens and last uses (their caps and idle expiry).
     ledger: sessions::Ledger,
 }
@@ -599,6 +617,9 @@ impl Door {
             // A new session's client's `tasks`, kept for `notifications/initialized`.
             let opens = session_id(&parts.headers).is_none() && tasks::is_initialize(&bytes);
             let tasks = opens.then(|| tasks::declared(&bytes)).flatten();
+            if let Some(s) = session_id(&parts.headers).and_then(|id| self.mcp.sessions.get(id)) {
+                s.answers.keep(&bytes);
+            }
             let req = Request::from_parts(parts, Body::from(bytes));
             let mut r = self.service.handle(req).await.into_response();
             if opens && r.status().is_success() {
@@ -624,37 +645,9 @@ impl Door {
             return r;
         }
         let mut req = req;
-        resume_after(req.headers_mut());
+        sessions::resume_after(req.headers_mut());
         self.service.handle(req).await.into_response()
     }
-}
-
-/// A resumed stream (`GET` with `Last-Event-ID: <index>[/<stream>]`) must carry only the
-/// events after the one named; rmcp's session replays from that event itself (so a client that
-/// resumes after its last event gets it again, and a finished stream ends at once, again and
-/// again). The header is moved on by one, so that rmcp starts after it.
-fn resume_after(h: &mut HeaderMap) {
-    let Some(v) = h.get("last-event-id").and_then(|v| v.to_str().ok()) else {
-        return;
-    };
-    let (index, rest) = match v.split_once('/') {
-        Some((i, r)) => (i, Some(r)),
-        None => (v, None),
-    };
-    let Some(next) = index.parse::<usize>().ok().and_then(|i| i.checked_add(1)) else {
-        return;
-    };
-    let moved = match rest {
-        Some(r) => format!("{next}/{r}"),
-        None => next.to_string(),
-    };
-    if let Ok(moved) = moved.parse() {
-        h.insert("last-event-id", moved);
-    }
-}
-
-fn session_id(h: &HeaderMap) -> Option<&str> {
-    h.get("mcp-session-id").and_then(|v| v.to_str().ok())
 }
 
 /// The `/mcp` service, mounted on the engine's router, answering the `Host` and `Origin`
@@ -678,7 +671,7 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
     });
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(caps.idle);
-    let manager = Arc::new(manager);
+    let manager = Arc::new(outgoing::Outgoing(manager));
     let factory = mcp.clone();
     let service = StreamableHttpService::new(move || Ok(factory.clone()), manager.clone(), config);
     // list_changed: the first change of a burst at once, the rest once the burst has been

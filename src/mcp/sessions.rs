@@ -155,6 +155,34 @@ pub(crate) fn opened(h: &HeaderMap) -> Option<String> {
         .map(String::from)
 }
 
+/// A resumed stream (`GET` with `Last-Event-ID: <index>[/<stream>]`) must carry only the
+/// events after the one named; rmcp's session replays from that event itself (so a client that
+/// resumes after its last event gets it again, and a finished stream ends at once, again and
+/// again). The header is moved on by one, so that rmcp starts after it.
+pub(crate) fn resume_after(h: &mut HeaderMap) {
+    let Some(v) = h.get("last-event-id").and_then(|v| v.to_str().ok()) else {
+        return;
+    };
+    let (index, rest) = match v.split_once('/') {
+        Some((i, r)) => (i, Some(r)),
+        None => (v, None),
+    };
+    let Some(next) = index.parse::<usize>().ok().and_then(|i| i.checked_add(1)) else {
+        return;
+    };
+    let moved = match rest {
+        Some(r) => format!("{next}/{r}"),
+        None => next.to_string(),
+    };
+    if let Ok(moved) = moved.parse() {
+        h.insert("last-event-id", moved);
+    }
+}
+
+pub(crate) fn session_id(h: &HeaderMap) -> Option<&str> {
+    h.get("mcp-session-id").and_then(|v| v.to_str().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,6 +72,18 @@ impl Forward {
     }
 }
 
+/// The `_meta` the app gave its request (rmcp reads it apart from the params), given back to
+/// the request passed on, as the request's own (rmcp's added progress token is dropped on the
+/// way out, [`super::outgoing::AsSent`]).
+fn own_meta(
+    params: &mut impl rmcp::model::RequestParamsMeta,
+    meta: rmcp::model::RequestMetaObject,
+) {
+    if !meta.0.is_empty() {
+        params.set_meta(meta);
+    }
+}
+
 impl ClientHandler for Forward {
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut info = rmcp::model::ClientConfig::default();
@@ -87,9 +99,10 @@ impl ClientHandler for Forward {
 
     async fn create_message(
         &self,
-        params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        mut params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
+        own_meta(&mut params, context.meta);
         match self
             .ask(ServerRequest::CreateMessageRequest(
                 CreateMessageRequest::new(params),
@@ -106,9 +119,10 @@ impl ClientHandler for Forward {
 
     async fn create_elicitation(
         &self,
-        params: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        mut params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
+        own_meta(&mut params, context.meta);
         match self
             .ask(ServerRequest::ElicitRequest(ElicitRequest::new(params)))
             .await?
@@ -406,7 +420,9 @@ pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::R
         tokens: Default::default(),
         upstream: tokio::sync::Mutex::new(None),
     };
-    let service = proxy.serve(rmcp::transport::stdio()).await?;
+    let (stdin, stdout) = rmcp::transport::stdio();
+    let io = rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout);
+    let service = proxy.serve(super::outgoing::AsSent(io)).await?;
     let _ = service.waiting().await;
     Ok(())
 }

@@ -9,6 +9,7 @@
 #![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
 
 use crate::kit::*;
+use crate::mcp::RawSession;
 use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -31,6 +32,8 @@ use tokio::sync::{mpsc, oneshot};
 #[derive(Default)]
 struct Chatty {
     pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// Every answer the engine posted, as received.
+    answers: Mutex<Vec<Value>>,
 }
 
 fn rpc(v: Value) -> Response {
@@ -42,6 +45,7 @@ impl Chatty {
         let id = body.get("id").cloned().unwrap_or(Value::Null);
         let Some(method) = body.get("method").and_then(Value::as_str) else {
             // The engine's answer to one of our requests.
+            self.answers.lock().unwrap().push(body.clone());
             if let Some(tx) = self
                 .pending
                 .lock()
@@ -134,7 +138,7 @@ impl Chatty {
             "chatty-sampling",
             "sampling/createMessage",
             json!({"messages": [{"role": "user", "content": {"type": "text", "text": "pick a colour"}}],
-                   "maxTokens": 10}),
+                   "maxTokens": 10, "_meta": {"io.test/own": "kept"}}),
         )
         .await;
         if let Some(e) = sampled.get("error") {
@@ -175,11 +179,12 @@ impl Chatty {
     }
 }
 
-/// Serves the app on 127.0.0.1 (on `rt`); answers its `/mcp` address.
-fn serve_app(rt: &tokio::runtime::Runtime) -> String {
+/// Serves the app on 127.0.0.1 (on `rt`); the app, and its `/mcp` address.
+fn serve_app(rt: &tokio::runtime::Runtime) -> (Arc<Chatty>, String) {
     let app = Arc::new(Chatty::default());
-    let post: fake_app::Post = Arc::new(move |v| Box::pin(app.clone().post(v)));
-    fake_app::serve(rt, post, None)
+    let served = app.clone();
+    let post: fake_app::Post = Arc::new(move |v| Box::pin(served.clone().post(v)));
+    (app, fake_app::serve(rt, post, None))
 }
 
 /// The client of the test: declares sampling and elicitation (or not), answers them, and
@@ -203,8 +208,10 @@ impl rmcp::ClientHandler for Listener {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _c: RequestContext<RoleClient>,
+        c: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
+        let meta = serde_json::to_string(&c.meta.0.0).unwrap();
+        self.note(format!("asked with _meta {meta}"));
         let p = serde_json::to_value(&params).unwrap();
         self.note(format!(
             "sampling: {}",
@@ -304,6 +311,12 @@ fn conversation(
         ["sampling: pick a colour", "elicitation: your name?"],
         "{seen:?}"
     );
+    // The request as the app wrote it: its own `_meta`, no progress token added (Measured 4).
+    assert_eq!(
+        of("asked with"),
+        [r#"asked with _meta {"io.test/own":"kept"}"#],
+        "{seen:?}"
+    );
     // In the order the app sent them, as far as the client can tell: what the app sent after
     // an answer comes after the request (a client's handlers run in tasks of their own, so
     // messages sent back to back may be noted in either order).
@@ -326,7 +339,7 @@ fn conversation(
 fn an_apps_logs_progress_sampling_and_elicitation_reach_the_mcp_client() {
     let s = Server::start();
     let rt = runtime();
-    let url = serve_app(&rt);
+    let (_, url) = serve_app(&rt);
     create_app(&s, json!({"name": "chatty", "mcp_url": url}));
 
     let connect = |caps: bool| {
@@ -412,5 +425,71 @@ fn an_apps_logs_progress_sampling_and_elicitation_reach_the_mcp_client() {
     assert!(
         t.contains("sampling refused") && t.contains("declared the sampling capability"),
         "{t}"
+    );
+}
+
+/// The client's answer to an app's request reaches the app as the client wrote it: its fields
+/// in its order, and a field rmcp's types do not model (rmcp reads a client's answer into its
+/// own types; the door keeps the answer as written for the app).
+#[test]
+fn the_clients_answer_reaches_the_app_as_the_client_wrote_it() {
+    use std::io::BufRead;
+    let s = Server::start();
+    let rt = runtime();
+    let (app, url) = serve_app(&rt);
+    create_app(&s, json!({"name": "chatty", "mcp_url": url}));
+    let raw = RawSession::open_with(&s, json!({"sampling": {}, "elicitation": {}}), "2025-06-18");
+    let sampled: Value = serde_json::from_str(
+        r#"{"role":"assistant","x-extra":{"b":1,"a":2.50},"content":{"type":"text","text":"teal"},"model":"m-1","stopReason":"endTurn"}"#,
+    )
+    .unwrap();
+    // The client declared sampling: the call's answer streams, with the app's requests in it.
+    let call = raw.post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "chatty_converse", "arguments": {}}}));
+    let mut result = None;
+    let mut asked = vec![];
+    for line in std::io::BufReader::new(call).lines() {
+        let line = line.unwrap();
+        let Some(data) = line.strip_prefix("data:").map(str::trim) else {
+            continue;
+        };
+        let Ok(msg) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
+        let answer = match msg["method"].as_str() {
+            Some("sampling/createMessage") => sampled.clone(),
+            Some("elicitation/create") => json!({"action": "accept", "content": {"name": "Ada"}}),
+            Some(_) => continue,
+            None if msg["id"] == 2 => {
+                result = Some(msg);
+                break;
+            }
+            None => continue,
+        };
+        asked.push(msg["params"].clone());
+        let r = raw.post(json!({"jsonrpc": "2.0", "id": msg["id"], "result": answer}));
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+    let result = result.expect("the call's answer");
+    assert_eq!(
+        result["result"]["content"][0]["text"], "colour: teal; name: Ada (accept)",
+        "{result}"
+    );
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(
+        asked[0]["_meta"],
+        json!({"io.test/own": "kept"}),
+        "{asked:?}"
+    );
+    assert!(asked[1].get("_meta").is_none(), "{asked:?}");
+    let answers = app.answers.lock().unwrap().clone();
+    let got = answers
+        .iter()
+        .find(|a| a["id"] == "chatty-sampling")
+        .expect("the app got the sampling answer");
+    assert_eq!(
+        serde_json::to_string(&got["result"]).unwrap(),
+        serde_json::to_string(&sampled).unwrap(),
+        "as the client wrote it, field for field and in order"
     );
 }
