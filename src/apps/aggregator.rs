@@ -7,6 +7,7 @@
 mod call;
 mod reads;
 pub mod resources;
+mod shown;
 mod tasks;
 mod view;
 
@@ -126,6 +127,8 @@ pub struct Aggregator {
     events_rx: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<(String, AppEvent)>>>,
     /// Resources of apps that changed (their served URIs), for the subscribed agents.
     updated: tokio::sync::broadcast::Sender<(Option<String>, String)>,
+    /// The tools each set of agents' capabilities is not shown (`shown.rs`).
+    shown: shown::Shown,
 }
 
 /// The most app events waiting to be handled; more are dropped (a flood of updates).
@@ -206,6 +209,7 @@ impl Aggregator {
             events,
             events_rx: std::sync::Mutex::new(Some(events_rx)),
             updated: tokio::sync::broadcast::channel(EVENTS_QUEUE).0,
+            shown: Default::default(),
             wasm,
             engine,
             registry,

@@ -62,6 +62,10 @@ pub enum AppRequest {
     ListTasks,
     /// `tasks/cancel`.
     CancelTask,
+    /// `tools/list` on the caller's own session: what the app lists to a client like the
+    /// agent (an app may list a tool only to clients that declared a capability). An app that
+    /// lists the same tools to every client answers an error.
+    ListTools,
 }
 
 impl AppRequest {
@@ -78,6 +82,7 @@ impl AppRequest {
             AppRequest::TaskResult => "tasks/result",
             AppRequest::ListTasks => "tasks/list",
             AppRequest::CancelTask => "tasks/cancel",
+            AppRequest::ListTools => "tools/list",
         }
     }
 

@@ -60,7 +60,9 @@ impl Door {
                     return None;
                 }
                 let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
-                to_answer(rpc_id, &server.agg.tool_list(&ctx.caller))?
+                let agent = session.clone() as Arc<dyn AgentChannel>;
+                let hidden = server.agg.hidden_from(&agent).await;
+                to_answer(rpc_id, &server.agg.tool_list(&ctx.caller, &hidden))?
             }
             "resources/read" | "resources/list" | "resources/templates/list" | "prompts/list" => {
                 let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;

@@ -3,7 +3,9 @@
 //! resources it names (the vault's followed through the change feed; an app's subscribed to at
 //! the app, on its shared session, for the caller, and unsubscribed at the end), and the
 //! `list_changed` of tools, resources and prompts. rmcp acknowledges the subscription and
-//! keeps to the filter; this runs it.
+//! keeps to the filter; this runs it. rmcp acknowledges before it runs a subscription, and a
+//! client may act on the acknowledgment at once (call a tool that updates the resource): the
+//! door subscribes at the apps before rmcp sees the request ([`Mcp::subscribe_first`]).
 
 use super::Mcp;
 use super::content::{MAX_SUBSCRIPTIONS, vault_changes};
@@ -13,6 +15,12 @@ use rmcp::model::{ServerNotification, SubscriptionFilter};
 use rmcp::service::SubscriptionContext;
 use serde_json::json;
 use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The app resources a `subscriptions/listen` names, subscribed at their apps by the door
+/// before rmcp saw the request (carried to [`Mcp::listen_for`] in the request's extensions).
+#[derive(Clone)]
+pub(super) struct Subscribed(Arc<Vec<String>>);
 
 /// A notification of `method` with `params`, as rmcp's type.
 fn notification(method: &str, params: serde_json::Value) -> Option<ServerNotification> {
@@ -20,6 +28,60 @@ fn notification(method: &str, params: serde_json::Value) -> Option<ServerNotific
 }
 
 impl Mcp {
+    /// For a `subscriptions/listen` (`body`, without a session): subscribes to the app
+    /// resources it names (as [`Mcp::listen_filter`] accepts them) and notes them in the
+    /// request's extensions. None: not such a request.
+    pub(super) async fn subscribe_first(
+        &self,
+        parts: &mut http::request::Parts,
+        body: &[u8],
+    ) -> Option<Subscribed> {
+        const METHOD: &[u8] = b"subscriptions/listen";
+        if !body.windows(METHOD.len()).any(|w| w == METHOD)
+            || super::session_id(&parts.headers).is_some()
+        {
+            return None;
+        }
+        #[derive(serde::Deserialize)]
+        struct Listen {
+            method: String,
+            params: rmcp::model::SubscriptionsListenRequestParams,
+        }
+        let listen: Listen = serde_json::from_slice(body).ok()?;
+        if listen.method != "subscriptions/listen" {
+            return None;
+        }
+        let ctx = self.server_ctx(parts, None).ok()?;
+        let accepted = self.listen_filter(&listen.params.notifications);
+        let mut done = vec![];
+        for u in accepted.resource_subscriptions.iter().flatten() {
+            if VaultUri::parse(u).is_none()
+                && (self.server.agg)
+                    .subscribe_app_resource(&ctx, None, u, true)
+                    .await
+                    .is_ok()
+            {
+                done.push(u.clone());
+            }
+        }
+        let s = Subscribed(Arc::new(done));
+        parts.extensions.insert(s.clone());
+        Some(s)
+    }
+
+    /// Ends what [`Mcp::subscribe_first`] subscribed to (rmcp refused the request).
+    pub(super) fn unsubscribe(&self, parts: &http::request::Parts, s: Subscribed) {
+        let Ok(ctx) = self.server_ctx(parts, None) else {
+            return;
+        };
+        let agg = self.server.agg.clone();
+        tokio::spawn(async move {
+            for u in s.0.iter() {
+                let _ = agg.subscribe_app_resource(&ctx, None, u, false).await;
+            }
+        });
+    }
+
     /// What `subscriptions/listen` accepts: what the client asks, up to
     /// [`MAX_SUBSCRIPTIONS`] resources (rmcp keeps to what `initialize` advertised).
     pub(super) fn listen_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
@@ -41,9 +103,16 @@ impl Mcp {
             .into_iter()
             .collect();
         let agg = &self.server.agg;
-        // An app's resource: subscribed at the app for this caller (refused ones are left).
-        let mut apps = vec![];
-        for u in uris.iter().filter(|u| VaultUri::parse(u).is_none()) {
+        // An app's resource: subscribed at the app for this caller (refused ones are left),
+        // by the door already.
+        let first = sc
+            .request_context()
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Subscribed>());
+        let mut apps = first.map(|s| s.0.to_vec()).unwrap_or_default();
+        let todo = first.is_none().then_some(&uris).into_iter().flatten();
+        for u in todo.filter(|u| VaultUri::parse(u).is_none()) {
             if agg
                 .subscribe_app_resource(&ctx, None, u, true)
                 .await

@@ -58,23 +58,12 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use sessions::session_id;
+use sessions::{Sessions, session_id};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// The open MCP sessions, by `Mcp-Session-Id`: learnt at `notifications/initialized`; and the
-/// `tasks` capability a client declared in its `initialize` until then (rmcp's types do not
-/// keep it).
-#[derive(Default)]
-pub struct Sessions {
-    open: RwLock<HashMap<String, Arc<Session>>>,
-    declared: Mutex<HashMap<String, Value>>,
-    /// Notified whenever a session is added.
-    added: tokio::sync::Notify,
-}
 
 pub(crate) struct Session {
     peer: Peer<RoleServer>,
@@ -110,45 +99,6 @@ impl Session {
     /// it asks for per call).
     fn listens(&self) -> bool {
         self.sampling || self.elicitation || self.level.load(Ordering::Relaxed) > 0
-    }
-}
-
-impl Sessions {
-    fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let s = self.open.read().unwrap().get(id).cloned()?;
-        (!s.peer.is_transport_closed()).then_some(s)
-    }
-
-    /// The session `id`, waiting up to `limit` for it to be learnt (a client may ask at once
-    /// after `notifications/initialized`, which rmcp's worker handles in its own time).
-    async fn soon(&self, id: &str, limit: Duration) -> Option<Arc<Session>> {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let added = self.added.notified();
-            if let Some(s) = self.get(id) {
-                return Some(s);
-            }
-            if tokio::time::timeout_at(deadline, added).await.is_err() {
-                return self.get(id);
-            }
-        }
-    }
-
-    fn forget(&self, id: &str) {
-        self.open.write().unwrap().remove(id);
-        self.declared.lock().unwrap().remove(id);
-    }
-
-    /// Sends `notifications/tools/list_changed` to every open session.
-    fn notify_list_changed(&self) {
-        let mut all = self.open.write().unwrap();
-        all.retain(|_, s| !s.peer.is_transport_closed());
-        for s in all.values() {
-            let peer = s.peer.clone();
-            tokio::spawn(async move {
-                let _ = peer.notify_tool_list_changed().await;
-            });
-        }
     }
 }
 
@@ -316,8 +266,15 @@ impl ServerHandler for Mcp {
         rc: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let ctx = self.ctx(&rc)?;
+        let agg = &self.server.agg;
+        let hidden = match (self.session_of(&rc).await, rc.meta.client_capabilities()) {
+            (Some(s), _) => agg.hidden_from(&(s as Arc<dyn AgentChannel>)).await,
+            // A client of 2026-07-28 declares its capabilities with each request.
+            (None, Some(c)) => agg.hidden_from_declared(json!(c)).await,
+            (None, None) => Arc::default(),
+        };
         Ok(ListToolsResult::with_all_items(
-            self.server.agg.tools(&ctx.caller),
+            self.server.agg.tools(&ctx.caller, &hidden),
         ))
     }
 
@@ -600,7 +557,7 @@ impl Door {
 
     async fn serve(&self, req: Request) -> Response {
         if req.method() == Method::POST {
-            let (parts, body) = req.into_parts();
+            let (mut parts, body) = req.into_parts();
             let bytes = match axum::body::to_bytes(body, crate::server::MAX_BODY).await {
                 Ok(b) => b,
                 Err(_) => {
@@ -620,8 +577,15 @@ impl Door {
             if let Some(s) = session_id(&parts.headers).and_then(|id| self.mcp.sessions.get(id)) {
                 s.answers.keep(&bytes);
             }
+            let listens = self.mcp.subscribe_first(&mut parts, &bytes).await;
+            let kept = listens.as_ref().map(|_| parts.clone());
             let req = Request::from_parts(parts, Body::from(bytes));
             let mut r = self.service.handle(req).await.into_response();
+            if let (Some(s), Some(p)) = (listens, kept)
+                && !sessions::streams(&r)
+            {
+                self.mcp.unsubscribe(&p, s);
+            }
             if opens && r.status().is_success() {
                 r = tasks::announce(r);
             }

@@ -3,10 +3,12 @@
 //! is closed first. A request on a session that was closed gets a 404 saying so, which MCP
 //! clients answer by starting a new session.
 
+use super::Session;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// The caps, from the environment.
@@ -181,6 +183,64 @@ pub(crate) fn resume_after(h: &mut HeaderMap) {
 
 pub(crate) fn session_id(h: &HeaderMap) -> Option<&str> {
     h.get("mcp-session-id").and_then(|v| v.to_str().ok())
+}
+
+/// Whether an answer is a stream (`text/event-stream`) that was accepted.
+pub(crate) fn streams(r: &Response) -> bool {
+    r.status().is_success()
+        && r.headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// The open MCP sessions, by `Mcp-Session-Id`: learnt at `notifications/initialized`; and the
+/// `tasks` capability a client declared in its `initialize` until then (rmcp's types do not
+/// keep it).
+#[derive(Default)]
+pub(crate) struct Sessions {
+    pub(super) open: RwLock<HashMap<String, Arc<Session>>>,
+    pub(super) declared: Mutex<HashMap<String, Value>>,
+    /// Notified whenever a session is added.
+    pub(super) added: tokio::sync::Notify,
+}
+
+impl Sessions {
+    pub(super) fn get(&self, id: &str) -> Option<Arc<Session>> {
+        let s = self.open.read().unwrap().get(id).cloned()?;
+        (!s.peer.is_transport_closed()).then_some(s)
+    }
+
+    /// The session `id`, waiting up to `limit` for it to be learnt (a client may ask at once
+    /// after `notifications/initialized`, which rmcp's worker handles in its own time).
+    pub(super) async fn soon(&self, id: &str, limit: Duration) -> Option<Arc<Session>> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let added = self.added.notified();
+            if let Some(s) = self.get(id) {
+                return Some(s);
+            }
+            if tokio::time::timeout_at(deadline, added).await.is_err() {
+                return self.get(id);
+            }
+        }
+    }
+
+    pub(super) fn forget(&self, id: &str) {
+        self.open.write().unwrap().remove(id);
+        self.declared.lock().unwrap().remove(id);
+    }
+
+    /// Sends `notifications/tools/list_changed` to every open session.
+    pub(super) fn notify_list_changed(&self) {
+        let mut all = self.open.write().unwrap();
+        all.retain(|_, s| !s.peer.is_transport_closed());
+        for s in all.values() {
+            let peer = s.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
+    }
 }
 
 #[cfg(test)]

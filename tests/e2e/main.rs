@@ -35,6 +35,7 @@ mod mcp_hostile_content;
 mod mcp_relay;
 mod mcp_resources;
 mod mcp_rounds;
+mod mcp_shown;
 mod mcp_tasks;
 mod oauth;
 mod plain_words;

@@ -610,3 +610,76 @@ fn an_apps_resources_prompts_and_completions_reach_the_agent_named_by_the_app() 
     );
     assert_eq!(r["contents"][0]["text"], "alpha", "{r}");
 }
+
+/// A client of 2026-07-28 subscribes with `subscriptions/listen`: an app's resource it names is
+/// subscribed at the app before the stream acknowledges it (a client may act on the
+/// acknowledgment at once), its updates come on the stream under the served URI, and the app
+/// is told when the client goes.
+#[test]
+fn a_2026_listen_is_subscribed_at_the_app_before_it_is_acknowledged() {
+    use std::io::BufRead;
+    let s = Server::start();
+    let rt = runtime();
+    let (url, shelf) = serve_app(&rt);
+    create_app(&s, json!({"name": "shelf", "mcp_url": url}));
+    let uri = "file://shelf//a.txt";
+    let params = json!({
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "listen-test", "version": "1.0.0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+        "notifications": {"resourceSubscriptions": [uri]},
+    });
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/mcp", s.url))
+        .bearer_auth(&s.token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params}),
+        )
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let subscribed = || {
+        let asked = shelf.asked.lock().unwrap();
+        asked.iter().filter(|m| *m == "resources/subscribe").count()
+    };
+    let mut lines = std::io::BufReader::new(r).lines();
+    let mut next = || loop {
+        let line = lines.next().expect("the stream goes on").unwrap();
+        if let Some(m) = line.strip_prefix("data:").map(str::trim)
+            && let Ok(v) = serde_json::from_str::<Value>(m)
+        {
+            return v;
+        }
+    };
+    let ack = next();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        subscribed(),
+        1,
+        "subscribed at the app before the acknowledgment"
+    );
+    let updated = next();
+    assert_eq!(
+        updated["method"], "notifications/resources/updated",
+        "{updated}"
+    );
+    assert_eq!(updated["params"]["uri"], uri, "{updated}");
+    drop(lines);
+    eventually("the app is told the client went", || {
+        shelf
+            .asked
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m == "resources/unsubscribe")
+    });
+    assert_eq!(subscribed(), 1, "subscribed once");
+}

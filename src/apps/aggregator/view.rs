@@ -7,6 +7,7 @@ use crate::auth::{self, Access, Caller, Target};
 use rmcp::model::Tool;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// MCP's `tools/list` result (`{"tools": [...]}`), as [`Aggregator::tool_list`] picks it.
@@ -40,29 +41,30 @@ impl Aggregator {
     /// Every tool a caller may list and call (its `call_tools`, through `auth::authorize`):
     /// the engine's operations first, then the apps', each with the app that serves it
     /// (`engine` for operations).
-    fn visible(&self, caller: &Caller) -> Vec<(String, Tool)> {
+    fn visible(&self, caller: &Caller, hidden: &HashSet<String>) -> Vec<(String, Tool)> {
         let ns = self.ns.read().unwrap().clone();
         let ops = self.op_tools.iter().map(|t| ("engine", t));
         let all: Vec<_> = ops
             .chain(ns.tools.iter().map(|(a, t)| (&a[..], t)))
             .collect();
-        self.picks(caller, &ns)
+        self.picks(caller, &ns, hidden)
             .into_iter()
             .map(|i| (all[i].0.to_string(), all[i].1.clone()))
             .collect()
     }
 
-    /// Which tools a caller may list and call: indices into the operations' tools followed by
-    /// the namespace's.
-    fn picks(&self, caller: &Caller, ns: &Namespace) -> Vec<usize> {
+    /// Which tools a caller may list and call, but those `hidden` from its agent
+    /// (`shown.rs`): indices into the operations' tools followed by the namespace's.
+    fn picks(&self, caller: &Caller, ns: &Namespace, hidden: &HashSet<String>) -> Vec<usize> {
         let may =
             |t: &Tool| auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok();
         let apps = ns.tools.iter().map(|(_, t)| t);
+        // An operation's name is no app tool's: only apps' tools are hidden.
         self.op_tools
             .iter()
             .chain(apps)
             .enumerate()
-            .filter(|(_, t)| may(t))
+            .filter(|(_, t)| !hidden.contains(t.name.as_ref()) && may(t))
             .map(|(i, _)| i)
             .collect()
     }
@@ -70,25 +72,29 @@ impl Aggregator {
     /// MCP's `tools/list` result for a caller (every tool a caller may list and call, the
     /// engine's operations first), written from each tool's JSON as the namespace holds it:
     /// no tool is copied or written again per listing.
-    pub fn tool_list(&self, caller: &Caller) -> ToolList<'_> {
+    pub fn tool_list(&self, caller: &Caller, hidden: &HashSet<String>) -> ToolList<'_> {
         let ns = self.ns.read().unwrap().clone();
         ToolList {
-            picks: self.picks(caller, &ns),
+            picks: self.picks(caller, &ns, hidden),
             ops: &self.op_json,
             ns,
         }
     }
 
-    /// Every tool a caller may list and call: the engine's operations first, then the apps'.
-    pub fn tools(&self, caller: &Caller) -> Vec<Tool> {
-        self.visible(caller).into_iter().map(|(_, t)| t).collect()
+    /// Every tool a caller may list and call, but those `hidden` from its agent: the engine's
+    /// operations first, then the apps'.
+    pub fn tools(&self, caller: &Caller, hidden: &HashSet<String>) -> Vec<Tool> {
+        self.visible(caller, hidden)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect()
     }
 
     /// Every tool a caller may list and call, with the app that serves it (`engine` for
     /// operations).
     pub fn tools_json(&self, caller: &Caller) -> Value {
         let out: Vec<Value> = self
-            .visible(caller)
+            .visible(caller, &HashSet::new())
             .into_iter()
             .map(|(app, t)| {
                 let mut v = serde_json::to_value(t).unwrap_or_default();

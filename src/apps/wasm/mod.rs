@@ -599,6 +599,13 @@ impl AppBackend for WasmApp {
                 | AppRequest::CancelTask => {
                     return Ok(rpc_error(-32601, "a WASM app runs no tasks".to_string()));
                 }
+                // Its tools are the same for every caller: the aggregator's listing.
+                AppRequest::ListTools => {
+                    return Ok(rpc_error(
+                        -32601,
+                        "a WASM app lists the same tools to every caller".to_string(),
+                    ));
+                }
             }
             let r = self
                 .run(
