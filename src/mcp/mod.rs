@@ -32,6 +32,7 @@ mod outgoing;
 mod rounds;
 mod sessions;
 pub mod stdio;
+mod task_ext;
 mod tasks;
 
 use crate::apps::backend::{AgentChannel, ClientChannel};
@@ -108,6 +109,8 @@ pub(crate) struct Mcp {
     sessions: Arc<Sessions>,
     /// The calls of 2026-07-28 clients waiting for their input (`rounds.rs`).
     rounds: Arc<rounds::Rounds>,
+    /// The tasks apps made for callers without a session (`task_ext.rs`).
+    sessionless: Arc<task_ext::Sessionless>,
 }
 
 impl Mcp {
@@ -184,6 +187,7 @@ impl ServerHandler for Mcp {
                 .enable_prompts()
                 .enable_prompts_list_changed()
                 .enable_completions()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(imp)
@@ -198,6 +202,11 @@ impl ServerHandler for Mcp {
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         let mut r = self.negotiate_initialize(&request)?;
+        // The tasks extension is 2026-07-28's; a session has the tasks of 2025-11-25.
+        let ext = &mut r.capabilities.extensions;
+        ext.iter_mut()
+            .for_each(|e| _ = e.remove(rmcp::model::TASKS_EXTENSION_ID));
+        ext.take_if(|e| e.is_empty());
         // Without the request's caller (never over /mcp): the engine's instructions only.
         let caller = match self.ctx(&context) {
             Ok(ctx) => ctx.caller,
@@ -290,6 +299,9 @@ impl ServerHandler for Mcp {
         let agent = session.clone().map(|s| s as Arc<dyn AgentChannel>);
         // A client of 2026-07-28 (no session) takes the app's requests as input requests.
         if agent.is_none() && rounds::era(&rc) {
+            if let Some(r) = self.call_as_ext_task(&rc, &ctx, &name, &args).await {
+                return r;
+            }
             let responses = req.input_responses.as_ref();
             let limit = self.server.agg.call_timeout();
             let client = self.channel(&rc, None);
@@ -400,6 +412,24 @@ impl ServerHandler for Mcp {
         if let Some(id) = id {
             self.server.agg.roots_changed(&id).await;
         }
+    }
+
+    /// `tasks/get` of the tasks extension (2026-07-28, `task_ext.rs`).
+    async fn get_task(
+        &self,
+        req: rmcp::model::GetTaskParams,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        self.get_ext_task(req, &rc).await
+    }
+
+    /// `tasks/cancel` of the tasks extension (2026-07-28, `task_ext.rs`).
+    async fn cancel_task(
+        &self,
+        req: rmcp::model::CancelTaskParams,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.cancel_ext_task(req, &rc).await
     }
 
     /// `logging/setLevel`: the lowest level of the apps' log messages this session receives.
@@ -622,6 +652,7 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
         server: server.clone(),
         sessions: sessions.clone(),
         rounds: Default::default(),
+        sessionless: Default::default(),
     };
     // Host and Origin are checked by `hosts`, first, for the lean path and rmcp's alike.
     let config = StreamableHttpServerConfig::default().disable_allowed_hosts();

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The most tasks a session keeps track of: beyond it, the oldest is forgotten (asked of
 /// again, it is unknown).
-const MAX_TASKS: usize = 1000;
+pub(super) const MAX_TASKS: usize = 1000;
 
 /// The tasks made on one session, by task id: the app that made each.
 #[derive(Default)]
@@ -29,7 +29,7 @@ pub(super) struct Made {
 
 impl Made {
     /// Notes that `app` made the task `id`; false if another app's task has that id here.
-    fn note(&mut self, id: &str, app: &str) -> bool {
+    pub(super) fn note(&mut self, id: &str, app: &str) -> bool {
         if let Some(by) = self.by_id.get(id) {
             return by == app;
         }
@@ -43,7 +43,7 @@ impl Made {
         true
     }
 
-    fn app(&self, id: &str) -> Option<String> {
+    pub(super) fn app(&self, id: &str) -> Option<String> {
         self.by_id.get(id).cloned()
     }
 

@@ -259,3 +259,114 @@ fn tasks_pass_through_to_the_app_that_made_them() {
     assert_eq!(r["result"]["status"], "completed", "{r}");
     assert_eq!(beta.received("tasks/get").len(), 1);
 }
+
+/// A stateless request of protocol 2026-07-28 with `token`, declaring `capabilities`: its
+/// JSON-RPC answer.
+fn ask_2026(
+    s: &Server,
+    token: &str,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1.0.0"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    // `Mcp-Name`: what the request names (a tool, a task).
+    let name = params["name"].as_str().or(params["taskId"].as_str());
+    let name = name.unwrap_or("").to_string();
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/mcp", s.url))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .unwrap();
+    crate::mcp::answer_of(r)
+}
+
+/// A client of 2026-07-28 that declares the tasks extension (SEP-2663) gets a tool that
+/// requires a task as the app's task: `tasks/get` asks the app for its status and inlines its
+/// result once it ended (URIs named), `tasks/cancel` cancels it at the app; another token's
+/// task ids, and ids never made, mean nothing. A client without the extension, or a tool
+/// without task support, gets a plain call.
+#[test]
+fn a_2026_client_gets_an_apps_task_as_the_tasks_extension() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    let (alpha, url) = serve(&rt, "alpha");
+    create_app(&s, json!({"name": "alpha", "mcp_url": url}));
+    let ext = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let call = |tool: &str, caps: &Value| {
+        let params = json!({"name": tool, "arguments": {}});
+        ask_2026(&s, &s.token, "tools/call", params, caps.clone())
+    };
+    eventually("alpha's tools are listed", || {
+        let r = ask_2026(&s, &s.token, "tools/list", json!({}), ext.clone());
+        r.to_string().contains("alpha_research")
+    });
+    // The server offers the extension.
+    let d = ask_2026(&s, &s.token, "server/discover", json!({}), ext.clone());
+    assert!(
+        d.pointer("/result/capabilities/extensions/io.modelcontextprotocol~1tasks")
+            .is_some(),
+        "{d}"
+    );
+
+    let r = call("alpha_research", &ext);
+    let t = &r["result"];
+    assert_eq!(t["resultType"], "task", "{r}");
+    assert_eq!(t["taskId"], "task-1", "{r}");
+    assert_eq!(t["status"], "working", "{r}");
+    assert_eq!(
+        (t["ttlMs"].clone(), t["pollIntervalMs"].clone()),
+        (json!(60000), json!(1000))
+    );
+    let calls = alpha.received("tools/call");
+    assert!(
+        calls.last().unwrap()["params"]["task"].is_object(),
+        "{calls:?}"
+    );
+
+    let get = |token: &str, id: &str| {
+        ask_2026(&s, token, "tasks/get", json!({"taskId": id}), ext.clone())
+    };
+    let r = get(&s.token, "task-1");
+    assert_eq!(r["result"]["status"], "completed", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(
+        r["result"]["result"]["content"][0]["uri"], "file://alpha//report.md",
+        "the result inlined, its URIs named for the app: {r}"
+    );
+    assert_eq!(alpha.received("tasks/result").len(), 1);
+    let r = ask_2026(
+        &s,
+        &s.token,
+        "tasks/cancel",
+        json!({"taskId": "task-1"}),
+        ext.clone(),
+    );
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(alpha.received("tasks/cancel").len(), 1);
+
+    // Refused, and nothing reaches the app.
+    let asked = alpha.seen.lock().unwrap().len();
+    let r = get(&s.token, "never-made");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let other = create_app(&s, json!({"name": "other", "call_tools": ["alpha_*"]}));
+    let r = get(&other, "task-1");
+    assert_eq!(r["error"]["code"], -32602, "another token's task: {r}");
+    assert_eq!(alpha.seen.lock().unwrap().len(), asked);
+
+    // Without the extension, or for a tool without task support: a plain call.
+    let r = call("alpha_research", &json!({}));
+    assert_eq!(r["result"]["content"][0]["text"], "plain", "{r}");
+    assert!(alpha.received("tools/call").last().unwrap()["params"]["task"].is_null());
+    let r = call("alpha_plain", &ext);
+    assert_eq!(r["result"]["content"][0]["text"], "plain", "{r}");
+}

@@ -27,6 +27,14 @@ fn not_a_task(tool: &str) -> Error {
 }
 
 impl Aggregator {
+    /// The `execution.taskSupport` an app lists for its tool (`optional`, `required`), if any.
+    pub fn task_support(&self, tool: &str) -> Option<String> {
+        let ns = self.ns.read().unwrap().clone();
+        let i = *ns.by_name.get(tool)?;
+        let execution = ns.fields.get(&i)?.get("execution")?;
+        Some(execution.get("taskSupport")?.as_str()?.to_string())
+    }
+
     /// A `tools/call` with a `task` (`params` as the agent sent them), for a caller that may
     /// call the tool: answers the app that serves it and its answer, a `CreateTaskResult` (or
     /// the tool's result, its URIs named, if the app ran it at once).

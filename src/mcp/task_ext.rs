@@ -1,0 +1,228 @@
+//! The tasks extension of protocol 2026-07-28 (SEP-2663, `io.modelcontextprotocol/tasks`),
+//! made of an app's tasks of 2025-11-25.
+//!
+//! A client of 2026-07-28 has no session and declares its capabilities with each request. When
+//! it declares the extension, its call of a tool whose app lists `execution.taskSupport`
+//! `required` runs as the app's task: the call answers the task (`resultType: "task"`);
+//! `tasks/get` asks the app for the task's status and, once it ended, for its result, inlined
+//! as the extension has it (`result`, or the app's `error`); `tasks/cancel` cancels it at the
+//! app. A tool whose task support is `optional` runs as a plain call (the extension lets the
+//! server decide). Tasks made for callers without a session are kept per calling token (at
+//! most [`tasks::MAX_TASKS`] each, for [`TOKENS`] tokens): another token's task ids mean
+//! nothing here. Not relayed: a task that needs the client's input (`input_required`: its
+//! `tasks/get` says so as an error) and `tasks/update`.
+
+use super::{Mcp, content, tasks};
+use crate::apps::backend::AppRequest;
+use crate::ops::Ctx;
+use rmcp::ErrorData;
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult, DetailedTask,
+    GetTaskParams, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus,
+};
+use rmcp::service::RequestContext;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Calling tokens whose tasks are kept; one more forgets them all.
+const TOKENS: usize = 256;
+
+/// The tasks apps made for callers without a session, by calling token.
+#[derive(Default)]
+pub(super) struct Sessionless(Mutex<HashMap<String, tasks::Made>>);
+
+impl Sessionless {
+    fn note(&self, token: &str, id: &str, app: &str) -> bool {
+        let mut all = self.0.lock().unwrap();
+        if all.len() >= TOKENS && !all.contains_key(token) {
+            all.clear();
+        }
+        all.entry(token.to_string()).or_default().note(id, app)
+    }
+
+    fn app(&self, token: &str, id: &str) -> Option<String> {
+        self.0.lock().unwrap().get(token)?.app(id)
+    }
+}
+
+fn invalid(message: String) -> ErrorData {
+    ErrorData::invalid_params(message, None)
+}
+
+/// A task as an app of 2025-11-25 writes it, as the extension's.
+fn task_of(t: &Value) -> Result<Task, ErrorData> {
+    let text = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("");
+    let status: TaskStatus = serde_json::from_value(t["status"].clone()).map_err(|_| {
+        ErrorData::internal_error(
+            format!("the app's task has an unknown status {}", t["status"]),
+            None,
+        )
+    })?;
+    let mut task = Task::new(
+        text("taskId"),
+        status,
+        text("createdAt"),
+        text("lastUpdatedAt"),
+    );
+    if let Some(m) = t.get("statusMessage").and_then(Value::as_str) {
+        task = task.with_status_message(m);
+    }
+    if let Some(ttl) = t.get("ttl").and_then(Value::as_u64) {
+        task = task.with_ttl_ms(ttl);
+    }
+    if let Some(p) = t.get("pollInterval").and_then(Value::as_u64) {
+        task = task.with_poll_interval_ms(p);
+    }
+    Ok(task)
+}
+
+fn object(v: Value) -> JsonObject {
+    match v {
+        Value::Object(o) => o,
+        other => JsonObject::from_iter([("value".to_string(), other)]),
+    }
+}
+
+impl Mcp {
+    /// A call of a client of 2026-07-28 that runs as the app's task, if it does: the client
+    /// declared the extension, and the tool's app requires a task.
+    pub(super) async fn call_as_ext_task(
+        &self,
+        rc: &RequestContext<RoleServer>,
+        ctx: &Ctx,
+        name: &str,
+        args: &Value,
+    ) -> Option<Result<CallToolResponse, ErrorData>> {
+        let declared = rc.client_capabilities().is_some_and(|c| c.supports_tasks());
+        if !declared || self.server.agg.task_support(name).as_deref() != Some("required") {
+            return None;
+        }
+        let params = json!({"name": name, "arguments": args, "task": {}});
+        let agg = &self.server.agg;
+        let made = agg.call_as_task(ctx, None, params, rc.ct.clone()).await;
+        let (app, r) = match made {
+            Ok(m) => m,
+            Err(e) => return Some(Err(content::mcp_error(e))),
+        };
+        let Some(t) = r.get("task") else {
+            // The app ran it at once: its result.
+            let result = serde_json::from_value::<CallToolResult>(r)
+                .map_err(|e| ErrorData::internal_error(format!("the app's result: {e}"), None));
+            return Some(result.map(CallToolResponse::Complete));
+        };
+        let task = match task_of(t) {
+            Ok(t) => t,
+            Err(e) => return Some(Err(e)),
+        };
+        if !self
+            .sessionless
+            .note(&ctx.caller.token_name(), &task.task_id, &app)
+        {
+            return Some(Err(ErrorData::internal_error(
+                format!("app {app} answered with the id of another app's task: refused"),
+                None,
+            )));
+        }
+        Some(Ok(CallToolResponse::Task(CreateTaskResult::new(task))))
+    }
+
+    /// The app that made the caller's task `id`.
+    fn ext_task_app(&self, ctx: &Ctx, id: &str) -> Result<String, ErrorData> {
+        self.sessionless
+            .app(&ctx.caller.token_name(), id)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "no task {:?} of this caller (a task is made by a call of a tool that runs as one)",
+                    crate::feed::cut(id, 100)
+                ))
+            })
+    }
+
+    /// `tasks/get` of the extension: the app's status of the task, with its result (or error)
+    /// once it ended.
+    pub(super) async fn get_ext_task(
+        &self,
+        p: GetTaskParams,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let ctx = self.ctx(rc)?;
+        let app = self.ext_task_app(&ctx, &p.task_id)?;
+        let agg = &self.server.agg;
+        let ask = |req: AppRequest| {
+            let params = json!({"taskId": p.task_id});
+            agg.task_request(&ctx, None, &app, req, params, rc.ct.clone())
+        };
+        let t = ask(AppRequest::GetTask).await.map_err(content::mcp_error)?;
+        let task = task_of(&t)?;
+        let payload = match task.status {
+            TaskStatus::Working => TaskPayload::Working,
+            TaskStatus::Cancelled => TaskPayload::Cancelled,
+            TaskStatus::Completed | TaskStatus::Failed => match ask(AppRequest::TaskResult).await {
+                Ok(result) if task.status == TaskStatus::Completed => TaskPayload::Completed {
+                    result: object(result),
+                },
+                Ok(_) => TaskPayload::Failed {
+                    error: object(json!({"code": -32603,
+                        "message": task.status_message.clone().unwrap_or_else(|| "the task failed".into())})),
+                },
+                Err(e) => TaskPayload::Failed {
+                    error: object(json!(content::mcp_error(e))),
+                },
+            },
+            _ => {
+                return Err(ErrorData::internal_error(
+                    format!(
+                        "app {app}'s task {} needs the client's input, which the engine does not pass to a client of 2026-07-28 within a task: call the tool from a client of 2025-11-25",
+                        task.task_id
+                    ),
+                    None,
+                ));
+            }
+        };
+        Ok(GetTaskResult::new(DetailedTask::new(task, payload)))
+    }
+
+    /// `tasks/cancel` of the extension: the app cancels the task.
+    pub(super) async fn cancel_ext_task(
+        &self,
+        p: CancelTaskParams,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let ctx = self.ctx(rc)?;
+        let app = self.ext_task_app(&ctx, &p.task_id)?;
+        let params = json!({"taskId": p.task_id});
+        let req = AppRequest::CancelTask;
+        (self.server.agg)
+            .task_request(&ctx, None, &app, req, params, rc.ct.clone())
+            .await
+            .map_err(content::mcp_error)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_apps_task_is_the_extensions() {
+        let t = json!({"taskId": "t1", "status": "working", "createdAt": "a",
+                       "lastUpdatedAt": "b", "ttl": 60000, "pollInterval": 500,
+                       "statusMessage": "on it"});
+        let task = task_of(&t).unwrap();
+        let v = serde_json::to_value(CreateTaskResult::new(task)).unwrap();
+        assert_eq!(v["resultType"], "task");
+        assert_eq!(v["taskId"], "t1");
+        assert_eq!(v["ttlMs"], 60000);
+        assert_eq!(v["pollIntervalMs"], 500);
+        assert_eq!(v["statusMessage"], "on it");
+        assert!(task_of(&json!({"taskId": "t", "status": "sleeping"})).is_err());
+        let s = Sessionless::default();
+        assert!(s.note("owner", "t1", "a"));
+        assert!(!s.note("owner", "t1", "b"));
+        assert_eq!(s.app("owner", "t1").as_deref(), Some("a"));
+        assert!(s.app("app:x", "t1").is_none(), "another token's task id");
+    }
+}
