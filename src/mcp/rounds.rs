@@ -42,21 +42,33 @@ struct Ask {
     answer: oneshot::Sender<Result<Value, ClientRefusal>>,
 }
 
+/// The channel of the client's request the call answers now: the one that started it, then
+/// each that goes on with it (the earlier ones are answered).
+type Current = Arc<Mutex<Option<Arc<dyn ClientChannel>>>>;
+
 /// The caller's side of a call made for a 2026-07-28 client: the app's requests go to the
 /// call's driver ([`Rounds::drive`]), which gives them to the client as input requests; its
-/// notifications (progress) to the channel of the request that started the call, if any.
-struct Bridge(mpsc::Sender<Ask>, Option<Arc<dyn ClientChannel>>);
+/// notifications (progress) to the channel of the client's request of the round, if any.
+struct Bridge(mpsc::Sender<Ask>, Current);
+
+impl Bridge {
+    fn current(&self) -> Option<Arc<dyn ClientChannel>> {
+        self.1.lock().unwrap().clone()
+    }
+}
 
 impl ClientChannel for Bridge {
     fn wants_progress(&self) -> bool {
-        self.1.as_ref().is_some_and(|c| c.wants_progress())
+        self.current().is_some_and(|c| c.wants_progress())
     }
 
     fn notify<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, ()> {
-        match &self.1 {
-            Some(c) => c.notify(method, params),
-            None => Box::pin(async {}),
-        }
+        let current = self.current();
+        Box::pin(async move {
+            if let Some(c) = current {
+                c.notify(method, params).await;
+            }
+        })
     }
 
     fn request<'a>(
@@ -108,6 +120,8 @@ struct Running {
     task: tokio::task::JoinHandle<Result<CallToolResult, ErrorData>>,
     asks: mpsc::Receiver<Ask>,
     cancel: CancellationToken,
+    /// Where its notifications go.
+    client: Current,
 }
 
 /// The calls waiting for input, by `requestState`.
@@ -136,12 +150,18 @@ impl Rounds {
             None => {
                 let (tx, asks) = mpsc::channel(4);
                 let cancel = CancellationToken::new();
-                let bridge: Arc<dyn ClientChannel> = Arc::new(Bridge(tx, client));
+                let current = Arc::new(Mutex::new(client));
+                let bridge: Arc<dyn ClientChannel> = Arc::new(Bridge(tx, current.clone()));
                 let (server, c) = (server.clone(), cancel.clone());
                 let task = tokio::spawn(async move {
                     calls::serve_call(&server, ctx, tool, args, Some(bridge), c, None).await
                 });
-                Running { task, asks, cancel }
+                Running {
+                    task,
+                    asks,
+                    cancel,
+                    client: current,
+                }
             }
             Some(state) => {
                 let w = self.0.lock().unwrap().remove(&state);
@@ -151,6 +171,8 @@ impl Rounds {
                         None,
                     ));
                 };
+                // What the app sends from now on belongs to this request.
+                *w.call.client.lock().unwrap() = client;
                 let (key, answer) = w.asked;
                 let given = responses.and_then(|r| r.get(&key)).cloned();
                 let _ = answer.send(given.ok_or_else(|| ClientRefusal {

@@ -49,14 +49,29 @@ impl Asker {
                 let ask = json!({"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create",
                                  "params": {"message": "your name?", "requestedSchema": {"type": "object",
                                  "properties": {"name": {"type": "string"}}}}});
-                let stream = futures_util::stream::once(async move { ask.to_string() }).chain(
+                // Progress before it asks and after the answer, with the call's token.
+                let token = v["params"]["_meta"]["progressToken"].clone();
+                let progress = move |n: u32| {
+                    (!token.is_null()).then(|| {
+                        json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                               "params": {"progressToken": token, "progress": n}})
+                        .to_string()
+                    })
+                };
+                let first = [progress(1), Some(ask.to_string())];
+                let stream = futures_util::stream::iter(first.into_iter().flatten()).chain(
                     futures_util::stream::once(async move {
                         let answer = rx.await.unwrap_or(Value::Null);
                         let name = answer["result"]["content"]["name"].as_str().unwrap_or("?");
-                        json!({"jsonrpc": "2.0", "id": id, "result": {"content": [
-                            {"type": "text", "text": format!("hello {name}")}]}})
-                        .to_string()
-                    }),
+                        let result = json!({"jsonrpc": "2.0", "id": id, "result": {"content": [
+                            {"type": "text", "text": format!("hello {name}")}]}});
+                        futures_util::stream::iter(
+                            [progress(2), Some(result.to_string())]
+                                .into_iter()
+                                .flatten(),
+                        )
+                    })
+                    .flatten(),
                 );
                 fake_app::sse(stream)
             }
@@ -68,12 +83,28 @@ impl Asker {
 use futures_util::StreamExt;
 
 /// A stateless request of protocol 2026-07-28 to `/mcp`: its JSON-RPC answer.
-fn ask(s: &Server, id: u64, method: &str, mut params: Value) -> Value {
+fn ask(s: &Server, id: u64, method: &str, params: Value) -> Value {
+    let all = ask_all(s, id, method, params, None);
+    all.last().cloned().expect("an answer")
+}
+
+/// A stateless request of protocol 2026-07-28 to `/mcp`, with a progress `token`: every
+/// message of its answer.
+fn ask_all(
+    s: &Server,
+    id: u64,
+    method: &str,
+    mut params: Value,
+    token: Option<&str>,
+) -> Vec<Value> {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "rounds-test", "version": "1.0.0"},
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
     });
+    if let Some(t) = token {
+        params["_meta"]["progressToken"] = json!(t);
+    }
     let name = params["name"].as_str().unwrap_or("").to_string();
     let r = reqwest::blocking::Client::new()
         .post(format!("{}/mcp", s.url))
@@ -85,23 +116,83 @@ fn ask(s: &Server, id: u64, method: &str, mut params: Value) -> Value {
         .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
         .send()
         .unwrap();
-    crate::mcp::answer_of(r)
+    let json_only = r
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let text = r.text().unwrap();
+    if json_only {
+        return vec![serde_json::from_str(&text).unwrap()];
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| d.starts_with('{'))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+/// Serves the asker app and registers it; answers the app.
+fn asker(s: &Server, rt: &tokio::runtime::Runtime) -> Arc<Asker> {
+    let app = Arc::new(Asker::default());
+    let a = app.clone();
+    let post: fake_app::Post = Arc::new(move |v| Box::pin(a.clone().post(v)));
+    let url = fake_app::serve(rt, post, None);
+    create_app(s, json!({"name": "asker", "mcp_url": url}));
+    eventually("asker's tool is listed", || {
+        s.ok_route("apps/get", json!({"name": "asker"}))["app"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    });
+    app
+}
+
+/// The app's progress goes with the request of its round: before it asks, on the request that
+/// started the call (its token); after the answer, on the request that brought it (its own).
+#[test]
+fn an_apps_progress_follows_the_round_of_a_2026_call() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    asker(&s, &rt);
+    let progress = |all: &[Value]| -> Vec<Value> {
+        all.iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            // (rmcp's progress type holds the number as a float)
+            .map(|m| {
+                json!([
+                    m["params"]["progressToken"],
+                    m["params"]["progress"].as_f64()
+                ])
+            })
+            .collect()
+    };
+    let call = json!({"name": "asker_name", "arguments": {}});
+    let first = ask_all(&s, 1, "tools/call", call, Some("p1"));
+    assert_eq!(progress(&first), [json!(["p1", 1.0])], "{first:?}");
+    let result = &first.last().unwrap()["result"];
+    let key = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap();
+    let again = json!({"name": "asker_name", "arguments": {},
+        "requestState": result["requestState"],
+        "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}}});
+    let second = ask_all(&s, 2, "tools/call", again, Some("p2"));
+    assert_eq!(progress(&second), [json!(["p2", 2.0])], "{second:?}");
+    assert_eq!(
+        second.last().unwrap()["result"]["content"][0]["text"],
+        "hello Ada",
+        "{second:?}"
+    );
 }
 
 #[test]
 fn an_apps_request_reaches_a_2026_client_as_an_input_request() {
     let s = Server::start();
     let rt = mcp::runtime();
-    let app = Arc::new(Asker::default());
-    let a = app.clone();
-    let post: fake_app::Post = Arc::new(move |v| Box::pin(a.clone().post(v)));
-    let url = fake_app::serve(&rt, post, None);
-    create_app(&s, json!({"name": "asker", "mcp_url": url}));
-    eventually("asker's tool is listed", || {
-        s.ok_route("apps/get", json!({"name": "asker"}))["app"]["tools"]
-            .as_array()
-            .is_some_and(|t| !t.is_empty())
-    });
+    let app = asker(&s, &rt);
 
     let r = ask(
         &s,
