@@ -22,15 +22,18 @@ impl Door {
         }
         let id = session_id(h)?;
         let mut msg: Value = serde_json::from_slice(body).ok()?;
-        // Tasks are served here alone (rmcp knows none of them): a session opened a moment ago
-        // is waited for.
-        let session = match tasks::is_task(&msg) {
-            true => self.mcp.sessions.soon(id, Duration::from_secs(1)).await?,
-            false => self.mcp.sessions.get(id)?,
-        };
-        if msg.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+        let method = msg.get("method").and_then(Value::as_str);
+        if method == Some("notifications/cancelled") {
+            let session = self.mcp.sessions.get(id)?;
             return self.cancel_lean(&session, &msg);
         }
+        // A request (not a notification, not an answer) on a session opened a moment ago (the
+        // ledger holds it open) waits for it: rmcp hands it over at `notifications/initialized`,
+        // in its own time, and a client asks at once.
+        if method.is_none() || msg.get("id").is_none() {
+            return None;
+        }
+        let session = self.mcp.sessions.soon(id, Duration::from_secs(1)).await?;
         let rpc_id = msg
             .get("id")
             .filter(|i| i.is_string() || i.is_number())?

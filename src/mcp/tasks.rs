@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 /// The most tasks a session keeps track of: beyond it, the oldest is forgotten (asked of
 /// again, it is unknown).
 pub(super) const MAX_TASKS: usize = 1000;
+/// The most pages of an app's `tasks/list` read for one listing.
+const LIST_PAGES: usize = 20;
 
 /// The tasks made on one session, by task id: the app that made each.
 #[derive(Default)]
@@ -163,26 +165,30 @@ pub(super) async fn serve(
             let made = session.tasks.lock().unwrap().by_app();
             let mut tasks = vec![];
             for (app, ids) in made {
-                let r = agg
-                    .task_request(
-                        ctx,
-                        agent,
-                        &app,
-                        AppRequest::ListTasks,
-                        json!({}),
-                        cancel.clone(),
-                    )
-                    .await;
-                // An app that cannot answer now lists nothing; the others still do.
-                let Ok(Value::Object(mut r)) = r else {
-                    continue;
-                };
-                if let Some(Value::Array(listed)) = r.remove("tasks") {
-                    tasks.extend(listed.into_iter().filter(|t| {
-                        t.get("taskId")
-                            .and_then(Value::as_str)
-                            .is_some_and(|id| ids.iter().any(|i| i == id))
-                    }));
+                // Every page of the app's (at most LIST_PAGES), this session's tasks kept.
+                let mut cursor = None;
+                for _ in 0..LIST_PAGES {
+                    let params = match &cursor {
+                        Some(c) => json!({ "cursor": c }),
+                        None => json!({}),
+                    };
+                    let req = AppRequest::ListTasks;
+                    let r = (agg.task_request(ctx, agent, &app, req, params, cancel.clone())).await;
+                    // An app that cannot answer now lists no more; the others still do.
+                    let Ok(Value::Object(mut r)) = r else {
+                        break;
+                    };
+                    if let Some(Value::Array(listed)) = r.remove("tasks") {
+                        tasks.extend(listed.into_iter().filter(|t| {
+                            t.get("taskId")
+                                .and_then(Value::as_str)
+                                .is_some_and(|id| ids.iter().any(|i| i == id))
+                        }));
+                    }
+                    cursor = match r.remove("nextCursor") {
+                        Some(Value::String(c)) if !c.is_empty() => Some(c),
+                        _ => break,
+                    };
                 }
             }
             return Ok(json!({"tasks": tasks}));

@@ -72,10 +72,12 @@ impl TaskApp {
             "tasks/cancel" => {
                 fake_app::rpc(&id, task(p["taskId"].as_str().unwrap_or(""), "cancelled"))
             }
-            "tasks/list" => fake_app::rpc(
+            // Two pages: another session's task, then this one's.
+            "tasks/list" if p["cursor"].is_null() => fake_app::rpc(
                 &id,
-                json!({"tasks": [task("task-1", "completed"), task("of-another-session", "working")]}),
+                json!({"tasks": [task("of-another-session", "working")], "nextCursor": "page-2"}),
             ),
+            "tasks/list" => fake_app::rpc(&id, json!({"tasks": [task("task-1", "completed")]})),
             "tasks/result" => fake_app::rpc(
                 &id,
                 json!({"content": [{"type": "resource_link", "uri": "file:///report.md", "name": "report"}],
@@ -138,7 +140,8 @@ fn tasks_pass_through_to_the_app_that_made_them() {
     };
     assert_eq!(
         tool("alpha_research")["execution"],
-        json!({"taskSupport": "required"})
+        json!({"taskSupport": "required"}),
+        "{tools}"
     );
     assert!(tool("alpha_plain").get("execution").is_none());
 
@@ -178,7 +181,7 @@ fn tasks_pass_through_to_the_app_that_made_them() {
         r["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
         "task-1"
     );
-    // Only this session's tasks are listed.
+    // Only this session's tasks are listed, from every page of the app's.
     let r = raw.ask(6, "tasks/list", json!({}));
     assert_eq!(
         r["result"],
