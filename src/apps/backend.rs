@@ -143,11 +143,34 @@ pub trait AgentChannel: ClientChannel {
     /// What the agent declared that an app may ask of it (`sampling`, `elicitation`,
     /// `roots`), as MCP client capabilities: what the app's session declares in turn.
     fn capabilities(&self) -> Value;
+    /// Its [`Self::capabilities`] spelled one way ([`capabilities_key`]), made once: agents
+    /// with the same key are shown the same tools.
+    fn capabilities_key(&self) -> &str;
     /// Whether the agent's session has ended (the app's session for it can go).
     fn is_closed(&self) -> bool;
     /// The log level the agent set (`logging/setLevel`), if it set one: the app's session
     /// for it is set to it too.
     fn log_level(&self) -> Option<&'static str>;
+}
+
+/// Capabilities spelled one way (every object's keys in order), as one string.
+pub fn capabilities_key(v: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(o) => {
+                let mut keys: Vec<&String> = o.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&o[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            _ => v.clone(),
+        }
+    }
+    sorted(v).to_string()
 }
 
 impl std::fmt::Debug for dyn AgentChannel {

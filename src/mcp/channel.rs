@@ -119,6 +119,10 @@ impl AgentChannel for Session {
         self.asks.clone()
     }
 
+    fn capabilities_key(&self) -> &str {
+        &self.asks_key
+    }
+
     fn is_closed(&self) -> bool {
         self.peer.is_transport_closed()
     }

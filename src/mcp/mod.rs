@@ -78,6 +78,8 @@ pub(crate) struct Session {
     /// as it sent them).
     id: String,
     asks: Value,
+    /// `asks` spelled one way (`capabilities_key`).
+    asks_key: String,
     /// The lowest level of log messages the client asked for (`logging/setLevel`,
     /// [`channel::rank`]); 0 before it asks.
     level: std::sync::atomic::AtomicU8,
@@ -249,6 +251,7 @@ impl ServerHandler for Mcp {
         }
         let session = Session {
             id: id.clone(),
+            asks_key: crate::apps::backend::capabilities_key(&asks),
             asks,
             client,
             sampling: caps.is_some_and(|c| c.sampling.is_some()),

@@ -11,14 +11,15 @@
 //! An app that does not answer in time, answers an error (a WASM app lists the same tools to
 //! every caller), or lists more pages than [`PAGES`] hides nothing.
 
-use super::{Aggregator, Namespace};
+use super::Aggregator;
 use crate::apps::backend::{
     AgentChannel, AppRequest, CallContext, ClientChannel, ClientRefusal, RPC_ERROR_META,
+    capabilities_key,
 };
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Sets of capabilities kept; one more replaces them all.
@@ -31,19 +32,21 @@ const PAGES: usize = 10;
 /// The names of the tools hidden from an agent.
 type Hidden = Arc<HashSet<String>>;
 
-/// The tools hidden from agents, per set of capabilities (as JSON), for the namespace they were
-/// worked out for; worked out one set at a time (agents that connect at once ask apps once).
+/// The tools hidden from agents, per set of capabilities (as JSON), for the namespace's tools
+/// they were worked out for (its generation: [`Aggregator::subscribe`]'s count, which a
+/// refresh that changes no tool leaves as it is); worked out one set at a time (agents that
+/// connect at once ask apps once).
 #[derive(Default)]
 pub(super) struct Shown {
-    kept: Mutex<HashMap<String, (Weak<Namespace>, Hidden)>>,
+    kept: Mutex<HashMap<String, (u64, Hidden)>>,
     working: tokio::sync::Mutex<()>,
 }
 
 impl Shown {
-    fn get(&self, profile: &str, now: &Weak<Namespace>) -> Option<Hidden> {
+    fn get(&self, profile: &str, now: u64) -> Option<Hidden> {
         let kept = self.kept.lock().unwrap();
         let (of, hidden) = kept.get(profile)?;
-        Weak::ptr_eq(of, now).then(|| hidden.clone())
+        (*of == now).then(|| hidden.clone())
     }
 }
 
@@ -51,17 +54,18 @@ impl Aggregator {
     /// The apps' tools not shown to `agent` (by name): those its apps do not list to a client
     /// with its capabilities.
     pub async fn hidden_from(&self, agent: &Arc<dyn AgentChannel>) -> Hidden {
+        // The generation first: a change after it is seen by the next listing.
+        let now = *self.changed.borrow();
         let ns = self.ns.read().unwrap().clone();
         if ns.tools.is_empty() {
             return Arc::default();
         }
-        let profile = canonical(&agent.capabilities()).to_string();
-        let now = Arc::downgrade(&ns);
-        if let Some(hidden) = self.shown.get(&profile, &now) {
+        let profile = agent.capabilities_key();
+        if let Some(hidden) = self.shown.get(profile, now) {
             return hidden;
         }
         let _working = self.shown.working.lock().await;
-        if let Some(hidden) = self.shown.get(&profile, &now) {
+        if let Some(hidden) = self.shown.get(profile, now) {
             return hidden;
         }
         let apps: Vec<_> = {
@@ -88,11 +92,11 @@ impl Aggregator {
         }
         let hidden = Arc::new(hidden);
         let mut kept = self.shown.kept.lock().unwrap();
-        kept.retain(|_, (of, _)| Weak::ptr_eq(of, &now));
+        kept.retain(|_, (of, _)| *of == now);
         if kept.len() >= PROFILES {
             kept.clear();
         }
-        kept.insert(profile, (now, hidden.clone()));
+        kept.insert(profile.to_string(), (now, hidden.clone()));
         hidden
     }
 }
@@ -111,9 +115,10 @@ impl Aggregator {
                 )
             });
         }
-        let caps = canonical(&caps);
+        let key = capabilities_key(&caps);
         let agent: Arc<dyn AgentChannel> = Arc::new(Declared {
-            id: format!("declared:{caps}"),
+            id: format!("declared:{key}"),
+            key,
             caps,
         });
         self.hidden_from(&agent).await
@@ -124,6 +129,7 @@ impl Aggregator {
 /// lists tools, and is asked nothing (there is no one to answer).
 struct Declared {
     id: String,
+    key: String,
     caps: Value,
 }
 
@@ -152,6 +158,10 @@ impl AgentChannel for Declared {
 
     fn capabilities(&self) -> Value {
         self.caps.clone()
+    }
+
+    fn capabilities_key(&self) -> &str {
+        &self.key
     }
 
     fn is_closed(&self) -> bool {
@@ -205,23 +215,6 @@ async fn listed(
     None
 }
 
-/// `v` with every object's keys in order: one spelling for one set of capabilities.
-fn canonical(v: &Value) -> Value {
-    match v {
-        Value::Object(o) => {
-            let mut keys: Vec<&String> = o.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical(&o[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
-        _ => v.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,10 +223,10 @@ mod tests {
     fn one_spelling_for_one_set_of_capabilities() {
         let a = json!({"sampling": {}, "elicitation": {"url": {}, "form": {}}});
         let b = json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}});
-        assert_eq!(canonical(&a).to_string(), canonical(&b).to_string());
+        assert_eq!(capabilities_key(&a), capabilities_key(&b));
         assert_ne!(
-            canonical(&a).to_string(),
-            canonical(&json!({"sampling": {}})).to_string()
+            capabilities_key(&a),
+            capabilities_key(&json!({"sampling": {}}))
         );
     }
 }

@@ -64,7 +64,7 @@ impl Aggregator {
             .iter()
             .chain(apps)
             .enumerate()
-            .filter(|(_, t)| !hidden.contains(t.name.as_ref()) && may(t))
+            .filter(|(_, t)| (hidden.is_empty() || !hidden.contains(t.name.as_ref())) && may(t))
             .map(|(i, _)| i)
             .collect()
     }
