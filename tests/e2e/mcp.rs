@@ -807,21 +807,8 @@ impl RawSession<'_> {
 
 /// The JSON-RPC answer of a POST: one JSON answer, or the last message of its SSE stream.
 pub(crate) fn answer_of(r: reqwest::blocking::Response) -> Value {
-    let json = r
-        .headers()
-        .get("content-type")
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    let text = r.text().unwrap();
-    if json {
-        return serde_json::from_str(&text).unwrap();
-    }
-    let data = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .rfind(|d| d.starts_with('{'))
-        .unwrap_or_else(|| panic!("no message in {text:?}"));
-    serde_json::from_str(data).unwrap()
+    let mut all = crate::kit::mcp::messages_of(r);
+    all.pop().expect("a message in the answer")
 }
 
 #[test]

@@ -623,25 +623,15 @@ fn a_2026_listen_is_subscribed_at_the_app_before_it_is_acknowledged() {
     let (url, shelf) = serve_app(&rt);
     create_app(&s, json!({"name": "shelf", "mcp_url": url}));
     let uri = "file://shelf//a.txt";
-    let params = json!({
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "listen-test", "version": "1.0.0"},
-            "io.modelcontextprotocol/clientCapabilities": {},
-        },
-        "notifications": {"resourceSubscriptions": [uri]},
-    });
-    let r = reqwest::blocking::Client::new()
-        .post(format!("{}/mcp", s.url))
-        .bearer_auth(&s.token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params}),
-        )
-        .send()
-        .unwrap();
+    let params = json!({"notifications": {"resourceSubscriptions": [uri]}});
+    let r = mcp::post_2026(
+        &s,
+        &s.token,
+        "subscriptions/listen",
+        params,
+        json!({}),
+        None,
+    );
     assert_eq!(r.status(), 200);
     let subscribed = || {
         let asked = shelf.asked.lock().unwrap();

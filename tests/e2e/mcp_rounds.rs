@@ -90,46 +90,9 @@ fn ask(s: &Server, id: u64, method: &str, params: Value) -> Value {
 
 /// A stateless request of protocol 2026-07-28 to `/mcp`, with a progress `token`: every
 /// message of its answer.
-fn ask_all(
-    s: &Server,
-    id: u64,
-    method: &str,
-    mut params: Value,
-    token: Option<&str>,
-) -> Vec<Value> {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "rounds-test", "version": "1.0.0"},
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-    });
-    if let Some(t) = token {
-        params["_meta"]["progressToken"] = json!(t);
-    }
-    let name = params["name"].as_str().unwrap_or("").to_string();
-    let r = reqwest::blocking::Client::new()
-        .post(format!("{}/mcp", s.url))
-        .bearer_auth(&s.token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-        .send()
-        .unwrap();
-    let json_only = r
-        .headers()
-        .get("content-type")
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    let text = r.text().unwrap();
-    if json_only {
-        return vec![serde_json::from_str(&text).unwrap()];
-    }
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .filter(|d| d.starts_with('{'))
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
+fn ask_all(s: &Server, _id: u64, method: &str, params: Value, token: Option<&str>) -> Vec<Value> {
+    let caps = json!({"elicitation": {}});
+    mcp::messages_of(mcp::post_2026(s, &s.token, method, params, caps, token))
 }
 
 /// Serves the asker app and registers it; answers the app.

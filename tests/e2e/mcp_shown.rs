@@ -98,20 +98,7 @@ fn picky(answer: &Value) -> Vec<String> {
 
 /// A `tools/list` of protocol 2026-07-28 (no session), declaring `capabilities`.
 fn list_2026(s: &Server, capabilities: Value) -> Value {
-    let params = json!({"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "shown-test", "version": "1.0.0"},
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    }});
-    let r = reqwest::blocking::Client::new()
-        .post(format!("{}/mcp", s.url))
-        .bearer_auth(&s.token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/list")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}))
-        .send()
-        .unwrap();
+    let r = mcp::post_2026(s, &s.token, "tools/list", json!({}), capabilities, None);
     crate::mcp::answer_of(r)
 }
 

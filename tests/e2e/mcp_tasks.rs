@@ -265,31 +265,8 @@ fn tasks_pass_through_to_the_app_that_made_them() {
 
 /// A stateless request of protocol 2026-07-28 with `token`, declaring `capabilities`: its
 /// JSON-RPC answer.
-fn ask_2026(
-    s: &Server,
-    token: &str,
-    method: &str,
-    mut params: Value,
-    capabilities: Value,
-) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1.0.0"},
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    });
-    // `Mcp-Name`: what the request names (a tool, a task).
-    let name = params["name"].as_str().or(params["taskId"].as_str());
-    let name = name.unwrap_or("").to_string();
-    let r = reqwest::blocking::Client::new()
-        .post(format!("{}/mcp", s.url))
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .unwrap();
+fn ask_2026(s: &Server, token: &str, method: &str, params: Value, capabilities: Value) -> Value {
+    let r = mcp::post_2026(s, token, method, params, capabilities, None);
     crate::mcp::answer_of(r)
 }
 

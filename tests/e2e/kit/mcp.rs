@@ -219,3 +219,56 @@ pub fn ask<H: rmcp::ClientHandler>(
         Err(e) => panic!("{method}: {e}"),
     }
 }
+
+/// A request of protocol 2026-07-28 (no session) to the server's `/mcp` with `token`: its
+/// client context in `_meta` (declaring `capabilities`, and a progress `token` if any), and the
+/// headers that version requires (`Mcp-Method`, `Mcp-Name`: the tool or task it names). The
+/// answer is left to read (a stream stays open while read).
+pub fn post_2026(
+    s: &Server,
+    token: &str,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+    progress: Option<&str>,
+) -> reqwest::blocking::Response {
+    params["_meta"] = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e-2026", "version": "1.0.0"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    if let Some(p) = progress {
+        params["_meta"]["progressToken"] = serde_json::json!(p);
+    }
+    let name = params["name"].as_str().or(params["taskId"].as_str());
+    let name = name.unwrap_or("").to_string();
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    reqwest::blocking::Client::new()
+        .post(format!("{}/mcp", s.url))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .json(&body)
+        .send()
+        .unwrap()
+}
+
+/// Every JSON-RPC message of an answer: one JSON answer, or each message of its SSE stream.
+pub fn messages_of(r: reqwest::blocking::Response) -> Vec<Value> {
+    let json = r
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let text = r.text().unwrap();
+    if json {
+        return vec![serde_json::from_str(&text).unwrap()];
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| d.starts_with('{'))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
