@@ -153,6 +153,20 @@ pub trait AgentChannel: ClientChannel {
     fn log_level(&self) -> Option<&'static str>;
 }
 
+/// What an agent declared that an app may ask of it or show it, of its MCP client
+/// `capabilities`: `sampling`, `elicitation`, `roots`, `extensions` (MCP Apps) and `tasks`.
+pub fn agent_capabilities(mut capabilities: Value) -> Value {
+    if let Some(o) = capabilities.as_object_mut() {
+        o.retain(|k, _| {
+            matches!(
+                k.as_str(),
+                "sampling" | "elicitation" | "roots" | "extensions" | "tasks"
+            )
+        });
+    }
+    capabilities
+}
+
 /// Capabilities spelled one way (every object's keys in order), as one string.
 pub fn capabilities_key(v: &Value) -> String {
     fn sorted(v: &Value) -> Value {
@@ -248,6 +262,12 @@ impl ClientRefusal {
 /// The `_meta` key of a tool result that stands for a JSON-RPC error the app answered
 /// (`{"code", "message", "data"}`): the MCP door answers that error to its client as it is.
 pub const RPC_ERROR_META: &str = "datanotes/jsonrpcError";
+
+/// The app's own JSON-RPC error an answer carries (`{"_meta": {RPC_ERROR_META: error}}`), if
+/// it carries one.
+pub fn rpc_error_in(answer: &Value) -> Option<&Value> {
+    answer.get("_meta")?.get(RPC_ERROR_META)
+}
 
 /// Why an app could not answer. The message names what failed (and which limit ran out).
 #[derive(Debug, Clone)]

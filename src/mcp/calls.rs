@@ -3,7 +3,7 @@
 
 use super::Shared;
 use crate::apps::aggregator::CallOutcome;
-use crate::apps::backend::{AgentChannel, ClientChannel, RPC_ERROR_META};
+use crate::apps::backend::{AgentChannel, ClientChannel};
 use crate::ops::Ctx;
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock as Content};
@@ -158,8 +158,6 @@ fn rpc_error(o: &CallOutcome) -> Option<ErrorData> {
     if !o.is_mcp_result || o.ok {
         return None;
     }
-    let e = o
-        .value
-        .pointer(&format!("/_meta/{}", RPC_ERROR_META.replace('/', "~1")))?;
+    let e = crate::apps::backend::rpc_error_in(&o.value)?;
     serde_json::from_value(e.clone()).ok()
 }

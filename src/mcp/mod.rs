@@ -233,17 +233,7 @@ impl ServerHandler for Mcp {
         let caps = info.as_ref().map(|i| &i.capabilities);
         let asks = caps
             .and_then(|c| serde_json::to_value(c).ok())
-            .map(|mut c| {
-                if let Some(o) = c.as_object_mut() {
-                    o.retain(|k, _| {
-                        matches!(
-                            k.as_str(),
-                            "sampling" | "elicitation" | "roots" | "extensions"
-                        )
-                    });
-                }
-                c
-            })
+            .map(crate::apps::backend::agent_capabilities)
             .unwrap_or_else(|| json!({}));
         let mut asks = asks;
         if let Some(t) = self.sessions.declared.lock().unwrap().remove(&id) {

@@ -7,9 +7,7 @@
 
 use super::resources::{self, inner};
 use super::{Aggregator, Namespace};
-use crate::apps::backend::{
-    AgentChannel, AppBackend, AppEvent, AppRequest, CallContext, RPC_ERROR_META,
-};
+use crate::apps::backend::{AgentChannel, AppBackend, AppEvent, AppRequest, CallContext};
 use crate::auth::{self, Access, Caller, Target};
 use crate::engine::resources::{self as vault, VaultCursor, VaultUri};
 use crate::error::{Error, Result};
@@ -283,9 +281,7 @@ impl Aggregator {
             .await
             .map_err(|e| Error::new(502, "app_unreachable", format!("app {app}: {}", e.0)))?;
         // The app answered with a JSON-RPC error: passed on as it is.
-        let key = format!("/_meta/{}", RPC_ERROR_META.replace('/', "~1"));
-        if let Some(e) = r
-            .pointer(&key)
+        if let Some(e) = crate::apps::backend::rpc_error_in(&r)
             .filter(|_| r.as_object().is_some_and(|o| o.len() == 1))
         {
             let message = e["message"]

@@ -13,8 +13,8 @@
 
 use super::Aggregator;
 use crate::apps::backend::{
-    AgentChannel, AppRequest, CallContext, ClientChannel, ClientRefusal, RPC_ERROR_META,
-    capabilities_key,
+    AgentChannel, AppRequest, CallContext, ClientChannel, ClientRefusal, agent_capabilities,
+    capabilities_key, rpc_error_in,
 };
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
@@ -106,15 +106,7 @@ impl Aggregator {
     /// its `capabilities` with each request: as for an agent with those capabilities (the apps
     /// keep a session for that set of capabilities, as for an agent).
     pub async fn hidden_from_declared(&self, capabilities: Value) -> Hidden {
-        let mut caps = capabilities;
-        if let Some(o) = caps.as_object_mut() {
-            o.retain(|k, _| {
-                matches!(
-                    k.as_str(),
-                    "sampling" | "elicitation" | "roots" | "extensions" | "tasks"
-                )
-            });
-        }
+        let caps = agent_capabilities(capabilities);
         let key = capabilities_key(&caps);
         let agent: Arc<dyn AgentChannel> = Arc::new(Declared {
             id: format!("declared:{key}"),
@@ -198,10 +190,7 @@ async fn listed(
             .request(AppRequest::ListTools, params, &cc)
             .await
             .ok()?;
-        if page
-            .pointer(&format!("/_meta/{}", RPC_ERROR_META.replace('/', "~1")))
-            .is_some()
-        {
+        if rpc_error_in(&page).is_some() {
             return None;
         }
         for t in page.get("tools")?.as_array()? {

@@ -220,10 +220,7 @@ impl RemoteApp {
                         .post_request(&open.client, route, "tools/list", params, None, max)
                         .await
                     {
-                        Ok(page) => match page.pointer(&format!(
-                            "/_meta/{}",
-                            crate::apps::backend::RPC_ERROR_META.replace('/', "~1")
-                        )) {
+                        Ok(page) => match crate::apps::backend::rpc_error_in(&page) {
                             Some(e) => {
                                 return Err(BackendError(format!(
                                     "listing tools failed: the app answered with an error: {}",
