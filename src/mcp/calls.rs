@@ -12,18 +12,56 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// A result as an agent sees it. App results pass through intact; an operation's answer is its
-/// JSON as text plus `structuredContent`; a refusal or an unreachable app is an `isError` result.
-pub(super) fn to_mcp_result(o: &CallOutcome) -> CallToolResult {
-    if o.is_mcp_result
-        && let Ok(mut r) = <CallToolResult as serde::Deserialize>::deserialize(&o.value)
-    {
-        // An app of an earlier protocol version sends none; a 2026-07-28 client needs it
-        // (rmcp takes it off again for earlier clients).
-        r.result_type
-            .get_or_insert(rmcp::model::ResultType::COMPLETE);
-        return r;
+/// A served call's result, typed for rmcp, and as the app wrote it.
+pub(super) struct Served {
+    pub(super) result: CallToolResult,
+    /// The app's result as it wrote it, if it reads as one (none: an operation's answer, or
+    /// what the engine made of an app's answer).
+    app: Option<Value>,
+}
+
+impl Served {
+    /// The result to write for a client (`newer`: of protocol 2026-07-28 or later): the app's,
+    /// as it wrote it, with what rmcp would add or take off for that client; none where rmcp's
+    /// writing of [`Self::result`] is the only right one.
+    pub(super) fn written(&self, newer: bool) -> Option<Value> {
+        let mut v = self.app.clone()?;
+        let o = v.as_object_mut()?;
+        if newer {
+            if !o.contains_key("resultType") {
+                o.insert("resultType".into(), Value::from("complete"));
+            }
+        } else {
+            if o.get("resultType").and_then(Value::as_str) == Some("complete") {
+                o.remove("resultType");
+            }
+            // Before 2026-07-28, structured content is an object: rmcp reshapes any other.
+            if o.get("structuredContent").is_some_and(|c| !c.is_object()) {
+                return None;
+            }
+        }
+        Some(v)
     }
+}
+
+/// An app's result, read as one (none: not an app's, or not one). App results pass through
+/// intact.
+fn app_result(o: &CallOutcome) -> Option<CallToolResult> {
+    if !o.is_mcp_result {
+        return None;
+    }
+    let mut r = <CallToolResult as serde::Deserialize>::deserialize(&o.value).ok()?;
+    // An app of an earlier protocol version sends none; a 2026-07-28 client needs it (rmcp
+    // takes it off again for earlier clients).
+    r.result_type
+        .get_or_insert(rmcp::model::ResultType::COMPLETE);
+    Some(r)
+}
+
+/// The engine's result of a call (an operation's answer, a refusal, an unreachable app, an
+/// app's answer that reads as no result): its JSON as text (a string as it is), plus
+/// `structuredContent` if it is an object; an `isError` result if the call failed.
+fn engine_result(o: &CallOutcome) -> CallToolResult {
     let text = match &o.value {
         Value::String(s) => s.clone(),
         v => v.to_string(),
@@ -124,7 +162,7 @@ pub(super) async fn serve_call(
     client: Option<Arc<dyn ClientChannel>>,
     cancel: CancellationToken,
     agent: Option<Arc<dyn AgentChannel>>,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<Served, ErrorData> {
     let started = Instant::now();
     let hung_up = cancel.clone().drop_guard();
     let call = server.agg.call_with(
@@ -143,13 +181,16 @@ pub(super) async fn serve_call(
         },
     };
     hung_up.disarm();
-    let result = to_mcp_result(&outcome);
+    let read = app_result(&outcome);
+    // The app's own writing, where its answer reads as a result.
+    let app = read.as_ref().map(|_| outcome.value.clone());
+    let result = read.unwrap_or_else(|| engine_result(&outcome));
     let chars = json_len(&result.content);
     let rpc_error = rpc_error(&outcome);
     record_call(server, ctx, tool, args, outcome, started, chars);
     match rpc_error {
         Some(e) => Err(e),
-        None => Ok(result),
+        None => Ok(Served { result, app }),
     }
 }
 

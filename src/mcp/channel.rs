@@ -9,6 +9,7 @@
 
 use super::Session;
 use super::answers::Answers;
+use super::exact::Exact;
 use crate::apps::backend::{AgentChannel, ClientChannel, ClientRefusal};
 use futures_util::future::BoxFuture;
 use rmcp::RoleServer;
@@ -40,6 +41,8 @@ pub(super) struct Channel {
     pub(super) tasks: bool,
     /// The session's answers as the client wrote them (none: rmcp's reading of them).
     pub(super) answers: Option<std::sync::Arc<Answers>>,
+    /// Where the app's progress is kept as it wrote it, for the call's stream.
+    pub(super) exact: Option<Exact>,
 }
 
 impl ClientChannel for Channel {
@@ -51,7 +54,7 @@ impl ClientChannel for Channel {
         Box::pin(notify(
             &self.peer,
             self.level,
-            self.progress.as_ref(),
+            self.progress.as_ref().map(|p| (p, self.exact.as_ref())),
             method,
             params,
         ))
@@ -144,12 +147,13 @@ impl AgentChannel for Session {
 }
 
 /// Passes an app's notification to the client: a log message at or above `level` (0: none),
-/// progress with the client's `progress` token (none: not passed); anything else is dropped.
-/// A log message goes as JSON, as the app wrote it.
+/// progress with the client's `progress` token (none: not passed), kept as the app wrote it
+/// in the call's [`Exact`] if it has one; anything else is dropped. A log message goes as
+/// JSON, as the app wrote it.
 async fn notify(
     peer: &Peer<RoleServer>,
     level: u8,
-    progress: Option<&ProgressToken>,
+    progress: Option<(&ProgressToken, Option<&Exact>)>,
     method: &str,
     mut params: Value,
 ) {
@@ -165,14 +169,19 @@ async fn notify(
             }
         }
         "notifications/progress" => {
-            let (Some(token), Some(p)) = (progress, params.as_object_mut()) else {
+            let (Some((token, exact)), Some(p)) = (progress, params.as_object_mut()) else {
                 return;
             };
             p.insert("progressToken".into(), serde_json::json!(token.0));
             // Typed: rmcp sends progress on the stream of the request its token belongs to
-            // (its type reads the numbers as floats: `1` goes on as `1.0`).
-            if let Ok(p) = serde_json::from_value::<ProgressNotificationParam>(params) {
-                let _ = peer.notify_progress(p).await;
+            // (its type reads the numbers as floats: `1` would go on as `1.0`, so the stream
+            // writes what the app sent instead, kept in `exact`).
+            let raw = exact.map(|e| (e, params.clone()));
+            if let Ok(typed) = serde_json::from_value::<ProgressNotificationParam>(params) {
+                if let Some((exact, raw)) = raw {
+                    exact.progress(raw);
+                }
+                let _ = peer.notify_progress(typed).await;
             }
             return;
         }

@@ -98,7 +98,7 @@ impl Door {
                 let agent = Some(session.clone() as Arc<dyn AgentChannel>);
                 let result = calls::serve_call(server, ctx, tool, args, None, cancel, agent).await;
                 drop(flight);
-                let result = match result {
+                let served = match result {
                     Ok(r) => r,
                     Err(e) => {
                         let answer = json!({"jsonrpc": "2.0", "id": rpc_id, "error": e});
@@ -108,12 +108,18 @@ impl Door {
                         return Some((json, body).into_response());
                     }
                 };
-                // This path serves versions before 2026-07-28 only (`known_version`): the
-                // result in the shape rmcp gives those peers (no `resultType`).
-                let mut result = ServerResult::CallToolResult(result);
-                result.strip_result_type_for_legacy_peer();
-                result.strip_non_object_output_for_legacy_peer();
-                to_answer(rpc_id, &result)?
+                // This path serves versions before 2026-07-28 only (`known_version`): an
+                // app's result as it wrote it, else in the shape rmcp gives those peers (no
+                // `resultType`).
+                match served.written(false) {
+                    Some(app) => to_answer(rpc_id, &app)?,
+                    None => {
+                        let mut result = ServerResult::CallToolResult(served.result);
+                        result.strip_result_type_for_legacy_peer();
+                        result.strip_non_object_output_for_legacy_peer();
+                        to_answer(rpc_id, &result)?
+                    }
+                }
             }
             _ => return None,
         };

@@ -25,6 +25,7 @@ mod answers;
 mod calls;
 mod channel;
 mod content;
+mod exact;
 pub mod hosts;
 mod lean;
 mod listen;
@@ -311,13 +312,19 @@ impl ServerHandler for Mcp {
                     limit,
                     client,
                     rc.ct.clone(),
+                    exact::Exact::of(&rc),
                 )
                 .await;
         }
         let client = self.channel(&rc, session);
         let cancel = rc.ct.clone();
-        let result = calls::serve_call(&self.server, ctx, name, args, client, cancel, agent).await;
-        Ok(result?.into())
+        let served =
+            calls::serve_call(&self.server, ctx, name, args, client, cancel, agent).await?;
+        if let (Some(exact), Some(app)) = (exact::Exact::of(&rc), served.written(rounds::era(&rc)))
+        {
+            exact.result(app);
+        }
+        Ok(served.result.into())
     }
 
     async fn list_resources(
@@ -478,6 +485,7 @@ impl Mcp {
                 .as_ref()
                 .is_some_and(|s| s.asks.get("tasks").is_some()),
             answers: session.map(|s| s.answers.clone()),
+            exact: exact::Exact::of(rc),
         }))
     }
 }
@@ -602,8 +610,15 @@ impl Door {
             }
             let listens = self.mcp.subscribe_first(&mut parts, &bytes).await;
             let kept = listens.as_ref().map(|_| parts.clone());
+            let exact = exact::wanted(&bytes).map(|id| (id, exact::Exact::default()));
+            if let Some((_, e)) = &exact {
+                parts.extensions.insert(e.clone());
+            }
             let req = Request::from_parts(parts, Body::from(bytes));
             let mut r = self.service.handle(req).await.into_response();
+            if let Some((id, e)) = exact {
+                r = exact::written(r, id, e);
+            }
             if let (Some(s), Some(p)) = (listens, kept)
                 && !sessions::streams(&r)
             {

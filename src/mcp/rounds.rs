@@ -8,12 +8,13 @@
 //! unguessable state given to the caller that made it), for at most the call timeout; one whose
 //! client never comes back is cancelled (the app told) when it runs out.
 
+use super::exact::Exact;
 use super::{Shared, calls};
 use crate::apps::backend::{ClientChannel, ClientRefusal};
 use crate::ops::Ctx;
 use futures_util::future::BoxFuture;
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResponse, CallToolResult, InputRequiredResult};
+use rmcp::model::{CallToolResponse, InputRequiredResult};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -117,7 +118,7 @@ struct Waiting {
 
 /// A call running in its own task, and the app's requests it makes.
 struct Running {
-    task: tokio::task::JoinHandle<Result<CallToolResult, ErrorData>>,
+    task: tokio::task::JoinHandle<Result<calls::Served, ErrorData>>,
     asks: mpsc::Receiver<Ask>,
     cancel: CancellationToken,
     /// Where its notifications go.
@@ -131,7 +132,8 @@ pub(super) struct Rounds(Mutex<HashMap<String, Waiting>>);
 impl Rounds {
     /// Starts a call for a 2026-07-28 client (`client`: the channel of its request, for the
     /// app's progress), or goes on with the one `state` names, given the client's
-    /// `responses`; answers the call's result or its next input request.
+    /// `responses`; answers the call's result or its next input request, each also written
+    /// into `exact` as the app wrote it.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn serve(
         &self,
@@ -144,6 +146,7 @@ impl Rounds {
         limit: Duration,
         client: Option<Arc<dyn ClientChannel>>,
         given_up: CancellationToken,
+        exact: Option<Exact>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = ctx.caller.token_name();
         let call = match state {
@@ -183,7 +186,7 @@ impl Rounds {
                 w.call
             }
         };
-        self.drive(call, caller, limit, given_up).await
+        self.drive(call, caller, limit, given_up, exact).await
     }
 
     /// Waits for the call's result or its next request of the client (an input request, the
@@ -194,6 +197,7 @@ impl Rounds {
         caller: String,
         limit: Duration,
         given_up: CancellationToken,
+        exact: Option<Exact>,
     ) -> Result<CallToolResponse, ErrorData> {
         let ask = tokio::select! {
             // The client gave up on this round: the call is cancelled (the app told).
@@ -201,17 +205,17 @@ impl Rounds {
                 call.cancel.cancel();
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }
-            r = &mut call.task => return finished(r),
+            r = &mut call.task => return finished(r, exact),
             ask = call.asks.recv() => ask,
         };
         let Some(ask) = ask else {
             // The call let go of its channel: its result comes next.
-            return finished(call.task.await);
+            return finished(call.task.await, exact);
         };
         let request = json!({"method": ask.method, "params": ask.params});
         // One request a round: its method names it.
         let key = ask.method.replace('/', "-");
-        let requests = match serde_json::from_value(json!({ key.clone(): request })) {
+        let requests = match serde_json::from_value(json!({ key.clone(): request.clone() })) {
             Ok(r) => r,
             Err(e) => {
                 let _ = ask.answer.send(Err(ClientRefusal {
@@ -219,11 +223,19 @@ impl Rounds {
                     message: format!("{} cannot be passed to the client: {e}", ask.method),
                     data: None,
                 }));
-                return Box::pin(self.drive(call, caller, limit, given_up)).await;
+                return Box::pin(self.drive(call, caller, limit, given_up, exact)).await;
             }
         };
         let state = crate::auth::new_token("rs_");
         let result = InputRequiredResult::new(Some(requests), Some(state.clone()));
+        // The app's request as it wrote it (rmcp's type reads its numbers as f32).
+        if let Some(exact) = exact {
+            exact.result(json!({
+                "resultType": "input_required",
+                "inputRequests": { key.clone(): request },
+                "requestState": state,
+            }));
+        }
         let mut all = self.0.lock().unwrap();
         let now = tokio::time::Instant::now();
         all.retain(|_, w| {
@@ -258,12 +270,18 @@ impl Rounds {
     }
 }
 
-/// The answer of a call whose task ended.
+/// The answer of a call whose task ended, also written into `exact` as the app wrote it.
 fn finished(
-    r: Result<Result<CallToolResult, ErrorData>, tokio::task::JoinError>,
+    r: Result<Result<calls::Served, ErrorData>, tokio::task::JoinError>,
+    exact: Option<Exact>,
 ) -> Result<CallToolResponse, ErrorData> {
     match r {
-        Ok(r) => r.map(CallToolResponse::Complete),
+        Ok(r) => r.map(|served| {
+            if let (Some(exact), Some(app)) = (exact, served.written(true)) {
+                exact.result(app);
+            }
+            CallToolResponse::Complete(served.result)
+        }),
         Err(_) => Err(ErrorData::internal_error("the call stopped", None)),
     }
 }

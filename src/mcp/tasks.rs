@@ -86,37 +86,24 @@ pub(super) fn is_initialize(body: &[u8]) -> bool {
 
 /// The `tasks` capability the door declares: the tasks of 2025-11-25 for tools, listed and
 /// cancelled (a tool runs as a task if its app says it may, see `apps/aggregator/tasks.rs`).
-const TASKS: &[u8] = br#""tasks":{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}"#;
+fn tasks_capability() -> Value {
+    json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
+}
 
-/// rmcp's answer to an `initialize`, with the door's `tasks` capability written into it (rmcp's
-/// capability type has no such field): the first `"capabilities":{` of the answer, the
-/// server's (the answer echoes nothing of the client's), gains it as it streams by.
+/// rmcp's answer to an `initialize`, with the door's `tasks` capability written into the
+/// server's capabilities (rmcp's capability type has no such field).
 pub(super) fn announce(r: axum::response::Response) -> axum::response::Response {
-    use futures_util::StreamExt;
-    const AT: &[u8] = br#""capabilities":{"#;
-    let (mut parts, body) = r.into_parts();
-    parts.headers.remove(http::header::CONTENT_LENGTH);
     let mut done = false;
-    let stream = body.into_data_stream().map(move |chunk| {
-        let bytes = chunk?;
+    super::exact::edit(r, move |data| {
         if done {
-            return Ok::<_, axum::Error>(bytes);
+            return None;
         }
-        let Some(at) = bytes.windows(AT.len()).position(|w| w == AT) else {
-            return Ok(bytes);
-        };
+        let mut msg: Value = serde_json::from_slice(data).ok()?;
+        let caps = msg.pointer_mut("/result/capabilities")?.as_object_mut()?;
+        caps.insert("tasks".into(), tasks_capability());
         done = true;
-        let (head, rest) = bytes.split_at(at + AT.len());
-        let mut out = Vec::with_capacity(bytes.len() + TASKS.len() + 1);
-        out.extend_from_slice(head);
-        out.extend_from_slice(TASKS);
-        if rest.first() != Some(&b'}') {
-            out.push(b',');
-        }
-        out.extend_from_slice(rest);
-        Ok(axum::body::Bytes::from(out))
-    });
-    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(stream))
+        Some(msg)
+    })
 }
 
 /// Whether the lean path serves `msg` here.
@@ -249,17 +236,21 @@ mod tests {
     #[tokio::test]
     async fn the_door_declares_its_tasks_in_its_initialize_answer() {
         use axum::response::IntoResponse;
-        let answer = r#"data: {"jsonrpc":"2.0","id":0,"result":{"capabilities":{"tools":{}},"serverInfo":{"name":"x","version":"1"}}}"#;
-        let r = announce(answer.into_response());
+        let sse = [(http::header::CONTENT_TYPE, "text/event-stream")];
+        let json = [(http::header::CONTENT_TYPE, "application/json")];
+        let answer = "data: {\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"capabilities\":{\"tools\":{}},\"serverInfo\":{\"name\":\"x\",\"version\":\"1\"}}}\nid: 0\n\n";
+        let r = announce((sse, answer).into_response());
         let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
         let text = String::from_utf8(body.to_vec()).unwrap();
-        let v: Value = serde_json::from_str(text.strip_prefix("data: ").unwrap()).unwrap();
+        let data = text.strip_prefix("data: ").unwrap();
+        assert!(data.ends_with("\nid: 0\n\n"), "{text}");
+        let v: Value = serde_json::from_str(data.lines().next().unwrap()).unwrap();
         assert_eq!(
             v["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"],
             json!({})
         );
         assert_eq!(v["result"]["capabilities"]["tools"], json!({}));
-        let empty = announce(r#"{"result":{"capabilities":{}}}"#.into_response());
+        let empty = announce((json, r#"{"result":{"capabilities":{}}}"#).into_response());
         let body = axum::body::to_bytes(empty.into_body(), 1 << 20)
             .await
             .unwrap();

@@ -31,6 +31,7 @@ mod feed;
 mod list_changed;
 mod mcp;
 mod mcp_cancel;
+mod mcp_exact;
 mod mcp_hostile_content;
 mod mcp_relay;
 mod mcp_resources;

@@ -47,8 +47,7 @@ impl Asker {
                 let (tx, rx) = oneshot::channel();
                 self.pending.lock().unwrap().insert("ask-1".into(), tx);
                 let ask = json!({"jsonrpc": "2.0", "id": "ask-1", "method": "elicitation/create",
-                                 "params": {"message": "your name?", "requestedSchema": {"type": "object",
-                                 "properties": {"name": {"type": "string"}}}}});
+                                 "params": asked()});
                 // Progress before it asks and after the answer, with the call's token.
                 let token = v["params"]["_meta"]["progressToken"].clone();
                 let progress = move |n: u32| {
@@ -81,6 +80,13 @@ impl Asker {
 }
 
 use futures_util::StreamExt;
+
+/// What the asker asks, as it writes it (a number schema's `minimum: 0`: rmcp's type holds it
+/// as a float).
+fn asked() -> Value {
+    json!({"message": "your name?", "requestedSchema": {"type": "object", "properties": {
+        "name": {"type": "string"}, "score": {"type": "number", "minimum": 0}}}})
+}
 
 /// A stateless request of protocol 2026-07-28 to `/mcp`: its JSON-RPC answer.
 fn ask(s: &Server, id: u64, method: &str, params: Value) -> Value {
@@ -120,18 +126,13 @@ fn an_apps_progress_follows_the_round_of_a_2026_call() {
     let progress = |all: &[Value]| -> Vec<Value> {
         all.iter()
             .filter(|m| m["method"] == "notifications/progress")
-            // (rmcp's progress type holds the number as a float)
-            .map(|m| {
-                json!([
-                    m["params"]["progressToken"],
-                    m["params"]["progress"].as_f64()
-                ])
-            })
+            // As the app wrote it (rmcp's progress type holds the number as a float).
+            .map(|m| json!([m["params"]["progressToken"], m["params"]["progress"]]))
             .collect()
     };
     let call = json!({"name": "asker_name", "arguments": {}});
     let first = ask_all(&s, 1, "tools/call", call, Some("p1"));
-    assert_eq!(progress(&first), [json!(["p1", 1.0])], "{first:?}");
+    assert_eq!(progress(&first), [json!(["p1", 1])], "{first:?}");
     let result = &first.last().unwrap()["result"];
     let key = result["inputRequests"]
         .as_object()
@@ -143,7 +144,7 @@ fn an_apps_progress_follows_the_round_of_a_2026_call() {
         "requestState": result["requestState"],
         "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}}});
     let second = ask_all(&s, 2, "tools/call", again, Some("p2"));
-    assert_eq!(progress(&second), [json!(["p2", 2.0])], "{second:?}");
+    assert_eq!(progress(&second), [json!(["p2", 2])], "{second:?}");
     assert_eq!(
         second.last().unwrap()["result"]["content"][0]["text"],
         "hello Ada",
@@ -169,7 +170,7 @@ fn an_apps_request_reaches_a_2026_client_as_an_input_request() {
     assert_eq!(requests.len(), 1, "{r}");
     let (key, request) = requests.iter().next().unwrap();
     assert_eq!(request["method"], "elicitation/create", "{r}");
-    assert_eq!(request["params"]["message"], "your name?", "{r}");
+    assert_eq!(request["params"], asked(), "as the app wrote it: {r}");
     let state = result["requestState"]
         .as_str()
         .expect("requestState")

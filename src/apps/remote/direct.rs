@@ -23,7 +23,7 @@ use super::{
 };
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use rmcp::model::{CallToolResult, CustomResult, ProgressToken, ServerResult};
+use rmcp::model::{CallToolResult, CustomResult, ProgressToken};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -57,20 +57,19 @@ fn answers(data: &str, id: &NumberOrString) -> bool {
     })
 }
 
-/// The message `data` as the answer to the call `id`, if it is one with a tool result: read as
-/// a `CallToolResult` at once, rather than through rmcp's untagged message and result types
-/// (which try every kind of message, and 15 kinds of result before a tool's). Anything else
-/// is read the general way.
-fn tool_answer(data: &str, id: &NumberOrString) -> Option<ServerJsonRpcMessage> {
+/// The tool result in the message `data`, if it answers the call `id` with one: as the app
+/// wrote it (rmcp's types read its numbers as floats), once it reads as a `CallToolResult`;
+/// read at once, rather than through rmcp's untagged message and result types (which try
+/// every kind of message, and 15 kinds of result before a tool's). Anything else is read the
+/// general way.
+fn tool_answer(data: &str, id: &NumberOrString) -> Option<Value> {
     let e = serde_json::from_str::<Envelope>(data).ok()?;
     if e.id.as_ref() != Some(id) {
         return None;
     }
-    let result = serde_json::from_str::<CallToolResult>(e.result?.get()).ok()?;
-    Some(ServerJsonRpcMessage::response(
-        ServerResult::CallToolResult(result),
-        id.clone(),
-    ))
+    let result = serde_json::from_str::<Value>(e.result?.get()).ok()?;
+    <CallToolResult as serde::Deserialize>::deserialize(&result).ok()?;
+    Some(result)
 }
 
 /// How long the rest of an answer's stream is read after its result, so that its connection is
@@ -193,10 +192,11 @@ impl RemoteApp {
                     Err(why) => return failed(why),
                 };
                 drain(client, events);
-                match tool_answer(&data, &id)
-                    .map(Ok)
-                    .unwrap_or_else(|| serde_json::from_str::<ServerJsonRpcMessage>(&data))
-                {
+                if let Some(result) = tool_answer(&data, &id) {
+                    abandon.armed = false;
+                    return Direct::Answered(Ok(result));
+                }
+                match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
                     Ok(m) => m,
                     Err(_) => {
                         return failed(format!(

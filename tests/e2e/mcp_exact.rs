@@ -1,0 +1,150 @@
+//! What an app writes reaches the client as the app wrote it, on every path of `/mcp`: an
+//! integer stays an integer (rmcp's types read a tool result's `annotations.priority` and a
+//! progress notification's numbers as floats, so `1` would arrive as `1.0`). The paths: the
+//! door's own JSON answer, rmcp's SSE answer (a call that asks for progress), and a client of
+//! protocol 2026-07-28.
+
+use crate::kit::*;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The result the app answers, as it writes it.
+fn app_result() -> Value {
+    json!({"content": [{"type": "text", "text": "ok", "annotations": {"priority": 1, "audience": ["user"]}}],
+           "structuredContent": {"n": 1}})
+}
+
+/// An app whose tool `exact_numbers` sends progress (with the call's token, if it gave one)
+/// and answers [`app_result`], on an SSE stream.
+async fn post(v: Value) -> Response {
+    let id = v["id"].clone();
+    match v["method"].as_str() {
+        Some("initialize") => {
+            fake_app::initialized(&id, "exact", json!({"tools": {}}), "exact-session")
+        }
+        Some("tools/list") => fake_app::rpc(
+            &id,
+            json!({"tools": [{"name": "exact_numbers", "inputSchema": {"type": "object"}}]}),
+        ),
+        Some("tools/call") => {
+            let token = v["params"]["_meta"]["progressToken"].clone();
+            let mut out = vec![];
+            if !token.is_null() {
+                out.push(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": 1, "total": 2}}));
+            }
+            out.push(json!({"jsonrpc": "2.0", "id": id, "result": app_result()}));
+            fake_app::sse(futures_util::stream::iter(
+                out.into_iter().map(|m| m.to_string()),
+            ))
+        }
+        _ => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// The numbers of `priority`, `progress` and `total` in `text`, as spelled.
+fn spelled(text: &str) -> Vec<String> {
+    let mut out = vec![];
+    for key in ["priority", "progress", "total"] {
+        let pat = format!("\"{key}\":");
+        for (at, _) in text.match_indices(&pat) {
+            let rest = &text[at + pat.len()..];
+            let end = rest.find([',', '}']).unwrap_or(rest.len());
+            out.push(format!("{key}: {}", rest[..end].trim()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn an_apps_numbers_reach_the_client_as_the_app_wrote_them() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    let post: fake_app::Post = Arc::new(|v| Box::pin(post(v)));
+    let url = fake_app::serve(&rt, post, None);
+    create_app(&s, json!({"name": "exact", "mcp_url": url}));
+    eventually("the app's tool is listed", || {
+        s.ok_route("apps/get", json!({"name": "exact"}))["app"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    });
+    let http = reqwest::blocking::Client::new();
+    let mcp = format!("{}/mcp", s.url);
+    let send = |sid: Option<&str>, body: Value| {
+        let mut r = http
+            .post(&mcp)
+            .bearer_auth(&s.token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(id) = sid {
+            r = r.header("mcp-session-id", id);
+        }
+        r.send().unwrap()
+    };
+    let init = send(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    let sid = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = init.text();
+    send(
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let call = |id: u64, meta: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "exact_numbers", "arguments": {}, "_meta": meta}})
+    };
+    let result_of = |text: &str| -> Value {
+        let msg = text
+            .lines()
+            .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+            .rfind(|l| l.starts_with('{') && l.contains("\"result\""))
+            .unwrap_or_else(|| panic!("a result in {text}"));
+        serde_json::from_str::<Value>(msg).unwrap()["result"].take()
+    };
+
+    // The door's JSON answer.
+    let r = send(Some(&sid), call(2, json!({})));
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let text = r.text().unwrap();
+    assert_eq!(spelled(&text), ["priority: 1"], "{text}");
+    assert_eq!(result_of(&text), app_result(), "{text}");
+
+    // rmcp's SSE answer: a call that asks for progress.
+    let text = send(Some(&sid), call(3, json!({"progressToken": "p"})))
+        .text()
+        .unwrap();
+    assert_eq!(
+        spelled(&text),
+        ["priority: 1", "progress: 1", "total: 2"],
+        "{text}"
+    );
+    assert_eq!(result_of(&text), app_result(), "{text}");
+
+    // A client of 2026-07-28: the result gains its `resultType`, nothing else changes.
+    let params = json!({"name": "exact_numbers", "arguments": {}});
+    let r = mcp::post_2026(&s, &s.token, "tools/call", params, json!({}), Some("q"));
+    let text = r.text().unwrap();
+    assert_eq!(
+        spelled(&text),
+        ["priority: 1", "progress: 1", "total: 2"],
+        "{text}"
+    );
+    let mut expected = app_result();
+    expected["resultType"] = json!("complete");
+    assert_eq!(result_of(&text), expected, "{text}");
+}
