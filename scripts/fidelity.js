@@ -177,7 +177,7 @@ function rows() {
 
   row("initialize: the client's capabilities reach the app", async (s) => {
     // The capabilities in the initialize of the app session that carried this side's echo call.
-    const log = readLog(s.log);
+    const log = readLog(s.log).slice(s.logStart);
     const call = log.find((e) => e.dir === "in" && e.msg.method === "tools/call" && e.msg.params?.name === "echo");
     if (!call) return { error: { message: "no echo call reached the app" } };
     const init = log.find((e) => e.dir === "in" && e.msg.method === "initialize" && e.sid === call.sid);
@@ -219,7 +219,7 @@ function rows() {
     await sleep(1500);
     const after = s.errors.slice(errors).map(String);
     // What the app received: notifications/cancelled naming its request.
-    const log = readLog(s.log);
+    const log = readLog(s.log).slice(s.logStart);
     const call = log.find((e) => e.dir === "in" && e.msg.method === "tools/call" && e.msg.params?.arguments?.steps === 80);
     const told = !!call && log.some((e) => e.dir === "in" && e.msg.method === "notifications/cancelled" &&
       e.sid === call.sid && e.msg.params?.requestId === call.msg.id);
@@ -284,7 +284,7 @@ function rows() {
     await until(() => s.logs.slice(mark).some(isSimulated), 2000);
     const off = await s.call("toggle-simulated-logging", {});
     const msg = s.logs.slice(mark).find(isSimulated);
-    const appToldLevel = readLog(s.log).some((e) => e.dir === "in" && e.msg.method === "logging/setLevel" && e.msg.params?.level === "debug");
+    const appToldLevel = readLog(s.log).slice(s.logStart).some((e) => e.dir === "in" && e.msg.method === "logging/setLevel" && e.msg.params?.level === "debug");
     // Its level is random; its text names it.
     return { setLevel, appToldLevel, on, off, message: msg ? { ...msg, level: "<random>", data: String(msg.data).replace(/^\S+(?: level-| )?message/i, "<level> message") } : "none" };
   }, { show: (v) => (v.message ? (v.message === "none" ? "no message" : "message received") : undefined) });
@@ -419,10 +419,12 @@ const isSimulated = (m) => /level[- ]message/i.test(String(m.data));
 // ---------------------------------------------------------------------------------------------
 const ROOTS = [{ uri: "file:///tmp/fidelity", name: "fidelity" }];
 
-async function side(name, url, headers, log, sdk) {
-  const { Client, StreamableHTTPClientTransport, T, InMemoryTaskStore } = sdk;
+// One client: `name` "direct" (the app at `url`) or "mcp" (the engine: its `/mcp` at `url`, or
+// with `stdio` the command line of `datanotes mcp` for it).
+async function side(name, url, headers, log, sdk, stdio) {
+  const { Client, StreamableHTTPClientTransport, StdioClientTransport, T, InMemoryTaskStore } = sdk;
   const s = {
-    name, log, raw: [], errors: [], logs: [], updated: [], sampling: [], elicitation: [],
+    name, log, logStart: readLog(log).length, raw: [], errors: [], logs: [], updated: [], sampling: [], elicitation: [],
     roots: ROOTS, rootsAsked: 0, resumptions: 0, resourcesChanged: 0, engineOps: new Set(),
     uri: (u) => (name === "mcp" ? rewrite(u) : u),
   };
@@ -466,7 +468,19 @@ async function side(name, url, headers, log, sdk) {
     })().catch(() => {});
     return new Response(a, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
-  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, fetch: fetchRaw });
+  let transport;
+  if (stdio) {
+    transport = new StdioClientTransport({ command: stdio[0], args: stdio.slice(1), stderr: "ignore" });
+    // The bytes as they arrive on the child's stdout.
+    const start = transport.start.bind(transport);
+    transport.start = async () => {
+      const append = transport._readBuffer.append.bind(transport._readBuffer);
+      transport._readBuffer.append = (chunk) => { s.raw.push(chunk.toString("utf8")); append(chunk); };
+      await start();
+    };
+  } else {
+    transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, fetch: fetchRaw });
+  }
   await client.connect(transport);
   s.tools = new Map();
   for (const t of await s_all(client, (c) => client.listTools(c), "tools")) s.tools.set(t.name, t);
@@ -672,69 +686,81 @@ function summary(v) {
 async function main() {
   const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
   const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
+  const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio.js");
   const { InMemoryTaskStore } = require("@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js");
   const T = require("@modelcontextprotocol/sdk/types.js");
-  const sdk = { Client, StreamableHTTPClientTransport, T, InMemoryTaskStore };
+  const sdk = { Client, StreamableHTTPClientTransport, StdioClientTransport, T, InMemoryTaskStore };
   const { DIRECT_URL, MCP_URL, TOKEN, DIRECT_LOG, APP_LOG } = process.env;
   const format = process.argv.includes("--markdown") ? "markdown" : process.argv.includes("--json") ? "json" : "text";
   const only = process.env.FIDELITY_ONLY ? new RegExp(process.env.FIDELITY_ONLY) : null;
   const defs = new Map(rows().map((r) => [r.feature, r]));
   const tables = [];
 
-  // The TypeScript SDK client, in this process.
-  let t0 = Date.now();
-  const both = {
-    direct: await side("direct", DIRECT_URL, {}, DIRECT_LOG, sdk),
-    mcp: await side("mcp", MCP_URL, { Authorization: `Bearer ${TOKEN}` }, APP_LOG, sdk),
-  };
-  // The engine's own operations (tools), which come first through /mcp.
-  const ops = await (await fetch(new URL("/datanotes/operations/", MCP_URL), { headers: { Authorization: `Bearer ${TOKEN}` } })).json();
-  for (const o of ops.operations ?? ops) both.mcp.engineOps.add(o.name);
-  // The app asks for the client's roots 350 ms after initialize.
-  await sleep(500);
-  // The rows chosen, with the rows whose exchange they report on.
-  const chosen = new Set([...defs.values()].filter((r) => !only || only.test(r.feature)).flatMap((r) => [r.feature, r.needs ?? []].flat()));
-  const raw = [];
-  for (const r of defs.values()) {
-    if (!chosen.has(r.feature)) continue;
-    const run = async (s) => {
-      const go = async () => {
-        const v = await r.run(s, both);
-        if (r.twice) await r.run(s, both);
-        return v;
-      };
-      let timer;
-      const timeout = new Promise((res) => { timer = setTimeout(() => res({ timeout: true }), r.timeoutMs ?? 30000); });
-      try {
-        return await Promise.race([go(), timeout]);
-      } catch (e) {
-        return errorOf(e);
-      } finally {
-        clearTimeout(timer);
-      }
+  // The TypeScript SDK client, in this process: through /mcp, then through `datanotes mcp`
+  // (stdio) unless FIDELITY_STDIO=0.
+  const typescript = async (name, client, stdio) => {
+    const t0 = Date.now();
+    const both = {
+      direct: await side("direct", DIRECT_URL, {}, DIRECT_LOG, sdk),
+      mcp: await side("mcp", MCP_URL, { Authorization: `Bearer ${TOKEN}` }, APP_LOG, sdk, stdio),
     };
-    let d, m;
-    if (r.sequential) {
-      d = await run(both.direct);
-      m = await run(both.mcp);
-    } else {
-      [d, m] = await Promise.all([run(both.direct), run(both.mcp)]);
+    // The engine's own operations (tools), which come first through /mcp.
+    const ops = await (await fetch(new URL("/datanotes/operations/", MCP_URL), { headers: { Authorization: `Bearer ${TOKEN}` } })).json();
+    for (const o of ops.operations ?? ops) both.mcp.engineOps.add(o.name);
+    // The app asks for the client's roots 350 ms after initialize.
+    await sleep(500);
+    // The rows chosen, with the rows whose exchange they report on.
+    const chosen = new Set([...defs.values()].filter((r) => !only || only.test(r.feature)).flatMap((r) => [r.feature, r.needs ?? []].flat()));
+    const raw = [];
+    for (const r of defs.values()) {
+      if (!chosen.has(r.feature)) continue;
+      const run = async (s) => {
+        const go = async () => {
+          const v = await r.run(s, both);
+          if (r.twice) await r.run(s, both);
+          return v;
+        };
+        let timer;
+        const timeout = new Promise((res) => { timer = setTimeout(() => res({ timeout: true }), r.timeoutMs ?? 30000); });
+        try {
+          return await Promise.race([go(), timeout]);
+        } catch (e) {
+          return errorOf(e);
+        } finally {
+          clearTimeout(timer);
+        }
+      };
+      let d, m;
+      if (r.sequential) {
+        d = await run(both.direct);
+        m = await run(both.mcp);
+      } else {
+        [d, m] = await Promise.all([run(both.direct), run(both.mcp)]);
+      }
+      raw.push({ feature: r.feature, direct: d, mcp: m });
     }
-    raw.push({ feature: r.feature, direct: d, mcp: m });
-  }
-  const protocol = (c) => c.transport?.protocolVersion ?? c._negotiatedProtocolVersion ?? "2025-11-25";
-  tables.push(compare("typescript", `TypeScript SDK ${SDK_VERSION}`, { direct: protocol(both.direct.client), mcp: protocol(both.mcp.client) },
-    raw, [], defs, Date.now() - t0));
+    const protocol = (c) => c.transport?.protocolVersion ?? c._negotiatedProtocolVersion ?? "2025-11-25";
+    tables.push(compare(name, client, { direct: protocol(both.direct.client), mcp: protocol(both.mcp.client) },
+      raw, [], defs, Date.now() - t0));
+    // Done with these connections (a session that still streams may not close at once).
+    await Promise.race([Promise.allSettled([both.direct.client.close(), both.mcp.client.close()]), sleep(2000)]);
+  };
+  await typescript("typescript", `TypeScript SDK ${SDK_VERSION}`);
+  const stdio = process.env.FIDELITY_STDIO !== "0" && process.env.DATANOTES
+    ? [process.env.DATANOTES, "mcp", "--url", MCP_URL, "--token", TOKEN] : null;
+  if (stdio) await typescript("typescript-stdio", `TypeScript SDK ${SDK_VERSION} over stdio (datanotes mcp)`, stdio);
 
-  // Done with these connections (a session that still streams may not close at once).
-  await Promise.race([Promise.allSettled([both.direct.client.close(), both.mcp.client.close()]), sleep(2000)]);
-
-  // The Python SDK clients (scripts/fidelity.py), one after the other: PYTHONS="name=python ...".
-  for (const spec of (process.env.PYTHONS ?? "").split(/\s+/).filter(Boolean)) {
+  // The Python SDK clients (scripts/fidelity.py), one after the other: PYTHONS="name=python
+  // ...", each through /mcp, then through `datanotes mcp` (stdio).
+  const runs = (process.env.PYTHONS ?? "").split(/\s+/).filter(Boolean).flatMap((spec) => {
     const [name, python] = spec.split("=");
-    t0 = Date.now();
+    return [[name, python, null], ...(stdio ? [[`${name}-stdio`, python, stdio]] : [])];
+  });
+  for (const [name, python, through] of runs) {
+    const t0 = Date.now();
+    const env = through ? { ...process.env, STDIO: JSON.stringify(through) } : process.env;
     const out = require("child_process").spawnSync(python, [require("path").join(__dirname, "fidelity.py")], {
-      env: process.env, encoding: "utf8", timeout: 300000, maxBuffer: 256 << 20 });
+      env, encoding: "utf8", timeout: 300000, maxBuffer: 256 << 20 });
     let doc;
     try {
       doc = JSON.parse(out.stdout.trim().split("\n").pop());
@@ -764,7 +790,9 @@ function compare(name, client, protocol, raw, notRun, defs, ms) {
     const de = firstError(d), me = firstError(m);
     if (diff && me && !de) diff = `through /mcp: ${me}`;
     else if (diff && de && !me) diff = `directly: ${de}`;
-    const exp = { ...(EXPECTED[feature] ?? { expected: "equal", why: "(not in the table: expected equal)" }), ...(EXPECTED_FOR[name]?.[feature] ?? {}) };
+    // A client over stdio is expected what it is over HTTP.
+    const base = name.replace(/-stdio$/, "");
+    const exp = { ...(EXPECTED[feature] ?? { expected: "equal", why: "(not in the table: expected equal)" }), ...(EXPECTED_FOR[base]?.[feature] ?? {}) };
     const equal = !diff;
     const status = equal ? (exp.expected === "equal" ? "ok" : "now equal") : exp.expected === "equal" ? "FAIL" : "known";
     const show = (v) => (r.show && v && !v.error && !v.notListed && !v.timeout ? r.show(v) ?? summary(v) : summary(v));

@@ -10,7 +10,8 @@ one JSON document: {"client", "protocol": {"direct", "mcp"}, "rows": [{"feature"
 outcomes and prints the table.
 
 Environment: DIRECT_URL, MCP_URL, TOKEN, APP, DIRECT_LOG, APP_LOG (as for fidelity.js),
-FIDELITY_ONLY (a regular expression on the features).
+FIDELITY_ONLY (a regular expression on the features), STDIO (the command line of `datanotes mcp`,
+as a JSON list: the engine is reached through it instead of /mcp).
 """
 
 from __future__ import annotations
@@ -178,10 +179,21 @@ class Side:
             self.resources_changed += 1
 
     # Connection ----------------------------------------------------------------------------
+    def stdio(self) -> Any:
+        """Through `datanotes mcp` (stdio) if STDIO names it (the command line, as JSON)."""
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        cmd = json.loads(os.environ["STDIO"])
+        errlog = open(os.devnull, "w")  # noqa: SIM115 (open while the client runs)
+        return stdio_client(StdioServerParameters(command=cmd[0], args=cmd[1:]), errlog=errlog)
+
     async def connect(self, stack: Any) -> None:
+        over_stdio = self.name == "mcp" and os.environ.get("STDIO")
         if V2:
             http = create_mcp_http_client(headers=self.headers)
-            self.client = Client(streamable_http_client(self.url, http_client=http),
+            transport = self.stdio() if over_stdio else streamable_http_client(self.url, http_client=http)
+            self.client = Client(transport,
                                  sampling_callback=self.on_sampling, elicitation_callback=self.on_elicit,
                                  list_roots_callback=self.on_roots, logging_callback=self.on_log,
                                  message_handler=self.on_message, log_level="debug", read_timeout_seconds=30)
@@ -191,7 +203,10 @@ class Side:
             self.capabilities = dump(self.client.server_capabilities)
             self.instructions = self.client.instructions or ""
         else:
-            read, write, self.session_id = await stack.enter_async_context(streamablehttp_client(self.url, headers=self.headers))
+            if over_stdio:
+                read, write = await stack.enter_async_context(self.stdio())
+            else:
+                read, write, _ = await stack.enter_async_context(streamablehttp_client(self.url, headers=self.headers))
             from datetime import timedelta
 
             self.session = await stack.enter_async_context(ClientSession(
@@ -578,7 +593,8 @@ async def main() -> None:
     both["mcp"].engine_ops = {o["name"] for o in (ops.get("operations", ops) if isinstance(ops, dict) else ops)}
     from contextlib import AsyncExitStack
 
-    out: dict[str, Any] = {"client": f"Python SDK {VERSION}", "rows": [], "notRun": []}
+    over = " over stdio (datanotes mcp)" if env.get("STDIO") else ""
+    out: dict[str, Any] = {"client": f"Python SDK {VERSION}{over}", "rows": [], "notRun": []}
     async with AsyncExitStack() as stack:
         for s in both.values():
             await s.connect(stack)

@@ -126,6 +126,11 @@ pub fn error_words(url: &str, peer: Peer, e: &(dyn Error + 'static)) -> String {
     words(url, peer, &chain(e))
 }
 
+/// What an HTTP status answered by the server at `url` means.
+pub fn http_status(url: &str, peer: Peer, status: u16) -> String {
+    words(url, peer, &format!("http {status}"))
+}
+
 /// Why a request on an open session failed (not an MCP error answer).
 pub fn service_error(url: &str, peer: Peer, e: &ServiceError) -> String {
     match e {

@@ -6,16 +6,13 @@
 //! session manager below is rmcp's own, whose streams drop that token from each request before
 //! it is written. A token the app itself put in its request's `_meta` stays: rmcp keeps the
 //! request's own `params._meta` beside the one it adds, and the one it adds is the one removed.
-//! [`AsSent`] does the same for a transport of rmcp's (`datanotes mcp` on stdio).
 
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
-use rmcp::RoleServer;
 use rmcp::model::{
     ClientJsonRpcMessage, GetExtensions, JsonRpcMessage, RequestMetaObject, ServerJsonRpcMessage,
 };
-use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{
     ServerSseMessage, SessionId, SessionManager,
@@ -116,30 +113,6 @@ fn drop_added(msg: &mut ServerJsonRpcMessage) {
                 ext.remove::<RequestMetaObject>();
             }
         }
-    }
-}
-
-/// A server transport whose outgoing requests lose the progress token rmcp added (`datanotes
-/// mcp` on stdin and stdout: its requests are the app's, passed on through `/mcp`).
-pub(crate) struct AsSent<T>(pub(crate) T);
-
-impl<T: Transport<RoleServer>> Transport<RoleServer> for AsSent<T> {
-    type Error = T::Error;
-
-    fn send(
-        &mut self,
-        mut item: ServerJsonRpcMessage,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        drop_added(&mut item);
-        self.0.send(item)
-    }
-
-    fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
-        self.0.receive()
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.0.close()
     }
 }
 

@@ -1,428 +1,634 @@
 //! `datanotes mcp`: the MCP door over stdio, for desktop clients (Claude Desktop, Claude Code,
-//! Cursor, VS Code). It is a thin proxy to a running server's `/mcp`: the same namespace, the same
-//! token rules, the same tool-call events, and the server's `notifications/tools/list_changed`
-//! passed on. The proxy introduces itself to the server with the desktop client's own
-//! `clientInfo`, so the server builds the actor as for any `/mcp` client (one function,
-//! `mcp::client_actor`: the client's name as the harness, never its version as the model);
-//! `--actor` overrides it.
+//! Cursor, VS Code). It relays a running server's `/mcp`. Each JSON-RPC message the desktop
+//! client writes on stdin is posted to `/mcp` as written, on the session its `initialize`
+//! opened there. Each message the server sends is written on stdout as the server wrote it:
+//! the answers, and what comes during a request or on the session's own stream (an app's log
+//! messages, progress, sampling, elicitation and roots requests, `list_changed`,
+//! `resources/updated`). So a desktop client gets what an HTTP client of `/mcp` gets: the same
+//! namespace, token rules and tool-call events (the server builds the actor from the client's
+//! own `clientInfo`; `--actor` overrides it), tasks, cancellation, and numbers as spelled.
 //!
-//! What an app sends during a call is passed on too: the server's log messages (after the
-//! desktop client's `logging/setLevel`, forwarded), progress (with the desktop client's token),
-//! and `sampling/createMessage` and `elicitation/create` requests (the proxy declares to the
-//! server the capabilities the desktop client declared, and asks the desktop client). So are
-//! resources, templates, prompts, completions and subscriptions (`stdio_content.rs`).
-#![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
-
-#[path = "stdio_content.rs"]
-mod content;
-
-use content::params;
+//! The relay's own work:
+//! - the token (and `--actor`) on every request, and the session's id and protocol version;
+//! - the session's stream (`GET`), kept open and resumed from its last event;
+//! - a request's stream resumed if it ends before its answer;
+//! - a session the server no longer knows (it restarted) opened again with the client's own
+//!   `initialize`, and the request posted again;
+//! - a request the server could not be asked answered with an error in plain words.
 
 use crate::apps::plain::{self, Peer as Who};
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest,
-    ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequest, ElicitRequestParams, ElicitResult, InitializeRequestParams, InitializeResult,
-    ListToolsResult, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ServerRequest, ServerResult, SetLevelRequestParams,
-};
-use rmcp::service::PeerRequestOptions;
-use rmcp::service::{NotificationContext, Peer, RequestContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-/// The desktop client, once it has initialized: where the server's notifications go.
-type Downstream = Arc<Mutex<Option<Peer<RoleServer>>>>;
+/// The longest message passed on, either way.
+const MAX_MESSAGE: usize = crate::server::MAX_BODY;
+/// The most times a request's stream is resumed before its answer.
+const MAX_RESUMES: usize = 100;
+/// The wait before a stream is resumed, unless the server says another (SSE `retry`, at most
+/// [`MAX_WAIT`]).
+const WAIT: Duration = Duration::from_millis(500);
+const MAX_WAIT: Duration = Duration::from_secs(5);
 
-/// The calls in flight: the proxy's progress token with the server → the desktop client's.
-type Tokens = Arc<Mutex<HashMap<ProgressToken, ProgressToken>>>;
-
-/// The proxy's side of its session with the server: introduces itself with the desktop client's
-/// `clientInfo` (and its sampling and elicitation capabilities) and passes on `list_changed`,
-/// log messages, progress and the requests of a call.
-#[derive(Clone)]
-struct Forward {
-    down: Downstream,
-    client: Option<rmcp::model::Implementation>,
-    caps: Option<ClientCapabilities>,
-    tokens: Tokens,
+/// A session the client's `initialize` opened at the server.
+#[derive(Clone, PartialEq)]
+struct Session {
+    id: String,
+    /// The protocol version the server answered (sent with every request after it).
+    version: Option<String>,
 }
 
-impl Forward {
-    fn down(&self) -> Result<Peer<RoleServer>, ErrorData> {
-        self.down
-            .lock()
-            .unwrap()
-            .clone()
-            .ok_or_else(|| ErrorData::internal_error("the desktop client is gone", None))
-    }
+/// Why a message could not be passed on, in plain words.
+type Words = String;
 
-    /// Asks the desktop client.
-    async fn ask(&self, request: ServerRequest) -> Result<ClientResult, ErrorData> {
-        self.down()?
-            .send_request(request)
-            .await
-            .map_err(|e| match e {
-                rmcp::ServiceError::McpError(e) => e,
-                _ => ErrorData::internal_error("the desktop client did not answer", None),
-            })
-    }
-}
-
-/// The `_meta` the app gave its request (rmcp reads it apart from the params), given back to
-/// the request passed on, as the request's own (rmcp's added progress token is dropped on the
-/// way out, [`super::outgoing::AsSent`]).
-fn own_meta(
-    params: &mut impl rmcp::model::RequestParamsMeta,
-    meta: rmcp::model::RequestMetaObject,
-) {
-    if !meta.0.is_empty() {
-        params.set_meta(meta);
-    }
-}
-
-impl ClientHandler for Forward {
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        let mut info = rmcp::model::ClientConfig::default();
-        if let Some(c) = self.client.clone() {
-            info.client_info = c;
-        }
-        if let Some(c) = &self.caps {
-            info.capabilities.sampling = c.sampling.clone();
-            info.capabilities.elicitation = c.elicitation.clone();
-        }
-        info
-    }
-
-    async fn create_message(
-        &self,
-        mut params: CreateMessageRequestParams,
-        context: RequestContext<RoleClient>,
-    ) -> Result<CreateMessageResult, ErrorData> {
-        own_meta(&mut params, context.meta);
-        match self
-            .ask(ServerRequest::CreateMessageRequest(
-                CreateMessageRequest::new(params),
-            ))
-            .await?
-        {
-            ClientResult::CreateMessageResult(r) => Ok(*r),
-            _ => Err(ErrorData::internal_error(
-                "the desktop client answered something other than a message",
-                None,
-            )),
-        }
-    }
-
-    async fn create_elicitation(
-        &self,
-        mut params: ElicitRequestParams,
-        context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        own_meta(&mut params, context.meta);
-        match self
-            .ask(ServerRequest::ElicitRequest(ElicitRequest::new(params)))
-            .await?
-        {
-            ClientResult::ElicitResult(r) => Ok(r),
-            _ => Err(ErrorData::internal_error(
-                "the desktop client answered something other than an elicitation result",
-                None,
-            )),
-        }
-    }
-
-    async fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        if let Ok(p) = self.down() {
-            let _ = p.notify_logging_message(params).await;
-        }
-    }
-
-    async fn on_progress(
-        &self,
-        mut params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let token = self
-            .tokens
-            .lock()
-            .unwrap()
-            .get(&params.progress_token)
-            .cloned();
-        if let (Some(t), Ok(p)) = (token, self.down()) {
-            params.progress_token = t;
-            let _ = p.notify_progress(params).await;
-        }
-    }
-
-    async fn on_resource_updated(
-        &self,
-        params: rmcp::model::ResourceUpdatedNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        if let Ok(p) = self.down() {
-            let _ = p.notify_resource_updated(params).await;
-        }
-    }
-
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        if let Ok(p) = self.down() {
-            let _ = p.notify_resource_list_changed().await;
-        }
-    }
-
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        if let Ok(p) = self.down() {
-            let _ = p.notify_prompt_list_changed().await;
-        }
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let peer = self.down.lock().unwrap().clone();
-        if let Some(p) = peer {
-            let _ = p.notify_tool_list_changed().await;
-        }
-    }
-}
-
-type Upstream = Arc<RunningService<RoleClient, Forward>>;
-
-/// The stdio server: forwards each request to the running server's `/mcp`.
-pub struct Proxy {
+struct Relay {
+    /// The server's `/mcp`.
     url: String,
     token: String,
     actor: Option<String>,
-    down: Downstream,
-    /// The desktop client's `clientInfo`, once it has initialized: kept for every reconnection.
-    client: Mutex<Option<rmcp::model::Implementation>>,
-    /// The desktop client's capabilities (sampling and elicitation are declared to the server).
-    caps: Mutex<Option<ClientCapabilities>>,
-    tokens: Tokens,
-    upstream: tokio::sync::Mutex<Option<Upstream>>,
-}
-
-impl Proxy {
-    async fn upstream(&self) -> Result<Upstream, ErrorData> {
-        let mut up = self.upstream.lock().await;
-        if let Some(u) = up.as_ref()
-            && !u.is_closed()
-        {
-            return Ok(u.clone());
-        }
-        let mut cfg = StreamableHttpClientTransportConfig::with_uri(self.url.as_str())
-            .auth_header(self.token.clone());
-        if let Some(v) = self.actor.as_deref().and_then(|a| a.parse().ok()) {
-            cfg = cfg.custom_headers(HashMap::from([(
-                http::HeaderName::from_static("x-datanotes-actor"),
-                v,
-            )]));
-        }
-        let forward = Forward {
-            down: self.down.clone(),
-            client: self.client.lock().unwrap().clone(),
-            caps: self.caps.lock().unwrap().clone(),
-            tokens: self.tokens.clone(),
-        };
-        let client = forward
-            .serve(StreamableHttpClientTransport::from_config(cfg))
-            .await
-            .map_err(|e| {
-                ErrorData::internal_error(plain::init_error(&self.url, Who::Engine, &e), None)
-            })?;
-        let client = Arc::new(client);
-        *up = Some(client.clone());
-        Ok(client)
-    }
-
-    fn upstream_err(&self, e: rmcp::ServiceError) -> ErrorData {
-        match e {
-            rmcp::ServiceError::McpError(e) => e,
-            e => ErrorData::internal_error(plain::service_error(&self.url, Who::Engine, &e), None),
-        }
-    }
-}
-
-impl ServerHandler for Proxy {
-    async fn initialize(
-        &self,
-        request: InitializeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<InitializeResult, ErrorData> {
-        context.peer.set_peer_info(request.clone());
-        *self.down.lock().unwrap() = Some(context.peer.clone());
-        // The server builds the actor from this clientInfo, as for any /mcp client.
-        *self.client.lock().unwrap() = Some(request.client_info.clone());
-        *self.caps.lock().unwrap() = Some(request.capabilities.clone());
-        let up = self.upstream().await?;
-        let mut info = self.negotiate_initialize(&request)?;
-        if let Some(u) = up.peer_info() {
-            info.instructions = u.instructions.clone();
-            if let Some(si) = u.server_info.clone() {
-                info.server_info = si;
-            }
-        }
-        Ok(info)
-    }
-
-    fn get_info(&self) -> rmcp::model::ServerConfig {
-        rmcp::model::ServerConfig::new(
-            rmcp::model::ServerCapabilities::builder()
-                .enable_logging()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_resources()
-                .enable_resources_subscribe()
-                .enable_resources_list_changed()
-                .enable_prompts()
-                .enable_prompts_list_changed()
-                .enable_completions()
-                .build(),
-        )
-    }
-
-    async fn list_tools(
-        &self,
-        _req: Option<PaginatedRequestParams>,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        let up = self.upstream().await?;
-        let tools = up
-            .list_all_tools()
-            .await
-            .map_err(|e| self.upstream_err(e))?;
-        Ok(ListToolsResult::with_all_items(tools))
-    }
-
-    async fn call_tool(
-        &self,
-        req: CallToolRequestParams,
-        rc: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let up = self.upstream().await?;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(req));
-        let handle = up
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|e| self.upstream_err(e))?;
-        // The server's progress for this call goes to the desktop client with its own token.
-        let theirs = handle.progress_token.clone();
-        if let Some(mine) = rc.meta.get_progress_token() {
-            self.tokens.lock().unwrap().insert(theirs.clone(), mine);
-        }
-        let r = handle.await_response().await;
-        self.tokens.lock().unwrap().remove(&theirs);
-        match r.map_err(|e| self.upstream_err(e))? {
-            ServerResult::CallToolResult(r) => Ok(r.into()),
-            _ => Err(ErrorData::internal_error(
-                "the server answered something other than a tool result",
-                None,
-            )),
-        }
-    }
-
-    async fn list_resources(
-        &self,
-        req: Option<PaginatedRequestParams>,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
-        self.pass("resources/list", params(req)).await
-    }
-
-    async fn list_resource_templates(
-        &self,
-        req: Option<PaginatedRequestParams>,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListResourceTemplatesResult, ErrorData> {
-        self.pass("resources/templates/list", params(req)).await
-    }
-
-    async fn read_resource(
-        &self,
-        req: rmcp::model::ReadResourceRequestParams,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
-        let r: rmcp::model::ReadResourceResult =
-            self.pass("resources/read", params(Some(req))).await?;
-        Ok(r.into())
-    }
-
-    async fn subscribe(
-        &self,
-        req: rmcp::model::SubscribeRequestParams,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        let _: serde_json::Value = self.pass("resources/subscribe", params(Some(req))).await?;
-        Ok(())
-    }
-
-    async fn unsubscribe(
-        &self,
-        req: rmcp::model::UnsubscribeRequestParams,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        let _: serde_json::Value = self
-            .pass("resources/unsubscribe", params(Some(req)))
-            .await?;
-        Ok(())
-    }
-
-    async fn list_prompts(
-        &self,
-        req: Option<PaginatedRequestParams>,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
-        self.pass("prompts/list", params(req)).await
-    }
-
-    async fn get_prompt(
-        &self,
-        req: rmcp::model::GetPromptRequestParams,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
-        let r: rmcp::model::GetPromptResult = self.pass("prompts/get", params(Some(req))).await?;
-        Ok(r.into())
-    }
-
-    async fn complete(
-        &self,
-        req: rmcp::model::CompleteRequestParams,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
-        self.pass("completion/complete", params(Some(req))).await
-    }
-
-    async fn set_level(
-        &self,
-        req: SetLevelRequestParams,
-        _rc: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        let up = self.upstream().await?;
-        up.set_level(req).await.map_err(|e| self.upstream_err(e))
-    }
+    http: reqwest::Client,
+    /// What is written on stdout, one message a line.
+    out: mpsc::Sender<String>,
+    /// The client's `initialize`, to open a session again with.
+    hello: Mutex<Option<Value>>,
+    session: Mutex<Option<Session>>,
+    /// Held while a session is opened again.
+    reopening: tokio::sync::Mutex<()>,
+    next: AtomicU64,
+    /// The requests of protocol 2026-07-28 or later in flight, by id. Such a request has no
+    /// session to name it on: the client's `notifications/cancelled` for it closes its stream,
+    /// which is how that version cancels.
+    inflight: Mutex<HashMap<String, CancellationToken>>,
 }
 
 /// Serves MCP on stdin/stdout until the client goes away (a clean exit says nothing).
 pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::Result<()> {
-    let proxy = Proxy {
+    let (out, mut lines) = mpsc::channel::<String>(256);
+    let relay = Arc::new(Relay {
         url,
         token,
         actor,
-        down: Arc::new(Mutex::new(None)),
-        client: Mutex::new(None),
-        caps: Mutex::new(None),
-        tokens: Default::default(),
-        upstream: tokio::sync::Mutex::new(None),
-    };
-    let (stdin, stdout) = rmcp::transport::stdio();
-    let io = rmcp::transport::async_rw::AsyncRwTransport::new_server(stdin, stdout);
-    let service = proxy.serve(super::outgoing::AsSent(io)).await?;
-    let _ = service.waiting().await;
+        http: reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()?,
+        out,
+        hello: Mutex::new(None),
+        session: Mutex::new(None),
+        reopening: tokio::sync::Mutex::new(()),
+        next: AtomicU64::new(0),
+        inflight: Mutex::new(HashMap::new()),
+    });
+    tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = lines.recv().await {
+            let written = async {
+                stdout.write_all(line.as_bytes()).await?;
+                stdout.write_all(b"\n").await?;
+                stdout.flush().await
+            };
+            if written.await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let mut stream = None;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let limit = MAX_MESSAGE as u64 + 1;
+        if (&mut stdin).take(limit).read_until(b'\n', &mut buf).await? == 0 {
+            break;
+        }
+        if buf.len() > MAX_MESSAGE {
+            skip_line(&mut stdin).await?;
+            let why = format!("a message over {} MiB is not passed on", MAX_MESSAGE >> 20);
+            relay.say(refusal(&Value::Null, -32600, why)).await;
+            continue;
+        }
+        let text = buf.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        let msg: Value = match serde_json::from_slice(text) {
+            Ok(m) => m,
+            Err(e) => {
+                let why = format!("the message is not JSON: {e}");
+                relay.say(refusal(&Value::Null, -32700, why)).await;
+                continue;
+            }
+        };
+        let body = text.to_vec();
+        let method = msg.get("method").and_then(Value::as_str);
+        match (method, msg.get("id")) {
+            (Some("initialize"), Some(_)) => relay.initialize(msg, body).await,
+            // A request is answered in its own time; the client may send more meanwhile.
+            (Some(_), Some(id)) => {
+                let cancel = CancellationToken::new();
+                if !era_headers(&msg).is_empty() {
+                    let mut inflight = relay.inflight.lock().unwrap();
+                    inflight.insert(id.to_string(), cancel.clone());
+                }
+                tokio::spawn(relay.clone().request(msg, body, cancel));
+            }
+            // Notifications and the client's answers go in the order written.
+            _ => {
+                if method == Some("notifications/cancelled")
+                    && let Some(id) = msg.pointer("/params/requestId")
+                    && let Some(c) = relay.inflight.lock().unwrap().remove(&id.to_string())
+                {
+                    c.cancel();
+                }
+                relay.pass(&msg, &body).await;
+                if method == Some("notifications/initialized") && stream.is_none() {
+                    stream = Some(tokio::spawn(relay.clone().follow()));
+                }
+            }
+        }
+    }
+    if let Some(s) = stream {
+        s.abort();
+    }
+    relay.close().await;
     Ok(())
+}
+
+/// Reads what is left of a line too long to pass on.
+async fn skip_line(r: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> std::io::Result<()> {
+    let mut rest = Vec::new();
+    loop {
+        rest.clear();
+        let n = (&mut *r).take(1 << 20).read_until(b'\n', &mut rest).await?;
+        if n == 0 || rest.ends_with(b"\n") {
+            return Ok(());
+        }
+    }
+}
+
+/// The headers a message of protocol 2026-07-28 or later asks for (it names its version in its
+/// own `_meta`, and has no session): its version, `Mcp-Method`, and `Mcp-Name` (SEP-2243).
+/// None for a message of an earlier version (its session's headers go with it).
+fn era_headers(msg: &Value) -> Vec<(&'static str, String)> {
+    let version = msg
+        .pointer("/params/_meta")
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .and_then(Value::as_str);
+    let (Some(version), Some(method)) = (version, msg.get("method").and_then(Value::as_str)) else {
+        return vec![];
+    };
+    let mut out = vec![
+        ("mcp-protocol-version", version.to_string()),
+        ("mcp-method", method.to_string()),
+    ];
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return out,
+    };
+    if let Some(name) = msg
+        .pointer(&format!("/params/{key}"))
+        .and_then(Value::as_str)
+    {
+        out.push(("mcp-name", header_value(name)));
+    }
+    out
+}
+
+/// A value as a header carries it (SEP-2243): as it is, or Base64 between `=?base64?` and `?=`
+/// if it has a character a header cannot carry, or a space at either end.
+fn header_value(v: &str) -> String {
+    use base64::Engine;
+    let encoded = v.chars().any(|c| !(' '..='~').contains(&c))
+        || v.starts_with([' ', '\t'])
+        || v.ends_with([' ', '\t'])
+        || (v.starts_with("=?base64?") && v.ends_with("?="));
+    if !encoded {
+        return v.to_string();
+    }
+    let b64 = base64::engine::general_purpose::STANDARD.encode(v);
+    format!("=?base64?{b64}?=")
+}
+
+/// A JSON-RPC error answering `id`.
+fn refusal(id: &Value, code: i64, message: String) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
+}
+
+/// Whether the message `data` answers the request `id`.
+fn answers(data: &str, id: &Value) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        id: Option<Value>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_str::<Answer>(data)
+        .is_ok_and(|a| a.method.is_none() && a.id.as_ref() == Some(id))
+}
+
+/// A message of the server as one line: as written, unless it spans lines.
+fn one_line(data: String) -> String {
+    if !data.contains('\n') {
+        return data;
+    }
+    match serde_json::from_str::<Value>(&data) {
+        Ok(v) => v.to_string(),
+        Err(_) => data.replace('\n', " "),
+    }
+}
+
+impl Relay {
+    async fn say(&self, line: String) {
+        let _ = self.out.send(line).await;
+    }
+
+    fn session(&self) -> Option<Session> {
+        self.session.lock().unwrap().clone()
+    }
+
+    /// A request to the server's `/mcp`, with the token, the actor, and the session's headers.
+    fn to_server(
+        &self,
+        method: reqwest::Method,
+        session: Option<&Session>,
+    ) -> reqwest::RequestBuilder {
+        let mut r = self
+            .http
+            .request(method, &self.url)
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream");
+        if let Some(a) = &self.actor {
+            r = r.header("x-datanotes-actor", a);
+        }
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", &s.id);
+            if let Some(v) = &s.version {
+                r = r.header("mcp-protocol-version", v);
+            }
+        }
+        r
+    }
+
+    /// Posts `body`, the message `msg`, with the headers its protocol version asks for: on
+    /// `session`, unless the message is of protocol 2026-07-28 or later (which has none).
+    async fn post(
+        &self,
+        msg: &Value,
+        body: &[u8],
+        session: Option<&Session>,
+    ) -> Result<reqwest::Response, Words> {
+        let era = era_headers(msg);
+        let mut r = self.to_server(reqwest::Method::POST, session.filter(|_| era.is_empty()));
+        for (name, value) in era {
+            r = r.header(name, value);
+        }
+        r.header("content-type", "application/json")
+            .body(body.to_vec())
+            .send()
+            .await
+            .map_err(|e| plain::error_words(&self.url, Who::Engine, &e))
+    }
+
+    /// The client's `initialize`: a session opened with it, the server's answer written back.
+    async fn initialize(&self, msg: Value, body: Vec<u8>) {
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let opened = self.open(&msg, &body, &id).await;
+        *self.hello.lock().unwrap() = Some(msg);
+        match opened {
+            Ok((session, answer)) => {
+                *self.session.lock().unwrap() = Some(session);
+                self.say(answer).await;
+            }
+            Err(why) => self.say(refusal(&id, -32603, why)).await,
+        }
+    }
+
+    /// Opens a session with an `initialize` (`body`, of the request `id`): the session and the
+    /// server's answer.
+    async fn open(&self, msg: &Value, body: &[u8], id: &Value) -> Result<(Session, String), Words> {
+        let r = self.post(msg, body, None).await?;
+        if !r.status().is_success() {
+            return Err(self.refused(r, id).await);
+        }
+        let sid = r
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let answer = self.answer_of(r, id).await?;
+        let version = serde_json::from_str::<Value>(&answer).ok().and_then(|a| {
+            let v = a.pointer("/result/protocolVersion")?;
+            v.as_str().map(String::from)
+        });
+        let session = Session {
+            id: sid.ok_or_else(|| format!("{} opened no session", self.url))?,
+            version,
+        };
+        Ok((session, answer))
+    }
+
+    /// Why the server refused a request, in plain words: its own JSON-RPC error's message if it
+    /// gave one (not for a refused token: what to check is said), else what its HTTP status
+    /// says.
+    async fn refused(&self, r: reqwest::Response, id: &Value) -> Words {
+        let status = r.status().as_u16();
+        let body = r.text().await.unwrap_or_default();
+        let own = serde_json::from_str::<Value>(&body).ok().and_then(|v| {
+            v.get("jsonrpc")?;
+            let m = v.pointer("/error/message")?.as_str()?;
+            let ours = v.get("id").is_none_or(|i| i == id || i.is_null());
+            (ours && status != 401).then(|| m.to_string())
+        });
+        own.unwrap_or_else(|| plain::http_status(&self.url, Who::Engine, status))
+    }
+
+    /// The message answering `id` in a response (one JSON answer, or an SSE stream whose other
+    /// messages are passed on).
+    async fn answer_of(&self, r: reqwest::Response, id: &Value) -> Result<String, Words> {
+        if !is_sse(&r) {
+            let text = r
+                .text()
+                .await
+                .map_err(|e| plain::error_words(&self.url, Who::Engine, &e))?;
+            return Ok(one_line(text.trim().to_string()));
+        }
+        let mut answer = None;
+        self.relay_stream(r, Some(id), &mut answer, None).await?;
+        answer.ok_or_else(|| format!("{} closed the stream before answering", self.url))
+    }
+
+    /// A request of the client, until it is answered or `cancel`led (its stream closed).
+    async fn request(self: Arc<Self>, msg: Value, body: Vec<u8>, cancel: CancellationToken) {
+        let key = msg.get("id").map(Value::to_string);
+        tokio::select! {
+            _ = cancel.cancelled() => {}
+            _ = self.ask(msg, body) => {}
+        }
+        if let Some(k) = key {
+            self.inflight.lock().unwrap().remove(&k);
+        }
+    }
+
+    /// A request of the client: posted, and every message of its answer written back. A
+    /// session the server no longer knows is opened again, and the request posted again once.
+    async fn ask(&self, msg: Value, body: Vec<u8>) {
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let sessionless = !era_headers(&msg).is_empty();
+        for again in [false, true] {
+            let session = self.session().filter(|_| !sessionless);
+            let r = match self.post(&msg, &body, session.as_ref()).await {
+                Ok(r) => r,
+                Err(why) => return self.say(refusal(&id, -32603, why)).await,
+            };
+            if r.status() == reqwest::StatusCode::NOT_FOUND
+                && let Some(stale) = session.filter(|_| !again)
+            {
+                if let Err(why) = self.reopen(&stale).await {
+                    return self.say(refusal(&id, -32603, why)).await;
+                }
+                continue;
+            }
+            if !r.status().is_success() {
+                let why = self.refused(r, &id).await;
+                return self.say(refusal(&id, -32603, why)).await;
+            }
+            if r.status() == reqwest::StatusCode::ACCEPTED {
+                return;
+            }
+            let session = self.session().filter(|_| !sessionless);
+            if !is_sse(&r) {
+                match r.text().await {
+                    Ok(t) => self.say(one_line(t.trim().to_string())).await,
+                    Err(e) => {
+                        let why = plain::error_words(&self.url, Who::Engine, &e);
+                        self.say(refusal(&id, -32603, why)).await;
+                    }
+                }
+                return;
+            }
+            let mut answer = None;
+            if let Err(why) = self
+                .relay_stream(r, Some(&id), &mut answer, session.as_ref())
+                .await
+            {
+                return self.say(refusal(&id, -32603, why)).await;
+            }
+            if let Some(a) = answer {
+                self.say(a).await;
+            }
+            return;
+        }
+    }
+
+    /// Writes back every message of an SSE response; the one answering `id` (if any) is kept in
+    /// `answer` instead. A stream that ends before that answer is resumed (with `session`)
+    /// from its last event.
+    async fn relay_stream(
+        &self,
+        r: reqwest::Response,
+        id: Option<&Value>,
+        answer: &mut Option<String>,
+        session: Option<&Session>,
+    ) -> Result<(), Words> {
+        let mut r = r;
+        let (mut last, mut wait) = (None::<String>, WAIT);
+        for _ in 0..=MAX_RESUMES {
+            let mut events = sse_stream::SseStream::from_bytes_stream(r.bytes_stream());
+            while let Some(Ok(ev)) = events.next().await {
+                last = ev.id.or(last);
+                if let Some(ms) = ev.retry {
+                    wait = Duration::from_millis(ms).min(MAX_WAIT);
+                }
+                let Some(data) = ev.data.filter(|d| !d.trim().is_empty()) else {
+                    continue;
+                };
+                if data.len() > MAX_MESSAGE {
+                    continue;
+                }
+                if id.is_some_and(|id| answers(&data, id)) {
+                    *answer = Some(one_line(data));
+                    return Ok(());
+                }
+                self.say(one_line(data)).await;
+            }
+            if id.is_none() {
+                return Ok(());
+            }
+            let Some(from) = last.clone() else {
+                return Err(format!("{} closed the stream before answering", self.url));
+            };
+            tokio::time::sleep(wait).await;
+            r = self
+                .to_server(reqwest::Method::GET, session)
+                .header("last-event-id", from)
+                .send()
+                .await
+                .map_err(|e| plain::error_words(&self.url, Who::Engine, &e))?;
+            if !r.status().is_success() {
+                return Err(plain::http_status(
+                    &self.url,
+                    Who::Engine,
+                    r.status().as_u16(),
+                ));
+            }
+        }
+        Err(format!(
+            "{} closed the request's stream {MAX_RESUMES} times before answering",
+            self.url
+        ))
+    }
+
+    /// A notification or an answer of the client: posted (a session the server no longer
+    /// knows is opened again first).
+    async fn pass(&self, msg: &Value, body: &[u8]) {
+        let session = self.session();
+        if let Ok(r) = self.post(msg, body, session.as_ref()).await
+            && r.status() == reqwest::StatusCode::NOT_FOUND
+            && let Some(stale) = session
+            && self.reopen(&stale).await.is_ok()
+        {
+            let _ = self.post(msg, body, self.session().as_ref()).await;
+        }
+    }
+
+    /// Opens the session again with the client's `initialize` (the server restarted), unless
+    /// another request already did.
+    async fn reopen(&self, stale: &Session) -> Result<(), Words> {
+        let _one = self.reopening.lock().await;
+        if self.session().as_ref() != Some(stale) {
+            return Ok(());
+        }
+        let Some(mut hello) = self.hello.lock().unwrap().clone() else {
+            return Err(format!("{} no longer knows the session", self.url));
+        };
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let id = json!(format!("datanotes-mcp-{n}"));
+        hello["id"] = id.clone();
+        let body = serde_json::to_vec(&hello).unwrap_or_default();
+        let (session, _) = self.open(&hello, &body, &id).await?;
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let body = serde_json::to_vec(&initialized).unwrap_or_default();
+        let _ = self.post(&initialized, &body, Some(&session)).await;
+        *self.session.lock().unwrap() = Some(session);
+        Ok(())
+    }
+
+    /// The session's own stream (`GET`): every message written back, kept open, resumed from
+    /// its last event, and opened again on a new session if the server restarted.
+    async fn follow(self: Arc<Self>) {
+        let (mut last, mut on, mut wait) = (None::<String>, None::<Session>, WAIT);
+        loop {
+            let Some(session) = self.session() else {
+                return;
+            };
+            if on.as_ref() != Some(&session) {
+                (last, on) = (None, Some(session.clone()));
+            }
+            let mut get = self.to_server(reqwest::Method::GET, Some(&session));
+            if let Some(l) = &last {
+                get = get.header("last-event-id", l);
+            }
+            let r = match get.send().await {
+                Ok(r) => r,
+                // The server is away (restarting?): asked again, less and less often.
+                Err(_) => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(MAX_WAIT);
+                    continue;
+                }
+            };
+            match r.status().as_u16() {
+                404 => {
+                    if self.reopen(&session).await.is_err() {
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(MAX_WAIT);
+                    }
+                    continue;
+                }
+                405 => return,
+                s if !(200..300).contains(&s) || !is_sse(&r) => {
+                    tokio::time::sleep(MAX_WAIT).await;
+                    continue;
+                }
+                _ => wait = WAIT,
+            }
+            let mut events = sse_stream::SseStream::from_bytes_stream(r.bytes_stream());
+            while let Some(Ok(ev)) = events.next().await {
+                last = ev.id.or(last);
+                if let Some(data) = ev.data.filter(|d| !d.trim().is_empty())
+                    && data.len() <= MAX_MESSAGE
+                {
+                    self.say(one_line(data)).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Ends the session at the server (the client went away).
+    async fn close(&self) {
+        if let Some(s) = self.session() {
+            let end = self.to_server(reqwest::Method::DELETE, Some(&s)).send();
+            let _ = tokio::time::timeout(Duration::from_secs(2), end).await;
+        }
+    }
+}
+
+fn is_sse(r: &reqwest::Response) -> bool {
+    r.headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_is_known_by_its_id() {
+        let id = json!(7);
+        assert!(answers(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, &id));
+        assert!(answers(
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"x"}}"#,
+            &id
+        ));
+        assert!(!answers(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#, &id));
+        assert!(!answers(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#, &id));
+        assert!(!answers(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#,
+            &id
+        ));
+    }
+
+    #[test]
+    fn a_2026_message_names_its_version_method_and_name_in_headers() {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+        let call = json!({"method": "tools/call", "params": {"name": "echo", "_meta": meta}});
+        assert_eq!(
+            era_headers(&call),
+            [
+                ("mcp-protocol-version", "2026-07-28".to_string()),
+                ("mcp-method", "tools/call".into()),
+                ("mcp-name", "echo".into())
+            ]
+        );
+        let read =
+            json!({"method": "resources/read", "params": {"uri": "file:///é", "_meta": meta}});
+        assert_eq!(era_headers(&read)[2].1, "=?base64?ZmlsZTovLy/DqQ==?=");
+        // A message of an earlier version: its session's headers only.
+        assert!(era_headers(&json!({"method": "tools/call", "params": {"name": "x"}})).is_empty());
+    }
+
+    #[test]
+    fn a_message_goes_out_as_written_on_one_line() {
+        let as_written = r#"{"a":1,"b":1.0}"#.to_string();
+        assert_eq!(one_line(as_written.clone()), as_written);
+        assert_eq!(one_line("{\"a\":\n1}".into()), r#"{"a":1}"#);
+    }
 }

@@ -1,8 +1,8 @@
 //! What an app writes reaches the client as the app wrote it, on every path of `/mcp`: an
 //! integer stays an integer (rmcp's types read a tool result's `annotations.priority` and a
 //! progress notification's numbers as floats, so `1` would arrive as `1.0`). The paths: the
-//! door's own JSON answer, rmcp's SSE answer (a call that asks for progress), and a client of
-//! protocol 2026-07-28.
+//! door's own JSON answer, rmcp's SSE answer (a call that asks for progress), a client of
+//! protocol 2026-07-28, and `datanotes mcp` on stdio (both eras).
 
 use crate::kit::*;
 use axum::http::StatusCode;
@@ -59,18 +59,23 @@ fn spelled(text: &str) -> Vec<String> {
     out
 }
 
-#[test]
-fn an_apps_numbers_reach_the_client_as_the_app_wrote_them() {
-    let s = Server::start();
-    let rt = mcp::runtime();
+/// Serves the app and registers it.
+fn exact_app(s: &Server, rt: &tokio::runtime::Runtime) {
     let post: fake_app::Post = Arc::new(|v| Box::pin(post(v)));
-    let url = fake_app::serve(&rt, post, None);
-    create_app(&s, json!({"name": "exact", "mcp_url": url}));
+    let url = fake_app::serve(rt, post, None);
+    create_app(s, json!({"name": "exact", "mcp_url": url}));
     eventually("the app's tool is listed", || {
         s.ok_route("apps/get", json!({"name": "exact"}))["app"]["tools"]
             .as_array()
             .is_some_and(|t| !t.is_empty())
     });
+}
+
+#[test]
+fn an_apps_numbers_reach_the_client_as_the_app_wrote_them() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    exact_app(&s, &rt);
     let http = reqwest::blocking::Client::new();
     let mcp = format!("{}/mcp", s.url);
     let send = |sid: Option<&str>, body: Value| {
@@ -147,4 +152,116 @@ fn an_apps_numbers_reach_the_client_as_the_app_wrote_them() {
     let mut expected = app_result();
     expected["resultType"] = json!("complete");
     assert_eq!(result_of(&text), expected, "{text}");
+}
+
+/// `datanotes mcp`, written to and read from line by line.
+struct Stdio {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Stdio {
+    fn start(s: &Server) -> Stdio {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(bin())
+            .args(["mcp", "--url", &s.url, "--token", &s.token])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start datanotes mcp");
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in out.lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Stdio { child, lines }
+    }
+
+    fn send(&mut self, msg: Value) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Every line written up to the answer to `id`, that answer last.
+    fn until_answer(&self, id: u64) -> Vec<String> {
+        let mut got = vec![];
+        loop {
+            let l = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("no answer to {id} in {got:?}"));
+            let v: Value = serde_json::from_str(&l).unwrap();
+            got.push(l);
+            if v["id"] == id && v.get("method").is_none() {
+                return got;
+            }
+        }
+    }
+}
+
+impl Drop for Stdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Over stdio too, what the app wrote reaches the client as written, in both protocol eras.
+#[test]
+fn an_apps_numbers_reach_a_stdio_client_as_the_app_wrote_them() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    exact_app(&s, &rt);
+    let mut io = Stdio::start(&s);
+    io.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw-stdio", "version": "1"}}}),
+    );
+    let init = io.until_answer(1);
+    assert!(
+        init.last()
+            .unwrap()
+            .contains("\"protocolVersion\":\"2025-11-25\""),
+        "{init:?}"
+    );
+    io.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    io.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "exact_numbers", "arguments": {}, "_meta": {"progressToken": "p"}}}),
+    );
+    let text = io.until_answer(2).join("\n");
+    assert_eq!(
+        spelled(&text),
+        ["priority: 1", "progress: 1", "total: 2"],
+        "{text}"
+    );
+
+    // A client of 2026-07-28 (no session): its call, with the headers that version asks for.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-stdio", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "progressToken": "q",
+    });
+    io.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "exact_numbers", "arguments": {}, "_meta": meta}}),
+    );
+    let lines = io.until_answer(3);
+    let text = lines.join("\n");
+    assert_eq!(
+        spelled(&text),
+        ["priority: 1", "progress: 1", "total: 2"],
+        "{text}"
+    );
+    let answer: Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    let mut expected = app_result();
+    expected["resultType"] = json!("complete");
+    assert_eq!(answer["result"], expected, "{text}");
 }
