@@ -265,3 +265,33 @@ fn an_apps_numbers_reach_a_stdio_client_as_the_app_wrote_them() {
     expected["resultType"] = json!("complete");
     assert_eq!(answer["result"], expected, "{text}");
 }
+
+/// A line that is not JSON gets a parse error (naming why), and the relay goes on.
+#[test]
+fn a_stdio_line_that_is_not_json_is_answered_and_the_relay_goes_on() {
+    let s = Server::start();
+    let mut io = Stdio::start(&s);
+    {
+        use std::io::Write;
+        let stdin = io.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ").unwrap();
+        stdin.flush().unwrap();
+    }
+    let line = io
+        .lines
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("an answer");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["error"]["code"], -32700, "{line}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("the message is not JSON")),
+        "{line}"
+    );
+    io.send(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw-stdio", "version": "1"}}}));
+    let init = io.until_answer(2);
+    assert!(init.last().unwrap().contains("\"result\""), "{init:?}");
+}
