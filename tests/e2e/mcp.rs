@@ -1683,29 +1683,8 @@ fn distinct_actors_share_one_session_with_the_app() {
 }
 
 /// `initialize` then `notifications/initialized` on `/mcp`, raw; answers the session id.
-fn raw_session(s: &Server, http: &reqwest::blocking::Client, token: &str) -> String {
-    let r = http
-        .post(format!("{}/mcp", s.url))
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-        )
-        .send()
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
-    let _ = r.text();
-    raw_post(
-        s,
-        http,
-        token,
-        &sid,
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
-    sid
+fn raw_session(s: &Server, token: &str) -> String {
+    mcp::RawSession::open(s, token, "2025-06-18").id
 }
 
 fn raw_post(
@@ -1747,7 +1726,7 @@ fn mcp_sessions_are_capped_per_token_and_in_all_and_expire_when_idle() {
     let http = reqwest::blocking::Client::new();
     let rss0 = s.mib("VmRSS");
     // 500 sessions from a token with no rights: only the last 4 stay open.
-    let ids: Vec<String> = (0..500).map(|_| raw_session(&s, &http, &nobody)).collect();
+    let ids: Vec<String> = (0..500).map(|_| raw_session(&s, &nobody)).collect();
     let rss1 = s.mib("VmRSS");
     eprintln!("500 MCP sessions: VmRSS {rss0} -> {rss1} MiB");
     assert!(rss1 < rss0 + 32, "VmRSS {rss0} -> {rss1} MiB");
@@ -1765,7 +1744,7 @@ fn mcp_sessions_are_capped_per_token_and_in_all_and_expire_when_idle() {
     );
 
     // The owner's 4 sessions: 8 in all, over 6: the least recently used (nobody's) go first.
-    let mine: Vec<String> = (0..4).map(|_| raw_session(&s, &http, &s.token)).collect();
+    let mine: Vec<String> = (0..4).map(|_| raw_session(&s, &s.token)).collect();
     for id in &mine {
         assert_eq!(ping(&s, &http, &s.token, id).0, 200);
     }

@@ -173,48 +173,18 @@ fn a_resumed_stream_carries_only_the_events_after_the_last_one_seen() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let url = serve_app(&rt, seen.clone());
     create_app(&s, json!({"name": "slow", "mcp_url": url}));
-    let http = reqwest::blocking::Client::new();
-    let mcp = format!("{}/mcp", s.url);
-    let post = |sid: Option<&str>, body: Value| {
-        let mut r = http
-            .post(&mcp)
-            .bearer_auth(&s.token)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .json(&body);
-        if let Some(id) = sid {
-            r = r.header("mcp-session-id", id);
-        }
-        r.send().unwrap()
-    };
-    let init = post(
-        None,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-    );
-    let sid = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let _ = init.text();
-    post(
-        Some(&sid),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
+    let session = mcp::RawSession::open(&s, &s.token, "2025-06-18");
+    let sid = &session.id;
     eventually("the app's tool is listed", || {
-        post(
-            Some(&sid),
-            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        )
-        .text()
-        .unwrap()
-        .contains("slow_wait")
+        session
+            .post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+            .text()
+            .unwrap()
+            .contains("slow_wait")
     });
     // A call with a progress token: an SSE answer, each event with its id. The client reads
     // its first event and loses the connection.
-    let mut resp = post(
-        Some(&sid),
+    let mut resp = session.post(
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
             "name": "slow_wait", "arguments": {"ms": 1500}, "_meta": {"progressToken": "p"}}}),
     );
@@ -229,11 +199,12 @@ fn a_resumed_stream_carries_only_the_events_after_the_last_one_seen() {
     let first = sse_events(&String::from_utf8(head).unwrap());
     let (last, _) = first.last().cloned().expect("an event with an id");
     // Resumed after it: the events after it, up to the result, and not it again.
-    let again = http
-        .get(&mcp)
+    let again = session
+        .http
+        .get(&session.url)
         .bearer_auth(&s.token)
         .header("accept", "text/event-stream")
-        .header("mcp-session-id", &sid)
+        .header("mcp-session-id", sid)
         .header("last-event-id", &last)
         .timeout(Duration::from_secs(10))
         .send()

@@ -76,34 +76,7 @@ fn an_apps_numbers_reach_the_client_as_the_app_wrote_them() {
     let s = Server::start();
     let rt = mcp::runtime();
     exact_app(&s, &rt);
-    let http = reqwest::blocking::Client::new();
-    let mcp = format!("{}/mcp", s.url);
-    let send = |sid: Option<&str>, body: Value| {
-        let mut r = http
-            .post(&mcp)
-            .bearer_auth(&s.token)
-            .header("accept", "application/json, text/event-stream")
-            .json(&body);
-        if let Some(id) = sid {
-            r = r.header("mcp-session-id", id);
-        }
-        r.send().unwrap()
-    };
-    let init = send(
-        None,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-    );
-    let sid = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_string();
-    let _ = init.text();
-    send(
-        Some(&sid),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
+    let session = mcp::RawSession::open(&s, &s.token, "2025-11-25");
     let call = |id: u64, meta: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
             "name": "exact_numbers", "arguments": {}, "_meta": meta}})
@@ -118,7 +91,7 @@ fn an_apps_numbers_reach_the_client_as_the_app_wrote_them() {
     };
 
     // The door's JSON answer.
-    let r = send(Some(&sid), call(2, json!({})));
+    let r = session.post(call(2, json!({})));
     assert!(
         r.headers()["content-type"]
             .to_str()
@@ -130,7 +103,8 @@ fn an_apps_numbers_reach_the_client_as_the_app_wrote_them() {
     assert_eq!(result_of(&text), app_result(), "{text}");
 
     // rmcp's SSE answer: a call that asks for progress.
-    let text = send(Some(&sid), call(3, json!({"progressToken": "p"})))
+    let text = session
+        .post(call(3, json!({"progressToken": "p"})))
         .text()
         .unwrap();
     assert_eq!(
@@ -289,9 +263,11 @@ fn a_stdio_line_that_is_not_json_is_answered_and_the_relay_goes_on() {
             .is_some_and(|m| m.starts_with("the message is not JSON")),
         "{line}"
     );
-    io.send(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+    io.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "raw-stdio", "version": "1"}}}));
+        "clientInfo": {"name": "raw-stdio", "version": "1"}}}),
+    );
     let init = io.until_answer(2);
     assert!(init.last().unwrap().contains("\"result\""), "{init:?}");
 }

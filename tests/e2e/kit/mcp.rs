@@ -272,3 +272,51 @@ pub fn messages_of(r: reqwest::blocking::Response) -> Vec<Value> {
         .map(|d| serde_json::from_str(d).unwrap())
         .collect()
 }
+
+/// An MCP session on the server's `/mcp` spoken raw, as an HTTP client writes it: `initialize`
+/// (at `version`), then `notifications/initialized`.
+pub struct RawSession {
+    pub http: reqwest::blocking::Client,
+    /// The server's `/mcp`.
+    pub url: String,
+    pub token: String,
+    /// The session's `Mcp-Session-Id`.
+    pub id: String,
+}
+
+impl RawSession {
+    pub fn open(s: &Server, token: &str, version: &str) -> RawSession {
+        let mut session = RawSession {
+            http: reqwest::blocking::Client::new(),
+            url: format!("{}/mcp", s.url),
+            token: token.to_string(),
+            id: String::new(),
+        };
+        let init = session.post(serde_json::json!({"jsonrpc": "2.0", "id": 1,
+            "method": "initialize", "params": {"protocolVersion": version, "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}));
+        assert_eq!(init.status(), 200, "initialize");
+        session.id = init.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let _ = init.text();
+        session.post(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        session
+    }
+
+    /// Posts a message on the session (before it is open: without one); the answer, left to
+    /// read.
+    pub fn post(&self, body: Value) -> reqwest::blocking::Response {
+        let mut r = self
+            .http
+            .post(&self.url)
+            .bearer_auth(&self.token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if !self.id.is_empty() {
+            r = r.header("mcp-session-id", &self.id);
+        }
+        r.send().unwrap()
+    }
+}
