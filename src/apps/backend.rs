@@ -319,6 +319,12 @@ pub trait AppBackend: Send + Sync {
             )))
         })
     }
+    /// Whether the app's resources are computed from the vault when they are read (a WASM
+    /// app's are): a subscription to one is then followed through the change feed, like the
+    /// vault's own, rather than through the app's `notifications/resources/updated`.
+    fn resources_follow_the_vault(&self) -> bool {
+        false
+    }
     /// An agent's roots changed (`notifications/roots/list_changed`): an app that keeps a
     /// session for that agent tells it.
     fn roots_changed<'a>(&'a self, agent: &'a str) -> BoxFuture<'a, ()> {

@@ -268,6 +268,23 @@ impl Sessions {
         }
     }
 
+    /// Sends `notifications/resources/updated` for every subscribed resource of an app whose
+    /// resources follow the vault (the vault changed).
+    fn notify_followers(&self, agg: &crate::apps::aggregator::Aggregator) {
+        let all = self.open.read().unwrap();
+        for s in all.values() {
+            let subs: Vec<String> = s.subs.lock().unwrap().iter().cloned().collect();
+            for uri in agg.follow_the_vault(&subs) {
+                let peer = s.peer.clone();
+                tokio::spawn(async move {
+                    let _ = peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                        .await;
+                });
+            }
+        }
+    }
+
     fn any_subscription(&self) -> bool {
         let all = self.open.read().unwrap();
         all.values().any(|s| !s.subs.lock().unwrap().is_empty())
@@ -339,6 +356,9 @@ pub(super) fn follow(server: Shared, sessions: Arc<Sessions>) {
                     };
                     since = next;
                     sessions.notify_updated(&uris, None);
+                    if !uris.is_empty() {
+                        sessions.notify_followers(&server.agg);
+                    }
                 }
                 _ = async { closing.wait_for(|v| *v).await.map(|_| ()) } => return,
             }

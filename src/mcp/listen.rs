@@ -122,6 +122,8 @@ impl Mcp {
             }
         }
         let vault = uris.iter().any(|u| VaultUri::parse(u).is_some());
+        // An app's resources read from the vault: followed through the feed too.
+        let followers = agg.follow_the_vault(&apps);
         let mut updates = agg.resource_updates();
         let mut content = agg.subscribe_content();
         let mut tools = agg.subscribe();
@@ -168,7 +170,7 @@ impl Mcp {
                 r = seq.changed() => {
                     if r.is_err() { break }
                     let last = *seq.borrow_and_update();
-                    if !vault {
+                    if !vault && followers.is_empty() {
                         since = last;
                         continue;
                     }
@@ -179,6 +181,11 @@ impl Mcp {
                     since = next;
                     for u in changed.iter().filter(|u| uris.contains(*u)) {
                         send(updated(u)).await;
+                    }
+                    if !changed.is_empty() {
+                        for u in &followers {
+                            send(updated(u)).await;
+                        }
                     }
                 }
             }

@@ -30,9 +30,13 @@ fn server(limits: Value) -> Server {
     s
 }
 
-/// The client: keeps the progress notifications it receives.
+/// The client: keeps the progress notifications it receives, and the URIs of the
+/// `resources/updated` ones.
 #[derive(Clone, Default)]
-struct Progress(Arc<Mutex<Vec<ProgressNotificationParam>>>);
+struct Progress(
+    Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    Arc<Mutex<Vec<String>>>,
+);
 
 impl ClientHandler for Progress {
     async fn on_progress(
@@ -41,6 +45,14 @@ impl ClientHandler for Progress {
         _c: NotificationContext<RoleClient>,
     ) {
         self.0.lock().unwrap().push(params);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _c: NotificationContext<RoleClient>,
+    ) {
+        self.1.lock().unwrap().push(params.uri.to_string());
     }
 }
 
@@ -196,7 +208,7 @@ fn a_guest_learns_it_was_cancelled_and_returns() {
 fn resources_templates_and_prompts_join_the_namespace() {
     let s = server(json!({}));
     let rt = runtime();
-    let (c, _) = connect(&rt, &s);
+    let (c, seen) = connect(&rt, &s);
     let a = call(
         &rt,
         &c,
@@ -289,7 +301,7 @@ fn resources_templates_and_prompts_join_the_namespace() {
         "{r}"
     );
 
-    // No completions to offer, no subscriptions (a WASM app sends no updates).
+    // No completions to offer.
     let r = ask(
         &rt,
         &c,
@@ -298,16 +310,37 @@ fn resources_templates_and_prompts_join_the_namespace() {
                "argument": {"name": "id", "value": "w"}}),
     );
     assert_eq!(r["completion"]["values"], json!([]), "{r}");
+    // A subscription: the guest reads the vault, so a change of the vault may change the
+    // resource, and the subscriber is told (a tool call, which changes nothing, does not).
     let r = ask(
         &rt,
         &c,
         "resources/subscribe",
         json!({"uri": "tasks://plan/open"}),
     );
+    assert!(r.get("error").is_none(), "{r}");
+    call(&rt, &c, "planning_list_tasks", json!({}));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(seen.1.lock().unwrap().is_empty(), "{:?}", seen.1);
+    call(&rt, &c, "planning_add_task", json!({"title": "Buy stamps"}));
+    eventually("the subscriber is told the resource changed", || {
+        seen.1
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|u| u == "tasks://plan/open")
+    });
+    let r = ask(
+        &rt,
+        &c,
+        "resources/read",
+        json!({"uri": "tasks://plan/open"}),
+    );
     assert!(
-        r["error"]["message"]
+        r["contents"][0]["text"]
             .as_str()
-            .is_some_and(|m| m.contains("does not answer resources/subscribe")),
+            .unwrap()
+            .contains("Buy stamps"),
         "{r}"
     );
 

@@ -430,6 +430,19 @@ impl Aggregator {
         .await
     }
 
+    /// Of the served URIs `uris`, those of apps whose resources follow the vault
+    /// ([`AppBackend::resources_follow_the_vault`]): a change of the vault may change them.
+    pub fn follow_the_vault<'a>(&self, uris: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+        uris.into_iter()
+            .filter(|u| {
+                inner(u)
+                    .and_then(|(app, _)| self.backend_of(app))
+                    .is_some_and(|b| b.resources_follow_the_vault())
+            })
+            .cloned()
+            .collect()
+    }
+
     /// `resources/subscribe` (`on`) or `resources/unsubscribe` of an app's resource: passed to
     /// the app. (The vault's resources need nothing from an app: the door follows the feed.)
     pub async fn subscribe_app_resource(

@@ -553,6 +553,11 @@ impl AppBackend for WasmApp {
         Some(s)
     }
 
+    /// A guest reads the vault through the host when a resource is read; it sends nothing.
+    fn resources_follow_the_vault(&self) -> bool {
+        true
+    }
+
     fn call<'a>(
         &'a self,
         tool: &'a str,
@@ -584,13 +589,9 @@ impl AppBackend for WasmApp {
                 AppRequest::Complete => {
                     return Ok(json!({"completion": {"values": [], "hasMore": false}}));
                 }
-                // No subscriptions: a WASM app sends no `resources/updated`.
-                AppRequest::Subscribe | AppRequest::Unsubscribe => {
-                    return Ok(rpc_error(
-                        -32601,
-                        format!("a WASM app does not answer {}", req.method()),
-                    ));
-                }
+                // Accepted: its resources are read from the vault, so the door follows a
+                // subscription through the change feed (`resources_follow_the_vault`).
+                AppRequest::Subscribe | AppRequest::Unsubscribe => return Ok(json!({})),
                 // No tasks: its tools run within the call.
                 AppRequest::CallAsTask
                 | AppRequest::GetTask
