@@ -106,7 +106,8 @@ pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::R
         if (&mut stdin).take(limit).read_until(b'\n', &mut buf).await? == 0 {
             break;
         }
-        if buf.len() > MAX_MESSAGE {
+        // Over the bound: the rest of the line is read and dropped.
+        if buf.len() > MAX_MESSAGE && !buf.ends_with(b"\n") {
             skip_line(&mut stdin).await?;
             let why = format!("a message over {} MiB is not passed on", MAX_MESSAGE >> 20);
             relay.say(refusal(&Value::Null, -32600, why)).await;

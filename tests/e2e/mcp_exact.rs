@@ -240,7 +240,8 @@ fn an_apps_numbers_reach_a_stdio_client_as_the_app_wrote_them() {
     assert_eq!(answer["result"], expected, "{text}");
 }
 
-/// A line that is not JSON gets a parse error (naming why), and the relay goes on.
+/// A line that is not JSON gets a parse error (naming why), a line over the bound is refused,
+/// and the relay goes on.
 #[test]
 fn a_stdio_line_that_is_not_json_is_answered_and_the_relay_goes_on() {
     let s = Server::start();
@@ -263,6 +264,20 @@ fn a_stdio_line_that_is_not_json_is_answered_and_the_relay_goes_on() {
             .is_some_and(|m| m.starts_with("the message is not JSON")),
         "{line}"
     );
+    // A line over the bound (8 MiB) is refused, and only that line.
+    {
+        use std::io::Write;
+        let stdin = io.child.stdin.as_mut().unwrap();
+        let long = "x".repeat((8 << 20) + 10);
+        writeln!(stdin, "{long}").unwrap();
+        stdin.flush().unwrap();
+    }
+    let line = io
+        .lines
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("an answer");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["error"]["code"], -32600, "{line}");
     io.send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
