@@ -155,10 +155,25 @@ impl Stdio {
     }
 
     fn send(&mut self, msg: Value) {
+        self.write_line(&msg.to_string());
+    }
+
+    /// Writes `line` on the relay's stdin as it is (JSON or not).
+    fn write_line(&mut self, line: &str) {
         use std::io::Write;
         let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{msg}").unwrap();
+        writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
+    }
+
+    /// The next message the relay writes (its line, and as JSON).
+    fn next(&self) -> (String, Value) {
+        let line = self
+            .lines
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("an answer");
+        let v = serde_json::from_str(&line).unwrap();
+        (line, v)
     }
 
     /// Every line written up to the answer to `id`, that answer last.
@@ -246,17 +261,8 @@ fn an_apps_numbers_reach_a_stdio_client_as_the_app_wrote_them() {
 fn a_stdio_line_that_is_not_json_is_answered_and_the_relay_goes_on() {
     let s = Server::start();
     let mut io = Stdio::start(&s);
-    {
-        use std::io::Write;
-        let stdin = io.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ").unwrap();
-        stdin.flush().unwrap();
-    }
-    let line = io
-        .lines
-        .recv_timeout(std::time::Duration::from_secs(10))
-        .expect("an answer");
-    let v: Value = serde_json::from_str(&line).unwrap();
+    io.write_line(r#"{"jsonrpc": "2.0", "id": 1, "method": "#);
+    let (line, v) = io.next();
     assert_eq!(v["error"]["code"], -32700, "{line}");
     assert!(
         v["error"]["message"]
@@ -265,18 +271,8 @@ fn a_stdio_line_that_is_not_json_is_answered_and_the_relay_goes_on() {
         "{line}"
     );
     // A line over the bound (8 MiB) is refused, and only that line.
-    {
-        use std::io::Write;
-        let stdin = io.child.stdin.as_mut().unwrap();
-        let long = "x".repeat((8 << 20) + 10);
-        writeln!(stdin, "{long}").unwrap();
-        stdin.flush().unwrap();
-    }
-    let line = io
-        .lines
-        .recv_timeout(std::time::Duration::from_secs(10))
-        .expect("an answer");
-    let v: Value = serde_json::from_str(&line).unwrap();
+    io.write_line(&"x".repeat((8 << 20) + 10));
+    let (line, v) = io.next();
     assert_eq!(v["error"]["code"], -32600, "{line}");
     io.send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
