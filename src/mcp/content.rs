@@ -228,6 +228,16 @@ impl Mcp {
 }
 
 impl Session {
+    /// Sends the session `notifications/resources/updated` for `uri`, without waiting.
+    fn tell_updated(&self, uri: String) {
+        let peer = self.peer.clone();
+        tokio::spawn(async move {
+            let _ = peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await;
+        });
+    }
+
     fn subscribed(&self, uris: &[String]) -> Vec<String> {
         let subs = self.subs.lock().unwrap();
         uris.iter().filter(|u| subs.contains(*u)).cloned().collect()
@@ -245,12 +255,7 @@ impl Sessions {
                 continue;
             }
             for uri in s.subscribed(uris) {
-                let peer = s.peer.clone();
-                tokio::spawn(async move {
-                    let _ = peer
-                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                        .await;
-                });
+                s.tell_updated(uri);
             }
         }
     }
@@ -275,12 +280,7 @@ impl Sessions {
         for s in all.values() {
             let subs: Vec<String> = s.subs.lock().unwrap().iter().cloned().collect();
             for uri in agg.follow_the_vault(&subs) {
-                let peer = s.peer.clone();
-                tokio::spawn(async move {
-                    let _ = peer
-                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                        .await;
-                });
+                s.tell_updated(uri);
             }
         }
     }
