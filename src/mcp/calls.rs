@@ -25,22 +25,12 @@ impl Served {
     /// as it wrote it, with what rmcp would add or take off for that client; none where rmcp's
     /// writing of [`Self::result`] is the only right one.
     pub(super) fn written(&self, newer: bool) -> Option<Value> {
-        let mut v = self.app.clone()?;
-        let o = v.as_object_mut()?;
-        if newer {
-            if !o.contains_key("resultType") {
-                o.insert("resultType".into(), Value::from("complete"));
-            }
-        } else {
-            if o.get("resultType").and_then(Value::as_str) == Some("complete") {
-                o.remove("resultType");
-            }
-            // Before 2026-07-28, structured content is an object: rmcp reshapes any other.
-            if o.get("structuredContent").is_some_and(|c| !c.is_object()) {
-                return None;
-            }
+        let v = self.app.clone().filter(Value::is_object)?;
+        // Before 2026-07-28, structured content is an object: rmcp reshapes any other.
+        if !newer && v.get("structuredContent").is_some_and(|c| !c.is_object()) {
+            return None;
         }
-        Some(v)
+        Some(super::exact::for_era(v, newer))
     }
 }
 

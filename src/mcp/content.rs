@@ -5,7 +5,7 @@
 //! (`notifications/resources/updated`, named for the caller). A change of the apps' resources
 //! or prompts reaches every session as `list_changed`.
 
-use super::{Mcp, Session, Sessions};
+use super::{Mcp, Session, Sessions, exact, rounds};
 use crate::apps::backend::AgentChannel;
 use crate::engine::resources::VaultUri;
 use crate::error::Error;
@@ -41,16 +41,24 @@ pub(super) fn mcp_error(e: Error) -> ErrorData {
     }
 }
 
-/// An answer as the typed result rmcp writes.
-fn typed<T: serde::de::DeserializeOwned>(mut v: Value, what: &str) -> Result<T, ErrorData> {
+/// An answer as the typed result rmcp writes, once it reads as one; the answer itself is
+/// what goes out (`exact.rs`: rmcp's types would write its integers as floats, and drop the
+/// fields they do not model).
+fn typed<T: serde::de::DeserializeOwned>(
+    v: Value,
+    what: &str,
+    rc: &RequestContext<RoleServer>,
+) -> Result<T, ErrorData> {
     // An app of an earlier protocol version sends no `resultType`; a 2026-07-28 client needs
     // it (rmcp takes it off again for earlier clients).
-    if let Some(o) = v.as_object_mut() {
-        o.entry("resultType").or_insert_with(|| "complete".into());
-    }
-    serde_json::from_value(v).map_err(|e| {
+    let v = exact::for_era(v, true);
+    let t = T::deserialize(&v).map_err(|e| {
         ErrorData::internal_error(format!("the {what} answer is not valid MCP: {e}"), None)
-    })
+    })?;
+    if let Some(exact) = exact::Exact::of(rc) {
+        exact.result(exact::for_era(v, rounds::era(rc)));
+    }
+    Ok(t)
 }
 
 impl Mcp {
@@ -66,7 +74,7 @@ impl Mcp {
             .agg
             .resource_page(&ctx.caller, cursor.as_deref())
             .map_err(mcp_error)?;
-        typed(page, "resources/list")
+        typed(page, "resources/list", rc)
     }
 
     pub(super) fn list_templates_for(
@@ -77,6 +85,7 @@ impl Mcp {
         typed(
             self.server.agg.resource_templates(&ctx.caller),
             "resources/templates/list",
+            rc,
         )
     }
 
@@ -92,7 +101,7 @@ impl Mcp {
             .agg
             .read_resource(&ctx, agent.as_ref(), &req.uri)
             .await;
-        typed(r.map_err(mcp_error)?, "resources/read")
+        typed(r.map_err(mcp_error)?, "resources/read", rc)
     }
 
     pub(super) fn list_prompts_for(
@@ -100,7 +109,7 @@ impl Mcp {
         rc: &RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let ctx = self.ctx(rc)?;
-        typed(self.server.agg.prompts(&ctx.caller), "prompts/list")
+        typed(self.server.agg.prompts(&ctx.caller), "prompts/list", rc)
     }
 
     pub(super) async fn get_prompt_for(
@@ -116,7 +125,7 @@ impl Mcp {
             .agg
             .get_prompt(&ctx, agent.as_ref(), &req.name, args)
             .await;
-        typed(r.map_err(mcp_error)?, "prompts/get")
+        typed(r.map_err(mcp_error)?, "prompts/get", rc)
     }
 
     pub(super) async fn complete_for(
@@ -130,7 +139,7 @@ impl Mcp {
         })?;
         let agent = self.agent_of(rc).await;
         let r = self.server.agg.complete(&ctx, agent.as_ref(), params).await;
-        typed(r.map_err(mcp_error)?, "completion/complete")
+        typed(r.map_err(mcp_error)?, "completion/complete", rc)
     }
 
     /// `resources/subscribe` (`on`) and `resources/unsubscribe`: noted on the session; an

@@ -94,8 +94,34 @@ fn same_progress(raw: &Value, typed: &Value) -> bool {
         && raw.get("message") == typed.get("message")
 }
 
-/// The id of the request in `body` if rmcp's writing of its answer may be put right here: a
-/// `tools/call`.
+/// The requests whose answers a handler may put here: a tool's result, and the reads and
+/// listings of resources, prompts and completions (an app's, or the vault's).
+const WANTED: [&str; 7] = [
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+];
+
+/// A result as it is written for a client (`newer`: of protocol 2026-07-28 or later), as rmcp
+/// would: with its `resultType` (`complete` unless it says otherwise), or without a `complete`
+/// one for an earlier client.
+pub(super) fn for_era(mut v: Value, newer: bool) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        if newer {
+            o.entry("resultType").or_insert_with(|| "complete".into());
+        } else if o.get("resultType").and_then(Value::as_str) == Some("complete") {
+            o.remove("resultType");
+        }
+    }
+    v
+}
+
+/// The id of the request in `body` if rmcp's writing of its answer may be put right here (one
+/// of [`WANTED`]).
 pub(super) fn wanted(body: &[u8]) -> Option<Value> {
     #[derive(serde::Deserialize)]
     struct Request<'a> {
@@ -104,7 +130,10 @@ pub(super) fn wanted(body: &[u8]) -> Option<Value> {
         id: Option<Value>,
     }
     let r = serde_json::from_slice::<Request>(body).ok()?;
-    (r.method == Some("tools/call")).then_some(r.id).flatten()
+    r.method
+        .is_some_and(|m| WANTED.contains(&m))
+        .then_some(r.id)
+        .flatten()
 }
 
 /// rmcp's response to the request `id`, with what its handler put into `exact` in place of

@@ -16,18 +16,46 @@ fn app_result() -> Value {
            "structuredContent": {"n": 1}})
 }
 
+/// A text with a priority of 1, as the app writes it in its resources and prompts.
+fn ranked(text: &str) -> Value {
+    json!({"type": "text", "text": text, "annotations": {"priority": 1}})
+}
+
 /// An app whose tool `exact_numbers` sends progress (with the call's token, if it gave one)
-/// and answers [`app_result`], on an SSE stream.
+/// and answers [`app_result`], on an SSE stream; `exact_json` answers it as one JSON body. Its
+/// resource and prompt carry a priority of 1 too.
 async fn post(v: Value) -> Response {
     let id = v["id"].clone();
     match v["method"].as_str() {
-        Some("initialize") => {
-            fake_app::initialized(&id, "exact", json!({"tools": {}}), "exact-session")
-        }
+        Some("initialize") => fake_app::initialized(
+            &id,
+            "exact",
+            json!({"tools": {}, "resources": {}, "prompts": {}}),
+            "exact-session",
+        ),
         Some("tools/list") => fake_app::rpc(
             &id,
-            json!({"tools": [{"name": "exact_numbers", "inputSchema": {"type": "object"}}]}),
+            json!({"tools": [{"name": "exact_numbers", "inputSchema": {"type": "object"}},
+                             {"name": "exact_json", "inputSchema": {"type": "object"}},
+                             {"name": "exact_slow", "inputSchema": {"type": "object"}}]}),
         ),
+        Some("resources/list") => fake_app::rpc(
+            &id,
+            json!({"resources": [{"uri": "file:///n", "name": "n", "annotations": {"priority": 1}}]}),
+        ),
+        Some("resources/templates/list") => fake_app::rpc(&id, json!({"resourceTemplates": []})),
+        Some("prompts/list") => fake_app::rpc(&id, json!({"prompts": [{"name": "exact_prompt"}]})),
+        Some("prompts/get") => fake_app::rpc(
+            &id,
+            json!({"messages": [{"role": "user", "content": ranked("ask")}]}),
+        ),
+        Some("tools/call") if v["params"]["name"] == "exact_json" => {
+            fake_app::rpc(&id, app_result())
+        }
+        Some("tools/call") if v["params"]["name"] == "exact_slow" => {
+            tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+            fake_app::rpc(&id, app_result())
+        }
         Some("tools/call") => {
             let token = v["params"]["_meta"]["progressToken"].clone();
             let mut out = vec![];
@@ -126,6 +154,41 @@ fn an_apps_numbers_reach_the_client_as_the_app_wrote_them() {
     let mut expected = app_result();
     expected["resultType"] = json!("complete");
     assert_eq!(result_of(&text), expected, "{text}");
+}
+
+/// What rmcp's side of the door writes (a client of 2026-07-28 has no session; `prompts/get`
+/// is not on the lean path) is written as the app wrote it too: its resources and prompts. So
+/// is a tool result the app answers as one JSON body, not a stream.
+#[test]
+fn an_apps_resources_prompts_and_json_answers_keep_their_numbers() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    exact_app(&s, &rt);
+    let session = mcp::RawSession::open(&s, &s.token, "2025-11-25");
+    let r = session.post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "exact_json", "arguments": {}}}));
+    let text = r.text().unwrap();
+    assert_eq!(spelled(&text), ["priority: 1"], "{text}");
+
+    let get = json!({"jsonrpc": "2.0", "id": 3, "method": "prompts/get",
+        "params": {"name": "exact_prompt"}});
+    let text = session.post(get).text().unwrap();
+    assert_eq!(spelled(&text), ["priority: 1"], "{text}");
+    assert!(text.contains(r#""text":"ask""#), "{text}");
+
+    let params = json!({"name": "exact_prompt"});
+    let text = mcp::post_2026(&s, &s.token, "prompts/get", params, json!({}), None)
+        .text()
+        .unwrap();
+    assert_eq!(spelled(&text), ["priority: 1"], "{text}");
+    assert!(text.contains(r#""resultType":"complete""#), "{text}");
+
+    // The listing names the app's resource in the namespace and keeps its number.
+    let text = mcp::post_2026(&s, &s.token, "resources/list", json!({}), json!({}), None)
+        .text()
+        .unwrap();
+    assert!(text.contains("file://exact//n"), "{text}");
+    assert_eq!(spelled(&text), ["priority: 1"], "{text}");
 }
 
 /// `datanotes mcp`, written to and read from line by line.

@@ -2,11 +2,14 @@
 //! (on the listing session, under the same caps), read on a session of their own whose answers
 //! are bounded ([`MAX_ANSWER_BYTES`]), and what the app says outside any call
 //! (`list_changed`, `notifications/resources/updated`) passed up to the aggregator ([`Relay`]).
-//! Everything is JSON as the app sent it: the aggregator names it in the namespace.
+//! Everything is JSON as the app wrote it (its numbers, the fields rmcp's types do not model):
+//! posted raw once the session's route is known, else through rmcp's session (an app of a
+//! later protocol version). The aggregator names it in the namespace.
 //! (What the app says outside calls goes through [`super::relay::Relay`].)
 
-use super::{Purpose, RemoteApp, Session, secs};
-use crate::apps::backend::{AppRequest, BackendError, CallContext, Listing};
+use super::raw::RawError;
+use super::{Open, Purpose, RemoteApp, Session, secs};
+use crate::apps::backend::{AppRequest, BackendError, CallContext, ClientChannel, Listing};
 use crate::apps::plain::{self, Peer};
 use rmcp::model::{ClientRequest, ServerResult};
 use serde_json::{Value, json};
@@ -27,8 +30,8 @@ impl RemoteApp {
     /// page under the listing's caps (items, bytes, pages, counted with its tools). A listing
     /// that fails or runs over is cut where it stopped, and said in the log: the app's tools
     /// are served anyway.
-    pub(super) async fn list_content(&self, s: &Session, l: &mut Listing) {
-        let caps = s.peer_info().map(|i| i.capabilities.clone());
+    pub(super) async fn list_content(&self, open: &Open, l: &mut Listing) {
+        let caps = open.service.peer_info().map(|i| i.capabilities.clone());
         let Some(caps) = caps else { return };
         let mut items = l.tools.len();
         let mut bytes = serde_json::to_vec(&l.tools).map_or(0, |v| v.len());
@@ -51,9 +54,10 @@ impl RemoteApp {
                     Some(c) => json!({"cursor": c}),
                     None => json!({}),
                 };
-                let page = match send(s, method, params).await {
+                let max = self.caps.max_bytes;
+                let page = match self.ask(open, method, params, None, max).await {
                     Ok(v) => v,
-                    Err(e) => break Some(e.0),
+                    Err((e, _)) => break Some(e.0),
                 };
                 for item in page
                     .get(key)
@@ -90,19 +94,24 @@ impl RemoteApp {
         params: Value,
         ctx: &CallContext,
     ) -> Result<Value, BackendError> {
-        let s = match &ctx.agent {
-            Some(_) => self.for_call(ctx).await?.service,
-            None => self.session(Purpose::Call).await?.service,
+        let open = match &ctx.agent {
+            Some(_) => self.for_call(ctx).await?,
+            None => self.session(Purpose::Call).await?,
         };
         let limit = self.timeouts.call;
-        match tokio::time::timeout(limit, send(&s, req.method(), params)).await {
+        let channel = ctx
+            .client
+            .as_deref()
+            .or(ctx.agent.as_deref().map(|a| a as &dyn ClientChannel));
+        let method = req.method();
+        let asked = self.ask(&open, method, params, channel, MAX_ANSWER_BYTES);
+        match tokio::time::timeout(limit, asked).await {
             Err(_) => Err(BackendError(format!(
-                "timed out: {} took more than {}",
-                req.method(),
+                "timed out: {method} took more than {}",
                 secs(limit)
             ))),
-            Ok(Err(e)) => {
-                if s.is_closed() {
+            Ok(Err((e, gone))) => {
+                if gone {
                     match &ctx.agent {
                         Some(_) => self.forget_for(ctx).await,
                         None => self.forget(Purpose::Call).await,
@@ -113,9 +122,48 @@ impl RemoteApp {
             Ok(Ok(v)) => Ok(v),
         }
     }
+
+    /// Sends one request on `open` and answers its result as the app wrote it, at most `max`
+    /// bytes of it: posted raw once the session's route is known (what the app asks meanwhile
+    /// goes to `channel`), else through rmcp's session. A JSON-RPC error of the app is
+    /// answered as `{"_meta": {RPC_ERROR_META: error}}`, whole. The error says whether the
+    /// session is gone (the next request opens another).
+    async fn ask(
+        &self,
+        open: &Open,
+        method: &str,
+        params: Value,
+        channel: Option<&dyn ClientChannel>,
+        max: usize,
+    ) -> Result<Value, (BackendError, bool)> {
+        let version = open
+            .service
+            .peer_info()
+            .map(|i| i.protocol_version.to_string())
+            .unwrap_or_default();
+        let Some(route) = open.client.route_soon(&version, super::ROUTE_WAIT).await else {
+            let s = &open.service;
+            return send(s, method, params)
+                .await
+                .map_err(|e| (e, s.is_closed()));
+        };
+        let posted = self
+            .post_request(&open.client, route, method, params, channel, max)
+            .await;
+        posted.map_err(|e| match e {
+            RawError::TooBig => (
+                BackendError(format!(
+                    "{method} failed: the app's answer is over {max} bytes"
+                )),
+                false,
+            ),
+            RawError::Expired => (e.into_backend(method), true),
+            e => (e.into_backend(method), false),
+        })
+    }
 }
 
-/// Sends one request on a session and answers its result as JSON. A JSON-RPC error of the app
+/// Sends one request through rmcp's session and answers its result as JSON. A JSON-RPC error of the app
 /// is answered as `{"_meta": {RPC_ERROR_META: error}}`, whole; anything else (the app cannot be reached, an answer over the bound) says
 /// what went wrong in plain words.
 async fn send(s: &Session, method: &str, params: Value) -> Result<Value, BackendError> {

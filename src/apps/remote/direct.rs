@@ -14,12 +14,12 @@
 //! given a progress token only when the caller gave one. A call whose app sends nothing costs
 //! nothing more.
 
+use super::raw::{Posted, RawError};
 use super::{
-    ActorClient, ActorHeader, BackendError, CallContext, CallToolRequest, CallToolRequestParams,
-    ClientChannel, ClientJsonRpcMessage, ClientRefusal, ClientRequest, ClientResult, ErrorCode,
-    ErrorData, HeaderName, NumberOrString, Peer, RemoteApp, Route, ServerJsonRpcMessage,
-    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, error_result, plain,
-    tool_result,
+    ActorClient, ActorHeader, BackendError, CallContext, CallToolRequestParams, ClientChannel,
+    ClientJsonRpcMessage, ClientRefusal, ClientResult, ErrorCode, ErrorData, HeaderName,
+    NumberOrString, Peer, RemoteApp, Route, ServerJsonRpcMessage, StreamableHttpClient,
+    StreamableHttpError, error_result, plain,
 };
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -57,19 +57,34 @@ fn answers(data: &str, id: &NumberOrString) -> bool {
     })
 }
 
-/// The tool result in the message `data`, if it answers the call `id` with one: as the app
-/// wrote it (rmcp's types read its numbers as floats), once it reads as a `CallToolResult`;
-/// read at once, rather than through rmcp's untagged message and result types (which try
-/// every kind of message, and 15 kinds of result before a tool's). Anything else is read the
-/// general way.
-fn tool_answer(data: &str, id: &NumberOrString) -> Option<Value> {
-    let e = serde_json::from_str::<Envelope>(data).ok()?;
-    if e.id.as_ref() != Some(id) {
-        return None;
+/// The app's answer to the call `id`, as it wrote it (rmcp's types would read its numbers as
+/// floats), once it reads as a `CallToolResult`: the result, or the error result of its
+/// JSON-RPC error; anything else is the error that it is no tool result.
+fn tool_answer(tool: &str, mut answer: Value, id: &NumberOrString) -> Result<Value, BackendError> {
+    let not_one = || {
+        BackendError(format!(
+            "calling {tool} failed: the app answered something other than a tool result"
+        ))
+    };
+    let to_call = answer.get("id") == Some(&serde_json::json!(id));
+    // The app answered, with a protocol error (its own id for it may be null: a request it
+    // could not read): it is reachable; the caller sees the error.
+    let unread = answer.get("id").is_none_or(Value::is_null);
+    if (to_call || unread)
+        && let Some(e) = answer.get_mut("error").map(Value::take)
+    {
+        let e = serde_json::from_value::<ErrorData>(e).map_err(|_| not_one())?;
+        return Ok(error_result(&e));
     }
-    let result = serde_json::from_str::<Value>(e.result?.get()).ok()?;
-    <CallToolResult as serde::Deserialize>::deserialize(&result).ok()?;
-    Some(result)
+    if !to_call {
+        return Err(not_one());
+    }
+    let result = answer
+        .get_mut("result")
+        .map(Value::take)
+        .ok_or_else(not_one)?;
+    <CallToolResult as serde::Deserialize>::deserialize(&result).map_err(|_| not_one())?;
+    Ok(result)
 }
 
 /// How long the rest of an answer's stream is read after its result, so that its connection is
@@ -131,11 +146,9 @@ impl RemoteApp {
         if let Some(c) = who.1 {
             headers.insert(HeaderName::from_static("x-datanotes-caller"), c);
         }
-        let uri: Arc<str> = self.url.as_str().into();
-        let msg = ClientJsonRpcMessage::request(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params.clone())),
-            id.clone(),
-        );
+        let message = serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params,
+        });
         let failed = |why: String| {
             Direct::Answered(Err(BackendError(format!("calling {tool} failed: {why}"))))
         };
@@ -146,15 +159,15 @@ impl RemoteApp {
                 return Direct::Answered(Err(e));
             }
         };
+        let posting = Route {
+            session: route.session.clone(),
+            headers,
+        };
+        let max = super::content::MAX_ANSWER_BYTES;
         let sent = client
-            .http()
-            .post_message(uri, msg, route.session.clone(), token.clone(), headers)
+            .post_raw_once(&self.url, &posting, token.clone(), &message, max)
             .await;
         let answer = match sent {
-            Err(StreamableHttpError::SessionExpired) => {
-                abandon.armed = false;
-                return Direct::Expired(params);
-            }
             // The app refused the token (revoked, or expired early): renewed once, and the
             // call goes on a new session (the app has not run it).
             Err(StreamableHttpError::AuthRequired(e)) => {
@@ -182,8 +195,16 @@ impl RemoteApp {
                 return failed(plain::error_words(&self.url, Peer::App, &e));
             }
             Err(e) => return failed(plain::error_words(&self.url, Peer::App, &e)),
-            Ok(StreamableHttpPostResponse::Json(m, _)) => m,
-            Ok(StreamableHttpPostResponse::Sse(mut events, _)) => {
+            Ok(Err(RawError::Expired)) => {
+                abandon.armed = false;
+                return Direct::Expired(params);
+            }
+            Ok(Err(RawError::TooBig)) => {
+                return failed(format!("the app's answer is over {max} bytes"));
+            }
+            Ok(Err(RawError::Failed(why))) => return failed(why),
+            Ok(Ok(Posted::Json(answer))) => answer,
+            Ok(Ok(Posted::Sse(mut events))) => {
                 let data = match self
                     .read_answer(client, route, &mut events, &id, channel)
                     .await
@@ -192,12 +213,8 @@ impl RemoteApp {
                     Err(why) => return failed(why),
                 };
                 drain(client, events);
-                if let Some(result) = tool_answer(&data, &id) {
-                    abandon.armed = false;
-                    return Direct::Answered(Ok(result));
-                }
-                match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
-                    Ok(m) => m,
+                match serde_json::from_str(&data) {
+                    Ok(answer) => answer,
                     Err(_) => {
                         return failed(format!(
                             "{} answered, but not as an MCP server (is the path /mcp?)",
@@ -206,22 +223,9 @@ impl RemoteApp {
                     }
                 }
             }
-            Ok(_) => {
-                return failed(format!(
-                    "{} accepted the call without answering it (is it an MCP server?)",
-                    self.url
-                ));
-            }
         };
         abandon.armed = false;
-        Direct::Answered(match answer {
-            ServerJsonRpcMessage::Response(r) => tool_result(&tool, r.result),
-            // The app answered, with a protocol error: it is reachable; the caller sees the error.
-            ServerJsonRpcMessage::Error(e) => Ok(error_result(&e.error)),
-            _ => Err(BackendError(format!(
-                "calling {tool} failed: the app answered something other than a tool result"
-            ))),
-        })
+        Direct::Answered(tool_answer(&tool, answer, &id))
     }
 
     /// Reads an answer's SSE stream up to the message that answers `id`: its text, as the app

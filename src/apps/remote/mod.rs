@@ -26,9 +26,7 @@ use rmcp::model::{
     ServerResult, Tool,
 };
 use rmcp::service::RunningService;
-use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-};
+use rmcp::transport::streamable_http_client::{StreamableHttpClient, StreamableHttpError};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -322,7 +320,7 @@ impl AppBackend for RemoteApp {
                         instructions,
                         ..Listing::default()
                     };
-                    self.list_content(&s, &mut l).await;
+                    self.list_content(&open, &mut l).await;
                     Ok(l)
                 }
             };

@@ -37,10 +37,49 @@ pub(super) enum RawError {
     Failed(String),
 }
 
-/// A byte stream cut with an error once it has carried more than `left` bytes.
+/// An SSE byte stream cut with an error once one of its events is over `max` bytes: its events
+/// are read one at a time, so what is held stays bounded however long the stream runs.
 struct Bounded<S> {
     inner: S,
-    left: usize,
+    max: usize,
+    /// The bytes since the last event's end.
+    counted: usize,
+    /// The last byte seen was a line feed (an event's end may span two chunks).
+    at_line_end: bool,
+}
+
+impl<S> Bounded<S> {
+    fn new(inner: S, max: usize) -> Bounded<S> {
+        Bounded {
+            inner,
+            max,
+            counted: 0,
+            at_line_end: false,
+        }
+    }
+
+    /// Counts `b`; whether the bound still holds after it.
+    fn within(&mut self, b: &[u8]) -> bool {
+        let end = event_end(b, self.at_line_end);
+        self.at_line_end = b.last() == Some(&b'\n');
+        self.counted = match end {
+            Some(at) => b.len() - at,
+            None => self.counted + b.len(),
+        };
+        self.counted <= self.max
+    }
+}
+
+/// Where the bytes after the last event end in `b` begin (a blank line: `\n\n` or
+/// `\n\r\n`), if one ends there; `after_line_end`: the bytes before `b` ended a line.
+fn event_end(b: &[u8], after_line_end: bool) -> Option<usize> {
+    let within = (1..b.len())
+        .rev()
+        .find(|&i| b[i] == b'\n' && (b[i - 1] == b'\n' || (i >= 2 && &b[i - 2..i] == b"\n\r")));
+    within.map(|i| i + 1).or_else(|| {
+        let starts = b.starts_with(b"\n") || b.starts_with(b"\r\n");
+        (after_line_end && starts).then(|| b.iter().position(|&c| c == b'\n').unwrap_or(0) + 1)
+    })
 }
 
 #[derive(Debug)]
@@ -78,12 +117,10 @@ where
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match self.inner.poll_next_unpin(cx) {
             Poll::Ready(Some(Ok(b))) => {
-                if b.len() > self.left {
-                    let max = self.left;
-                    self.left = 0;
+                if !self.within(&b) {
+                    let max = self.max;
                     return Poll::Ready(Some(Err(std::io::Error::other(TooBig(max)))));
                 }
-                self.left -= b.len();
                 Poll::Ready(Some(Ok(b)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
@@ -124,7 +161,7 @@ impl ActorClient {
 
     /// One post of [`Self::post_raw`]: a refusal of its credentials is the HTTP client's error
     /// (as rmcp's client reports it), anything else the answer.
-    async fn post_raw_once(
+    pub(super) async fn post_raw_once(
         &self,
         url: &str,
         route: &Route,
@@ -183,7 +220,8 @@ impl ActorClient {
         Ok(self.read_raw(url, r, max).await)
     }
 
-    /// The answer of a raw post, at most `max` bytes of it.
+    /// The answer of a raw post: one JSON message of at most `max` bytes, or an SSE stream whose
+    /// events are each at most `max` bytes.
     async fn read_raw(
         &self,
         url: &str,
@@ -198,10 +236,7 @@ impl ActorClient {
             .unwrap_or("")
             .to_ascii_lowercase();
         if kind.starts_with("text/event-stream") && status.is_success() {
-            let body = Bounded {
-                inner: r.bytes_stream(),
-                left: max,
-            };
+            let body = Bounded::new(r.bytes_stream(), max);
             return Ok(Posted::Sse(
                 sse_stream::SseStream::from_bytes_stream(body).boxed(),
             ));
@@ -403,7 +438,30 @@ impl RawError {
 
 #[cfg(test)]
 mod tests {
-    use super::scope_of;
+    use super::{Bounded, scope_of};
+
+    /// An SSE stream's bound holds per event: many small events pass, however many; one event
+    /// over the bound is cut, even when its end or its start spans two chunks.
+    #[test]
+    fn an_event_over_the_bound_is_cut_not_a_long_stream() {
+        let mut b = Bounded::new((), 10);
+        for _ in 0..100 {
+            assert!(b.within(b"data: 1\n\n"));
+        }
+        assert!(b.within(b"data: 12\n"));
+        assert!(
+            b.within(b"\ndata: 1234"),
+            "the event ended across the chunks"
+        );
+        assert!(b.within(b"\r\n\r\n"));
+        assert!(!b.within(b"data: 123456"), "one event of 12 bytes");
+        let mut b = Bounded::new((), 10);
+        assert!(b.within(b"data: 1\n"));
+        assert!(
+            !b.within(b"data: 2\n"),
+            "no blank line: one event of 16 bytes"
+        );
+    }
 
     #[test]
     fn the_scope_a_challenge_asks_for() {
