@@ -84,7 +84,7 @@ pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::R
         next: AtomicU64::new(0),
         inflight: Mutex::new(HashMap::new()),
     });
-    tokio::spawn(async move {
+    let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
         while let Some(line) = lines.recv().await {
             let written = async {
@@ -99,9 +99,11 @@ pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::R
     });
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
     let mut stream = None;
+    let mut requests = tokio::task::JoinSet::new();
     let mut buf = Vec::new();
     loop {
         buf.clear();
+        while requests.try_join_next().is_some() {}
         let limit = MAX_MESSAGE as u64 + 1;
         if (&mut stdin).take(limit).read_until(b'\n', &mut buf).await? == 0 {
             break;
@@ -136,7 +138,7 @@ pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::R
                     let mut inflight = relay.inflight.lock().unwrap();
                     inflight.insert(id.to_string(), cancel.clone());
                 }
-                tokio::spawn(relay.clone().request(msg, body, cancel));
+                requests.spawn(relay.clone().request(msg, body, cancel));
             }
             // Notifications and the client's answers go in the order written.
             _ => {
@@ -153,12 +155,28 @@ pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::R
             }
         }
     }
+    // The client is done writing: what it asked is still answered (`echo ... | datanotes
+    // mcp`), for a while, before the session is closed.
+    let answered = async { while requests.join_next().await.is_some() {} };
+    if tokio::time::timeout(ANSWERS_AT_EOF, answered)
+        .await
+        .is_err()
+    {
+        requests.shutdown().await;
+    }
     if let Some(s) = stream {
         s.abort();
+        let _ = s.await;
     }
     relay.close().await;
+    // Every answer written out before the exit.
+    drop(relay);
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
     Ok(())
 }
+
+/// How long the answers still owed are waited for once stdin is closed.
+const ANSWERS_AT_EOF: Duration = Duration::from_secs(60);
 
 /// Reads what is left of a line too long to pass on.
 async fn skip_line(r: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> std::io::Result<()> {

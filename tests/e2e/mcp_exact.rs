@@ -318,6 +318,46 @@ fn an_apps_numbers_reach_a_stdio_client_as_the_app_wrote_them() {
     assert_eq!(answer["result"], expected, "{text}");
 }
 
+/// A client that closes stdin right after asking (`echo ... | datanotes mcp`) still gets its
+/// answers, as the app wrote them, before the relay exits.
+#[test]
+fn answers_owed_when_stdin_closes_are_written_before_the_relay_exits() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    exact_app(&s, &rt);
+    let mut io = Stdio::start(&s);
+    io.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw-stdio", "version": "1"}}}),
+    );
+    io.until_answer(1);
+    io.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let call = |id: u64, name: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": name, "arguments": {}}})
+    };
+    io.send(call(2, "exact_slow"));
+    io.send(call(3, "exact_numbers"));
+    drop(io.child.stdin.take());
+    let mut answered = vec![];
+    while answered.len() < 2 {
+        let (line, v) = io.next();
+        if v.get("method").is_none() {
+            assert_eq!(spelled(&line), ["priority: 1"], "{line}");
+            answered.push(v["id"].as_u64().unwrap());
+        }
+    }
+    answered.sort();
+    assert_eq!(answered, [2, 3]);
+    let exited = std::time::Instant::now();
+    while io.child.try_wait().unwrap().is_none() {
+        assert!(exited.elapsed().as_secs() < 10, "the relay did not exit");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(io.child.try_wait().unwrap().unwrap().success());
+}
+
 /// A line that is not JSON gets a parse error (naming why), a line over the bound is refused,
 /// and the relay goes on.
 #[test]
