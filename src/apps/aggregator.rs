@@ -126,7 +126,7 @@ pub struct Aggregator {
     events: tokio::sync::mpsc::Sender<(String, AppEvent)>,
     events_rx: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<(String, AppEvent)>>>,
     /// Resources of apps that changed (their served URIs), for the subscribed agents.
-    updated: tokio::sync::broadcast::Sender<(Option<String>, String)>,
+    updated: tokio::sync::broadcast::Sender<resources::ResourceUpdate>,
     /// The tools each set of agents' capabilities is not shown (`shown.rs`).
     shown: shown::Shown,
 }
@@ -336,6 +336,7 @@ impl Aggregator {
             let recs = self.registry.list();
             let mut old: HashMap<String, Slot> =
                 slots.drain(..).map(|s| (s.name.clone(), s)).collect();
+            let old_names: HashSet<String> = old.keys().cloned().collect();
             for rec in &recs {
                 let Some((fp, backend)) = self.backend_for(rec) else {
                     continue;
@@ -369,6 +370,14 @@ impl Aggregator {
                             next_probe: None,
                         });
                     }
+                }
+            }
+            // A new version of an app whose resources follow the vault: its subscribers are
+            // told (the door keeps their subscriptions; the app is not asked).
+            for s in slots.iter().filter(|s| fresh.contains(&s.name)) {
+                if old_names.contains(&s.name) && s.backend.resources_follow_the_vault() {
+                    let app = resources::ResourceUpdate::App(s.name.clone());
+                    let _ = self.updated.send(app);
                 }
             }
             // What is left was deleted.

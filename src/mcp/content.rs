@@ -6,6 +6,7 @@
 //! or prompts reaches every session as `list_changed`.
 
 use super::{Mcp, Session, Sessions, exact, rounds};
+use crate::apps::aggregator::resources::ResourceUpdate;
 use crate::apps::backend::AgentChannel;
 use crate::engine::resources::VaultUri;
 use crate::error::Error;
@@ -254,17 +255,30 @@ impl Session {
 }
 
 impl Sessions {
-    /// Sends `notifications/resources/updated` for `uris` to every session subscribed to one
-    /// (of those, only the session `only`, when given: an app's update on its session for that
-    /// agent).
-    fn notify_updated(&self, uris: &[String], only: Option<&str>) {
+    /// Sends `notifications/resources/updated` for `uris` to every session subscribed to one.
+    fn notify_updated(&self, uris: &[String]) {
         let all = self.open.read().unwrap();
-        for (id, s) in all.iter() {
-            if only.is_some_and(|o| o != id) {
-                continue;
-            }
+        for s in all.values() {
             for uri in s.subscribed(uris) {
                 s.tell_updated(uri);
+            }
+        }
+    }
+
+    /// Sends `notifications/resources/updated` for an app's resources that changed to every
+    /// session subscribed to one it concerns.
+    fn notify_app_update(&self, update: &ResourceUpdate) {
+        let all = self.open.read().unwrap();
+        for (id, s) in all.iter() {
+            let told: Vec<String> = match update {
+                // One resource: a look-up (a flood of updates costs one a session).
+                ResourceUpdate::One { uri, .. } => s.subscribed(std::slice::from_ref(uri)),
+                ResourceUpdate::App(_) => s.subs.lock().unwrap().iter().cloned().collect(),
+            };
+            for uri in told {
+                if update.concerns(&uri, Some(id)) {
+                    s.tell_updated(uri);
+                }
             }
         }
     }
@@ -343,7 +357,7 @@ pub(super) fn follow(server: Shared, sessions: Arc<Sessions>) {
         loop {
             tokio::select! {
                 u = updates.recv() => match u {
-                    Ok((agent, uri)) => sessions.notify_updated(&[uri], agent.as_deref()),
+                    Ok(update) => sessions.notify_app_update(&update),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => return,
                 },
@@ -364,7 +378,7 @@ pub(super) fn follow(server: Shared, sessions: Arc<Sessions>) {
                         continue;
                     };
                     since = next;
-                    sessions.notify_updated(&uris, None);
+                    sessions.notify_updated(&uris);
                     if !uris.is_empty() {
                         sessions.notify_followers(&server.agg);
                     }

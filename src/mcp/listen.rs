@@ -146,8 +146,12 @@ impl Mcp {
                 _ = sc.cancelled() => break,
                 _ = async { closing.wait_for(|v| *v).await.map(|_| ()) } => break,
                 u = updates.recv() => match u {
-                    Ok((None, uri)) if uris.contains(&uri) => send(updated(&uri)).await,
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Ok(update) => {
+                        for u in apps.iter().filter(|u| update.concerns(u, None)) {
+                            send(updated(u)).await;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => break,
                 },
                 r = content.changed() => {

@@ -343,6 +343,19 @@ fn resources_templates_and_prompts_join_the_namespace() {
             .contains("Buy stamps"),
         "{r}"
     );
+    // A new backend for the app (new rights here; a new component alike) may serve its
+    // resources otherwise: the subscriber is told.
+    seen.1.lock().unwrap().clear();
+    let update = json!({"name": "plan", "maintain": true});
+    let (st, v) = s.post("/datanotes/apps/update/", Some(&s.token), &update);
+    assert_eq!(st, 200, "{v}");
+    eventually("the subscriber is told of the app's new backend", || {
+        seen.1
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|u| u == "tasks://plan/open")
+    });
 
     // Prompts: listed, and got with their arguments.
     let p = ask(&rt, &c, "prompts/list", json!({}));
@@ -377,6 +390,59 @@ fn resources_templates_and_prompts_join_the_namespace() {
     let g = ask(&rt, &c, "prompts/get", json!({"name": "planning_nothing"}));
     assert!(g.get("error").is_some(), "{g}");
     let _ = rt.block_on(c.cancel());
+}
+
+/// A client of 2026-07-28 listens to a WASM app's resource (`subscriptions/listen`, no
+/// session): a change of the vault tells it on the stream, and so does a new backend for the
+/// app.
+#[test]
+fn a_2026_listen_follows_a_wasm_apps_resource() {
+    use std::io::BufRead;
+    let s = server(json!({}));
+    let uri = "tasks://plan/open";
+    let params = json!({"notifications": {"resourceSubscriptions": [uri]}});
+    let r = crate::kit::mcp::post_2026(
+        &s,
+        &s.token,
+        "subscriptions/listen",
+        params,
+        json!({}),
+        None,
+    );
+    assert_eq!(r.status(), 200);
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+            if let Some(m) = line.strip_prefix("data:").map(str::trim)
+                && let Ok(v) = serde_json::from_str::<Value>(m)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let next = || rx.recv_timeout(Duration::from_secs(10)).expect("a message");
+    let ack = next();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    s.tool_ok("planning_add_task", json!({"title": "Buy stamps"}));
+    let updated = next();
+    assert_eq!(
+        updated["method"], "notifications/resources/updated",
+        "{updated}"
+    );
+    assert_eq!(updated["params"]["uri"], uri, "{updated}");
+    // Nothing more from that write.
+    while let Ok(m) = rx.recv_timeout(Duration::from_millis(500)) {
+        assert_eq!(m["params"]["uri"], uri, "{m}");
+    }
+    let update = json!({"name": "plan", "maintain": true});
+    let (st, v) = s.post("/datanotes/apps/update/", Some(&s.token), &update);
+    assert_eq!(st, 200, "{v}");
+    let updated = next();
+    assert_eq!(updated["params"]["uri"], uri, "{updated}");
 }
 
 /// Calls `tool` with a progress token; its structured result and the progress received.

@@ -55,7 +55,8 @@ impl Aggregator {
                     }
                     AppEvent::ResourceUpdated(agent, uri) => {
                         if let Ok(served) = resources::outer(&app, &uri) {
-                            let _ = agg.updated.send((agent, served));
+                            let one = resources::ResourceUpdate::One { agent, uri: served };
+                            let _ = agg.updated.send(one);
                         }
                     }
                 }
@@ -92,7 +93,7 @@ impl Aggregator {
 
     /// The served URIs of apps' resources that changed (for subscribed agents), each with the
     /// agent session it is for (`None`: any subscribed).
-    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<(Option<String>, String)> {
+    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<resources::ResourceUpdate> {
         self.updated.subscribe()
     }
 

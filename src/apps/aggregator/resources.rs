@@ -82,6 +82,34 @@ pub fn outer(app: &str, uri: &str) -> Result<String, &'static str> {
     Ok(format!("{scheme}://{app}/{rest}"))
 }
 
+/// What changed of the apps' resources, for the subscribed agents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResourceUpdate {
+    /// One resource.
+    One {
+        /// The agent's session it is for (none: every subscriber).
+        agent: Option<String>,
+        /// Its served URI.
+        uri: String,
+    },
+    /// Any resource of the app may have changed: a new version of it replaced the one that
+    /// served them (an app whose resources follow the vault; its subscriptions are the door's).
+    App(String),
+}
+
+impl ResourceUpdate {
+    /// Whether the served URI `uri` is concerned, for the agent's session `agent` (none: a
+    /// caller without one).
+    pub fn concerns(&self, uri: &str, agent: Option<&str>) -> bool {
+        match self {
+            ResourceUpdate::One { agent: to, uri: u } => {
+                u == uri && to.as_deref().is_none_or(|to| Some(to) == agent)
+            }
+            ResourceUpdate::App(app) => inner(uri).is_some_and(|(a, _)| a == app),
+        }
+    }
+}
+
 /// The app of a served URI and the URI as the app knows it; None: not an app's URI.
 pub fn inner(uri: &str) -> Option<(&str, String)> {
     let (scheme, rest) = uri.split_once("://")?;
