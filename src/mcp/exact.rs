@@ -39,7 +39,9 @@ impl Exact {
         parts.extensions.get::<Exact>().cloned()
     }
 
-    /// The request's result, as it must be written.
+    /// The request's result, as it must be written: its fields take the place of rmcp's; a
+    /// field rmcp adds for the client's protocol version (a 2026-07-28 listing's
+    /// `cacheScope`) stays.
     pub(super) fn result(&self, result: Value) {
         self.0.lock().unwrap().result = Some(result);
     }
@@ -60,7 +62,14 @@ impl Exact {
         if msg.get("id") == Some(id)
             && let Some(result) = msg.get_mut("result")
         {
-            return w.result.take().map(|r| *result = r).is_some();
+            let Some(put) = w.result.take() else {
+                return false;
+            };
+            match (result.as_object_mut(), put) {
+                (Some(rmcp), Value::Object(put)) => rmcp.extend(put),
+                (_, put) => *result = put,
+            }
+            return true;
         }
         if msg.get("method").and_then(Value::as_str) != Some("notifications/progress") {
             return false;
@@ -291,6 +300,22 @@ mod tests {
              data: {\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"x\",\"annotations\":{\"priority\":1}}]}}\nid: 4\n\n"
         );
         assert!(!exact.pending(), "all written");
+    }
+
+    /// What was put takes the place of rmcp's fields; a field rmcp adds for the client's
+    /// version stays.
+    #[test]
+    fn what_rmcp_adds_for_the_version_stays() {
+        let exact = Exact::default();
+        exact.result(json!({"resources": [{"uri": "a://b", "annotations": {"priority": 1}}]}));
+        let mut msg = json!({"jsonrpc": "2.0", "id": 3, "result": {
+            "resources": [{"uri": "a://b", "annotations": {"priority": 1.0}}],
+            "cacheScope": "session", "resultType": "complete"}});
+        assert!(exact.apply(&json!(3), &mut msg));
+        assert_eq!(
+            msg.to_string(),
+            r#"{"jsonrpc":"2.0","id":3,"result":{"resources":[{"uri":"a://b","annotations":{"priority":1}}],"cacheScope":"session","resultType":"complete"}}"#
+        );
     }
 
     /// Nothing put: the stream passes as rmcp wrote it.
