@@ -85,7 +85,12 @@ fn call(rt: &tokio::runtime::Runtime, c: &Client, tool: &str, args: Value) -> Va
 
 /// The app's live instances (in a call or warm) and its warm ones.
 fn instances(s: &Server) -> (u64, u64) {
-    let r = s.app("plan")["runtime"].clone();
+    instances_of(s, "plan")
+}
+
+/// The live instances of the app `app` (in a call or warm) and its warm ones.
+fn instances_of(s: &Server, app: &str) -> (u64, u64) {
+    let r = s.app(app)["runtime"].clone();
     (
         r["instances"].as_u64().unwrap(),
         r["warm"].as_u64().unwrap(),
@@ -389,6 +394,87 @@ fn resources_templates_and_prompts_join_the_namespace() {
     );
     let g = ask(&rt, &c, "prompts/get", json!({"name": "planning_nothing"}));
     assert!(g.get("error").is_some(), "{g}");
+    let _ = rt.block_on(c.cancel());
+}
+
+/// The Python and JavaScript examples on 0.2 learn that their caller cancelled
+/// (`engine.cancelled()`, asked between two rows) and return: each one's instance is back and
+/// warm (a guest interrupted after the grace is thrown away), and the call's event says it was
+/// cancelled.
+#[test]
+fn the_python_and_javascript_guests_learn_they_were_cancelled() {
+    let s = Server::start_with_env(&[("DATANOTES_CACHE_DIR", &shared_cache())]);
+    let limits = json!({"cpu_ms": 120_000, "timeout_ms": 120_000, "max_instances": 1});
+    let grants = |table: &str| json!({"write": [table], "ddl": true, "limits": limits});
+    s.install("journal", "journal2", grants("personal.notes.daily"));
+    s.install("links", "bookmarks2", grants("personal.notes.bookmarks"));
+    let rt = runtime();
+    let (c, progress) = connect(&rt, &s);
+    // Rows enough for seconds of work: the call is cancelled after its first row.
+    call(&rt, &c, "journal_append", json!({"text": "one"}));
+    call(
+        &rt,
+        &c,
+        "bookmarks_add",
+        json!({"url": "https://0.example"}),
+    );
+    for i in 1..300 {
+        let d = format!("2025-{:02}-{:02}", 1 + i / 28, 1 + i % 28);
+        s.ok_route(
+            "insert_row",
+            json!({"table": "personal.notes.daily", "id": d, "values": {"date": d},
+                   "body": "- 09:00 one two\n"}),
+        );
+        let url = format!("https://{i}.example");
+        s.ok_route(
+            "insert_row",
+            json!({"table": "personal.notes.bookmarks",
+                   "values": {"url": url, "title": url, "tags": ["Later"]}}),
+        );
+    }
+    for (app, tool, args) in [
+        ("journal", "journal_tally", json!({"pause": 0.01})),
+        ("links", "bookmarks_retag", json!({})),
+    ] {
+        let since = s.seq();
+        progress.0.lock().unwrap().clear();
+        let mut p =
+            CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone());
+        let mut meta = p.meta.take().unwrap_or_default();
+        meta.set_progress_token(rmcp::model::ProgressToken(rmcp::model::RequestId::Number(
+            9,
+        )));
+        p.meta = Some(meta);
+        let handle = rt
+            .block_on(c.send_cancellable_request(
+                ClientRequest::CallToolRequest(CallToolRequest::new(p)),
+                PeerRequestOptions::no_options(),
+            ))
+            .unwrap();
+        eventually("the call's first row is done", || {
+            !progress.0.lock().unwrap().is_empty()
+        });
+        assert_eq!(instances_of(&s, app), (1, 0), "{tool} runs");
+        let cancelled_at = Instant::now();
+        rt.block_on(handle.cancel(Some("enough".into()))).unwrap();
+        eventually("the guest returned, its instance kept warm", || {
+            instances_of(&s, app) == (1, 1)
+        });
+        eprintln!(
+            "{tool}: cancel -> instance back, warm, in {:?}",
+            cancelled_at.elapsed()
+        );
+        let rows = progress.0.lock().unwrap().len();
+        assert!(rows < 300, "{tool} went through all the rows: {rows}");
+        let mut ev = vec![];
+        eventually("the cancelled call's event", || {
+            let page = s.ok_route("changes", json!({"since": since, "ops": ["tool_call"]}));
+            ev = page["changes"].as_array().cloned().unwrap_or_default();
+            ev.iter().any(|e| e["call"]["tool"] == tool)
+        });
+        let e = ev.iter().find(|e| e["call"]["tool"] == tool).unwrap();
+        assert_eq!(e["call"]["cancelled"], true, "{e}");
+    }
     let _ = rt.block_on(c.cancel());
 }
 
