@@ -1,11 +1,13 @@
-//! A remote app's calls posted on the caller's own task, with rmcp's HTTP client and message
-//! types, on the session rmcp opened (its id and headers, noted by [`ActorClient`]). rmcp's
+//! A remote app's calls posted raw on the caller's own task (`ActorClient::post_raw_once`), on
+//! the session rmcp opened (its id and headers, noted by [`ActorClient`]), their results kept as
+//! the app wrote them (rmcp's types would read its numbers as floats). rmcp's
 //! session hands every request to a service task and then to a transport task, and on the
 //! engine's multi-threaded runtime each hand-over wakes another thread: a call costs a few tens
 //! of microseconds more than the app takes. Everything else (opening, listing, closing, a
 //! session the app forgot, a later protocol version's per-message headers) stays rmcp's.
 //!
-//! The answer is one JSON message, or an SSE stream read up to the call's result: the app's
+//! The answer is one JSON message, or an SSE stream (bounded per event) read up to the call's
+//! result: the app's
 //! notifications before it (log messages, progress) are passed to the caller's
 //! [`ClientChannel`] if the call has one (else passed over), its requests answered (a `ping`
 //! here; `sampling/createMessage` and `elicitation/create` by the caller, whose answer or error
