@@ -26,6 +26,7 @@ mod calls;
 mod channel;
 mod content;
 mod exact;
+mod headers;
 pub mod hosts;
 mod lean;
 mod listen;

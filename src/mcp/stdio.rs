@@ -16,6 +16,7 @@
 //!   `initialize`, and the request posted again;
 //! - a request the server could not be asked answered with an error in plain words.
 
+use super::headers::{self, era_headers};
 use crate::apps::plain::{self, Peer as Who};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -65,6 +66,9 @@ struct Relay {
     /// session to name it on: the client's `notifications/cancelled` for it closes its stream,
     /// which is how that version cancels.
     inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// The tools' input schemas, from the listings passed on: which arguments of a 2026-07-28
+    /// call go as headers too.
+    schemas: headers::Schemas,
 }
 
 /// Serves MCP on stdin/stdout until the client goes away (a clean exit says nothing).
@@ -83,6 +87,7 @@ pub async fn run(url: String, token: String, actor: Option<String>) -> anyhow::R
         reopening: tokio::sync::Mutex::new(()),
         next: AtomicU64::new(0),
         inflight: Mutex::new(HashMap::new()),
+        schemas: headers::Schemas::default(),
     });
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -190,51 +195,6 @@ async fn skip_line(r: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> std::io::R
     }
 }
 
-/// The headers a message of protocol 2026-07-28 or later asks for (it names its version in its
-/// own `_meta`, and has no session): its version, `Mcp-Method`, and `Mcp-Name` (SEP-2243).
-/// None for a message of an earlier version (its session's headers go with it).
-fn era_headers(msg: &Value) -> Vec<(&'static str, String)> {
-    let version = msg
-        .pointer("/params/_meta")
-        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
-        .and_then(Value::as_str);
-    let (Some(version), Some(method)) = (version, msg.get("method").and_then(Value::as_str)) else {
-        return vec![];
-    };
-    let mut out = vec![
-        ("mcp-protocol-version", version.to_string()),
-        ("mcp-method", method.to_string()),
-    ];
-    let key = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
-        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
-        _ => return out,
-    };
-    if let Some(name) = msg
-        .pointer(&format!("/params/{key}"))
-        .and_then(Value::as_str)
-    {
-        out.push(("mcp-name", header_value(name)));
-    }
-    out
-}
-
-/// A value as a header carries it (SEP-2243): as it is, or Base64 between `=?base64?` and `?=`
-/// if it has a character a header cannot carry, or a space at either end.
-fn header_value(v: &str) -> String {
-    use base64::Engine;
-    let encoded = v.chars().any(|c| !(' '..='~').contains(&c))
-        || v.starts_with([' ', '\t'])
-        || v.ends_with([' ', '\t'])
-        || (v.starts_with("=?base64?") && v.ends_with("?="));
-    if !encoded {
-        return v.to_string();
-    }
-    let b64 = base64::engine::general_purpose::STANDARD.encode(v);
-    format!("=?base64?{b64}?=")
-}
-
 /// A JSON-RPC error answering `id`.
 fn refusal(id: &Value, code: i64, message: String) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
@@ -304,6 +264,11 @@ impl Relay {
     ) -> Result<reqwest::Response, Words> {
         let era = era_headers(msg);
         let mut r = self.to_server(reqwest::Method::POST, session.filter(|_| era.is_empty()));
+        if !era.is_empty() {
+            for (name, value) in self.schemas.param_headers(msg) {
+                r = r.header(name, value);
+            }
+        }
         for (name, value) in era {
             r = r.header(name, value);
         }
@@ -421,9 +386,13 @@ impl Relay {
                 return;
             }
             let session = self.session().filter(|_| !sessionless);
+            let method = msg.get("method").and_then(Value::as_str);
             if !is_sse(&r) {
                 match r.text().await {
-                    Ok(t) => self.say(one_line(t.trim().to_string())).await,
+                    Ok(t) => {
+                        self.schemas.learn(method, &t);
+                        self.say(one_line(t.trim().to_string())).await
+                    }
                     Err(e) => {
                         let why = plain::error_words(&self.url, Who::Engine, &e);
                         self.say(refusal(&id, -32603, why)).await;
@@ -439,6 +408,7 @@ impl Relay {
                 return self.say(refusal(&id, -32603, why)).await;
             }
             if let Some(a) = answer {
+                self.schemas.learn(method, &a);
                 self.say(a).await;
             }
             return;
@@ -623,25 +593,6 @@ mod tests {
             r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#,
             &id
         ));
-    }
-
-    #[test]
-    fn a_2026_message_names_its_version_method_and_name_in_headers() {
-        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
-        let call = json!({"method": "tools/call", "params": {"name": "echo", "_meta": meta}});
-        assert_eq!(
-            era_headers(&call),
-            [
-                ("mcp-protocol-version", "2026-07-28".to_string()),
-                ("mcp-method", "tools/call".into()),
-                ("mcp-name", "echo".into())
-            ]
-        );
-        let read =
-            json!({"method": "resources/read", "params": {"uri": "file:///é", "_meta": meta}});
-        assert_eq!(era_headers(&read)[2].1, "=?base64?ZmlsZTovLy/DqQ==?=");
-        // A message of an earlier version: its session's headers only.
-        assert!(era_headers(&json!({"method": "tools/call", "params": {"name": "x"}})).is_empty());
     }
 
     #[test]

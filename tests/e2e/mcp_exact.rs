@@ -199,9 +199,14 @@ struct Stdio {
 
 impl Stdio {
     fn start(s: &Server) -> Stdio {
+        Stdio::start_at(&s.url, &s.token)
+    }
+
+    /// `datanotes mcp` relaying to the server at `url`.
+    fn start_at(url: &str, token: &str) -> Stdio {
         use std::io::BufRead;
         let mut child = std::process::Command::new(bin())
-            .args(["mcp", "--url", &s.url, "--token", &s.token])
+            .args(["mcp", "--url", url, "--token", token])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -356,6 +361,74 @@ fn answers_owed_when_stdin_closes_are_written_before_the_relay_exits() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(io.child.try_wait().unwrap().unwrap().success());
+}
+
+/// A 2026-07-28 call through `datanotes mcp` carries, besides its method and name, the
+/// arguments its tool's input schema marks with `x-mcp-header` as `Mcp-Param-*` headers
+/// (SEP-2243), learned from the listing the relay passed on. Seen by a server that notes the
+/// headers it is sent.
+#[test]
+fn a_2026_call_through_the_relay_carries_its_marked_arguments_as_headers() {
+    let rt = mcp::runtime();
+    let seen: Arc<std::sync::Mutex<Vec<(String, String)>>> = Arc::default();
+    let noted = seen.clone();
+    let router = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let noted = noted.clone();
+                async move {
+                    let v: Value = serde_json::from_slice(&body).unwrap();
+                    let id = v["id"].clone();
+                    let result = match v["method"].as_str() {
+                        Some("tools/list") => json!({"tools": [{"name": "route",
+                            "inputSchema": {"type": "object", "properties": {
+                                "region": {"type": "string", "x-mcp-header": "Region"},
+                                "note": {"type": "string"}}}}]}),
+                        _ => {
+                            let mut n = noted.lock().unwrap();
+                            for (k, val) in &headers {
+                                if k.as_str().starts_with("mcp-") {
+                                    n.push((k.to_string(), val.to_str().unwrap().to_string()));
+                                }
+                            }
+                            json!({"content": [{"type": "text", "text": "ok"}]})
+                        }
+                    };
+                    fake_app::rpc(&id, result)
+                }
+            },
+        ),
+    );
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    rt.spawn(async move { axum::serve(listener, router).await });
+    let mut io = Stdio::start_at(&url, "t");
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-stdio", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    io.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}));
+    io.until_answer(1);
+    io.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "route", "arguments": {"region": "eu-west", "note": "x"}, "_meta": meta}}),
+    );
+    io.until_answer(2);
+    let mut got = seen.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("mcp-method".to_string(), "tools/call".to_string()),
+            ("mcp-name".into(), "route".into()),
+            ("mcp-param-region".into(), "eu-west".into()),
+            ("mcp-protocol-version".into(), "2026-07-28".into()),
+        ]
+    );
 }
 
 /// A line that is not JSON gets a parse error (naming why), a line over the bound is refused,
