@@ -782,6 +782,22 @@ async function registryScenario(page) {
     check((await api("apps/call", { tool: "planning_list_tasks", arguments: {} })).body.ok, "planning_list_tasks after the rollback");
     ok("roll back: the entry is 0.1.0 again, 0.2.0 kept", back);
 
+    // Live shows an install, an upgrade or a rollback as it happens (an `app` event).
+    step = "registry: Live shows app events";
+    await page.goto(`${ui}#live`);
+    await page.waitForFunction(() => document.querySelector("#live-status")?.textContent === "connected");
+    const upgraded = await api("apps/upgrade", { name: "planning", source: `oci://${addr}/apps/planning:0.2.0`, digest: d2, confirm: true, maintain: true });
+    check(upgraded.status === 200, `apps/upgrade: ${JSON.stringify(upgraded.body)}`);
+    const appRow = '#live-rows tr[data-op="app"][data-app="planning"]';
+    await page.waitForSelector(`${appRow}:has-text("upgrade planning")`, { timeout: 5000 })
+      .catch(async () => check(false, `no upgrade row in Live: ${await page.textContent("#live-rows")}`));
+    const liveRow = await page.textContent(appRow);
+    check(/version 0\.2\.0/.test(liveRow) && liveRow.includes(d2.slice(0, 19)) && /signed by alice/.test(liveRow) && /ok/.test(liveRow), `the upgrade's row in Live: ${liveRow}`);
+    check((await api("apps/rollback", { name: "planning" })).status === 200, "apps/rollback");
+    await page.waitForSelector(`${appRow}:has-text("rollback planning")`, { timeout: 5000 })
+      .catch(async () => check(false, `no rollback row in Live: ${await page.textContent("#live-rows")}`));
+    ok("Live shows the app's upgrade and rollback as they happen, with version, digest and signature", liveRow.replace(/\s+/g, " ").trim());
+
     // The other two example apps (Python, JavaScript) the same way, all in the console:
     // review, grant what they ask, install, upgrade (no more rights asked: no plan), roll back.
     for (const [name, lang] of [["journal", "Python"], ["bookmarks", "JavaScript"]]) {

@@ -468,7 +468,7 @@ async function readFeed(live, onChange) {
     try {
       const headers = { Authorization: `Bearer ${state.token}`, Accept: "text/event-stream" };
       if (last !== null) headers["Last-Event-ID"] = String(last);
-      const ops = "insert,update,delete,create_table,alter_table,drop_table,undo,restore,settings,hand_edit,tool_call";
+      const ops = "insert,update,delete,create_table,alter_table,drop_table,undo,restore,settings,hand_edit,tool_call,app";
       const r = await fetch(`/datanotes/changes/stream?ops=${ops}`, { headers, signal: live.abort.signal });
       if (r.status === 401) { signOut("Token refused"); return; }
       if (!r.ok) throw new ApiError(r.status, await r.json().catch(() => ({})));
@@ -516,7 +516,9 @@ async function liveView() {
     for (const t of (await api("list_tables")).tables) { seen.tables.add(t.table); tableSel.append(h("option", { value: t.table }, t.table)); }
     for (const t of (await api("apps/tools")).tools) if (t.app !== "engine" && !seen.apps.has(t.app)) { seen.apps.add(t.app); appSel.append(h("option", { value: t.app }, t.app)); }
   } catch (_) { /* filters fill as events come */ }
-  const appOf = (c) => (c.call && c.call.servedBy && c.call.servedBy !== "engine" ? c.call.servedBy : (c.actor && c.actor.app) || "");
+  // An `app` event (an install, upgrade or rollback by reference) names its app in `call.app`.
+  const appOf = (c) => (c.op === "app" && c.call ? c.call.app
+    : c.call && c.call.servedBy && c.call.servedBy !== "engine" ? c.call.servedBy : (c.actor && c.actor.app) || "");
   const visible = (tr) => (!appSel.value || tr.dataset.app === appSel.value) && (!tableSel.value || tr.dataset.table === tableSel.value);
   const refilter = () => { for (const tr of body.rows) tr.hidden = !visible(tr); };
   appSel.addEventListener("change", refilter);
@@ -533,13 +535,16 @@ async function liveView() {
       const table = c.table || "";
       if (app && !seen.apps.has(app)) { seen.apps.add(app); appSel.append(h("option", { value: app }, app)); }
       if (table && !seen.tables.has(table)) { seen.tables.add(table); tableSel.append(h("option", { value: table }, table)); }
-      const call = c.call;
-      const what = call ? call.tool : `${c.op}${table ? ` ${table}` : ""}${c.row ? `/${c.row}` : ""}`;
+      const event = c.op === "app" ? c.call : null;
+      const call = event ? null : c.call;
+      const what = event ? `${event.action} ${event.app}` : call ? call.tool : `${c.op}${table ? ` ${table}` : ""}${c.row ? `/${c.row}` : ""}`;
+      const summary = event ? [event.version && `version ${event.version}`, event.digest && `${String(event.digest).slice(0, 19)}…`, event.signature].filter(Boolean).join(" · ")
+        : call && call.summary;
       const ok = call ? call.ok : true;
       const tr = h("tr", { "data-op": c.op, "data-seq": c.seq },
         h("td", {}, new Date(c.ts).toLocaleTimeString()),
         h("td", {}, actorText(c.actor)),
-        h("td", {}, h("code", {}, what), call && call.summary ? h("div", { class: "muted" }, call.summary) : null),
+        h("td", {}, h("code", {}, what), summary ? h("div", { class: "muted" }, summary) : null),
         h("td", { class: ok ? "ok" : "error" }, ok ? "ok" : "error"),
         h("td", {}, call ? `${Number(call.durationMs).toFixed(1)} ms` : ""));
       tr.dataset.app = app;
