@@ -191,6 +191,15 @@ fn an_apps_resources_prompts_and_json_answers_keep_their_numbers() {
     assert_eq!(spelled(&text), ["priority: 1"], "{text}");
 }
 
+/// The `_meta` of a message of protocol 2026-07-28 (which names its version and its client).
+fn meta_2026() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-stdio", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
+}
+
 /// `datanotes mcp`, written to and read from line by line.
 struct Stdio {
     child: std::process::Child,
@@ -220,6 +229,16 @@ impl Stdio {
             }
         });
         Stdio { child, lines }
+    }
+
+    /// Sends `initialize` (protocol 2025-11-25) as request `id`: every line up to its answer.
+    fn initialize(&mut self, id: u64) -> Vec<String> {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw-stdio", "version": "1"}}}),
+        );
+        self.until_answer(id)
     }
 
     fn send(&mut self, msg: Value) {
@@ -275,12 +294,7 @@ fn an_apps_numbers_reach_a_stdio_client_as_the_app_wrote_them() {
     let rt = mcp::runtime();
     exact_app(&s, &rt);
     let mut io = Stdio::start(&s);
-    io.send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "raw-stdio", "version": "1"}}}),
-    );
-    let init = io.until_answer(1);
+    let init = io.initialize(1);
     assert!(
         init.last()
             .unwrap()
@@ -300,12 +314,8 @@ fn an_apps_numbers_reach_a_stdio_client_as_the_app_wrote_them() {
     );
 
     // A client of 2026-07-28 (no session): its call, with the headers that version asks for.
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "raw-stdio", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "progressToken": "q",
-    });
+    let mut meta = meta_2026();
+    meta["progressToken"] = json!("q");
     io.send(
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "exact_numbers", "arguments": {}, "_meta": meta}}),
@@ -331,12 +341,7 @@ fn answers_owed_when_stdin_closes_are_written_before_the_relay_exits() {
     let rt = mcp::runtime();
     exact_app(&s, &rt);
     let mut io = Stdio::start(&s);
-    io.send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "raw-stdio", "version": "1"}}}),
-    );
-    io.until_answer(1);
+    io.initialize(1);
     io.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let call = |id: u64, name: &str| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
@@ -406,11 +411,7 @@ fn a_2026_call_through_the_relay_carries_its_marked_arguments_as_headers() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     rt.spawn(async move { axum::serve(listener, router).await });
     let mut io = Stdio::start_at(&url, "t");
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "raw-stdio", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    });
+    let meta = meta_2026();
     io.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}));
     io.until_answer(1);
     io.send(
@@ -450,11 +451,6 @@ fn a_stdio_line_that_is_not_json_is_answered_and_the_relay_goes_on() {
     io.write_line(&"x".repeat((8 << 20) + 10));
     let (line, v) = io.next();
     assert_eq!(v["error"]["code"], -32600, "{line}");
-    io.send(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "raw-stdio", "version": "1"}}}),
-    );
-    let init = io.until_answer(2);
+    let init = io.initialize(2);
     assert!(init.last().unwrap().contains("\"result\""), "{init:?}");
 }

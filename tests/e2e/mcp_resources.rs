@@ -623,16 +623,7 @@ fn a_2026_listen_is_subscribed_at_the_app_before_it_is_acknowledged() {
     let (url, shelf) = serve_app(&rt);
     create_app(&s, json!({"name": "shelf", "mcp_url": url}));
     let uri = "file://shelf//a.txt";
-    let params = json!({"notifications": {"resourceSubscriptions": [uri]}});
-    let r = mcp::post_2026(
-        &s,
-        &s.token,
-        "subscriptions/listen",
-        params,
-        json!({}),
-        None,
-    );
-    assert_eq!(r.status(), 200);
+    let r = mcp::listen_2026(&s, &[uri]);
     let subscribed = || {
         let asked = shelf.asked.lock().unwrap();
         asked.iter().filter(|m| *m == "resources/subscribe").count()

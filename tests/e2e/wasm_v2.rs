@@ -486,16 +486,7 @@ fn a_2026_listen_follows_a_wasm_apps_resource() {
     use std::io::BufRead;
     let s = server(json!({}));
     let uri = "tasks://plan/open";
-    let params = json!({"notifications": {"resourceSubscriptions": [uri]}});
-    let r = crate::kit::mcp::post_2026(
-        &s,
-        &s.token,
-        "subscriptions/listen",
-        params,
-        json!({}),
-        None,
-    );
-    assert_eq!(r.status(), 200);
+    let r = crate::kit::mcp::listen_2026(&s, &[uri]);
     let (tx, rx) = std::sync::mpsc::channel::<Value>();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(r).lines().map_while(Result::ok) {

@@ -255,6 +255,22 @@ pub fn post_2026(
         .unwrap()
 }
 
+/// A `subscriptions/listen` of protocol 2026-07-28 for the resources `uris`, with the owner's
+/// token: its stream, open (the acknowledgment first, then the updates).
+pub fn listen_2026(s: &Server, uris: &[&str]) -> reqwest::blocking::Response {
+    let params = serde_json::json!({"notifications": {"resourceSubscriptions": uris}});
+    let r = post_2026(
+        s,
+        &s.token,
+        "subscriptions/listen",
+        params,
+        serde_json::json!({}),
+        None,
+    );
+    assert_eq!(r.status(), 200, "subscriptions/listen");
+    r
+}
+
 /// Every JSON-RPC message of an answer: one JSON answer, or each message of its SSE stream.
 pub fn messages_of(r: reqwest::blocking::Response) -> Vec<Value> {
     let json = r
