@@ -131,6 +131,9 @@ pub struct Aggregator {
     shown: shown::Shown,
 }
 
+/// The longest an app's [`AppBackend::keep_up`] runs at a probe.
+const KEEP_UP: Duration = Duration::from_secs(10);
+
 /// The most app events waiting to be handled; more are dropped (a flood of updates).
 const EVENTS_QUEUE: usize = 1024;
 
@@ -265,6 +268,16 @@ impl Aggregator {
                     .map(|n| agg.clone().refresh_owned(n))
                     .collect();
                 futures_util::future::join_all(tasks).await;
+                // What the reachable apps hold for callers, kept up (their subscriptions).
+                let reachable: Vec<Arc<dyn AppBackend>> = {
+                    let slots = agg.slots.read().unwrap();
+                    let up = slots.iter().filter(|s| s.reachable == Some(true));
+                    up.map(|s| s.backend.clone()).collect()
+                };
+                let kept = reachable
+                    .iter()
+                    .map(|b| tokio::time::timeout(KEEP_UP, b.keep_up()));
+                futures_util::future::join_all(kept).await;
                 drop(agg);
                 tokio::time::sleep(probe).await;
             }

@@ -336,6 +336,11 @@ pub trait AppBackend: Send + Sync {
         let _ = (agent, level);
         Box::pin(async {})
     }
+    /// Called at each probe of the app while it is reachable: it keeps up what it holds for
+    /// its callers (a remote app makes again the subscriptions it forgot, when it restarted).
+    fn keep_up(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
     /// Whether a call may send notifications or requests (progress, logs, sampling) to the
     /// caller before its result, through [`CallContext::client`]: the MCP door then answers
     /// it as a stream rather than as one JSON answer, to a client that may receive them.

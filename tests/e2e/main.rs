@@ -35,6 +35,7 @@ mod mcp_exact;
 mod mcp_hostile_content;
 mod mcp_relay;
 mod mcp_resources;
+mod mcp_resubscribe;
 mod mcp_rounds;
 mod mcp_shown;
 mod mcp_tasks;

@@ -104,6 +104,12 @@ impl RemoteApp {
             .as_deref()
             .or(ctx.agent.as_deref().map(|a| a as &dyn ClientChannel));
         let method = req.method();
+        let subscribing = match req {
+            AppRequest::Subscribe => Some(true),
+            AppRequest::Unsubscribe => Some(false),
+            _ => None,
+        };
+        let uri = params.get("uri").and_then(Value::as_str).map(String::from);
         let asked = self.ask(&open, method, params, channel, MAX_ANSWER_BYTES);
         match tokio::time::timeout(limit, asked).await {
             Err(_) => Err(BackendError(format!(
@@ -119,7 +125,16 @@ impl RemoteApp {
                 }
                 Err(e)
             }
-            Ok(Ok(v)) => Ok(v),
+            Ok(Ok(v)) => {
+                // Noted, to be made again if the app forgets it (`subscriptions.rs`).
+                if let (Some(on), Some(uri)) = (subscribing, uri)
+                    && crate::apps::backend::rpc_error_in(&v).is_none()
+                {
+                    let session = open.client.route().and_then(|r| r.session);
+                    self.subs.note(ctx, session, &uri, on);
+                }
+                Ok(v)
+            }
         }
     }
 
@@ -128,7 +143,7 @@ impl RemoteApp {
     /// goes to `channel`), else through rmcp's session. A JSON-RPC error of the app is
     /// answered as `{"_meta": {RPC_ERROR_META: error}}`, whole. The error says whether the
     /// session is gone (the next request opens another).
-    async fn ask(
+    pub(super) async fn ask(
         &self,
         open: &Open,
         method: &str,

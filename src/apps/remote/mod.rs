@@ -9,6 +9,7 @@ pub(crate) mod oauth;
 mod raw;
 mod relay;
 mod sessions;
+mod subscriptions;
 
 use self::client::{ActorClient, ActorHeader, Route};
 use crate::apps::backend::{
@@ -110,6 +111,8 @@ pub struct RemoteApp {
     events: relay::Events,
     /// The sessions of agents: one per agent's MCP session (see `sessions.rs`).
     agents: tokio::sync::Mutex<std::collections::HashMap<String, sessions::AgentOpen>>,
+    /// The subscriptions made at the app, to make again when it forgets them.
+    subs: subscriptions::Subscriptions,
 }
 
 impl RemoteApp {
@@ -126,6 +129,7 @@ impl RemoteApp {
         RemoteApp {
             events,
             agents: Default::default(),
+            subs: Default::default(),
             url,
             oauth: if token.is_none() { oauth } else { None },
             token,
@@ -424,6 +428,10 @@ impl AppBackend for RemoteApp {
 
     fn set_log_level<'a>(&'a self, agent: &'a str, level: &'static str) -> BoxFuture<'a, ()> {
         Box::pin(self.agent_log_level(agent, level))
+    }
+
+    fn keep_up(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.keep_subscriptions())
     }
 
     /// Its notifications and requests during a call are passed to the caller (on the direct
