@@ -405,11 +405,7 @@ fn a_2026_call_through_the_relay_carries_its_marked_arguments_as_headers() {
             },
         ),
     );
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    rt.spawn(async move { axum::serve(listener, router).await });
+    let url = fake_app::serve_router(&rt, router);
     let mut io = Stdio::start_at(&url, "t");
     let meta = meta_2026();
     io.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}));

@@ -7,15 +7,14 @@
 //!
 //! The app is a small MCP server written here on axum: `shelf`.
 
-use crate::kit::mcp::ask;
+use crate::kit::mcp::{Updates, ask};
 use crate::kit::*;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rmcp::RoleClient;
-use rmcp::model::ResourceUpdatedNotificationParam;
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::ServiceExt;
+use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, ServiceExt};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -155,20 +154,6 @@ fn serve_app(rt: &tokio::runtime::Runtime) -> (String, Arc<Shelf>) {
     });
     let url = fake_app::serve(rt, post, Some(shelf.push.clone()));
     (url, shelf)
-}
-
-/// The agent: notes the resource updates it receives.
-#[derive(Clone, Default)]
-struct Updates(Arc<Mutex<Vec<String>>>);
-
-impl ClientHandler for Updates {
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _c: NotificationContext<RoleClient>,
-    ) {
-        self.0.lock().unwrap().push(params.uri);
-    }
 }
 
 type Client = RunningService<RoleClient, Updates>;

@@ -3,15 +3,14 @@
 //! probe, opens the agent's session again, subscribes again, and tells the agent that the
 //! resource may have changed meanwhile. The app's later updates reach the agent as before.
 
-use crate::kit::mcp::{ask, transport_config};
+use crate::kit::mcp::{Updates, ask, transport_config};
 use crate::kit::*;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use rmcp::model::ResourceUpdatedNotificationParam;
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -74,7 +73,7 @@ impl Restarting {
             return StatusCode::NOT_FOUND.into_response();
         }
         let run = self.run.load(Ordering::SeqCst);
-        let rx = tokio_stream_of(self.push.subscribe());
+        let rx = fake_app::stream_of(self.push.subscribe());
         let app = self.clone();
         fake_app::sse(
             rx.take_while(move |_| {
@@ -92,21 +91,6 @@ impl Restarting {
             }),
         )
     }
-}
-
-/// The messages of a broadcast channel as a stream (lagging ones skipped).
-fn tokio_stream_of(
-    rx: tokio::sync::broadcast::Receiver<(u64, String)>,
-) -> impl futures_util::Stream<Item = (u64, String)> {
-    futures_util::stream::unfold(rx, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(m) => return Some((m, rx)),
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(_) => return None,
-            }
-        }
-    })
 }
 
 fn serve(rt: &tokio::runtime::Runtime) -> (String, Arc<Restarting>) {
@@ -133,26 +117,7 @@ fn serve(rt: &tokio::runtime::Runtime) -> (String, Arc<Restarting>) {
         })
         .delete(|| async { StatusCode::OK }),
     );
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(async move { axum::serve(listener, router).await });
-    (format!("http://{addr}/mcp"), app)
-}
-
-/// The agent: notes the resource updates it receives.
-#[derive(Clone, Default)]
-struct Updates(Arc<Mutex<Vec<String>>>);
-
-impl ClientHandler for Updates {
-    async fn on_resource_updated(
-        &self,
-        params: ResourceUpdatedNotificationParam,
-        _c: NotificationContext<RoleClient>,
-    ) {
-        self.0.lock().unwrap().push(params.uri);
-    }
+    (format!("{}/mcp", fake_app::serve_router(rt, router)), app)
 }
 
 #[test]

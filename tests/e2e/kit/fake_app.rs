@@ -49,6 +49,21 @@ pub fn sse(stream: impl futures_util::Stream<Item = String> + Send + 'static) ->
         .into_response()
 }
 
+/// The messages of a broadcast channel, as a stream (those it lagged behind skipped).
+pub fn stream_of<T: Clone + Send + 'static>(
+    rx: tokio::sync::broadcast::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> {
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(m) => return Some((m, rx)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => return None,
+            }
+        }
+    })
+}
+
 /// How the app answers a message `POST`ed to it.
 pub type Post = Arc<dyn Fn(Value) -> BoxFuture<'static, Response> + Send + Sync>;
 
@@ -71,23 +86,20 @@ pub fn serve(
                 let Some(rx) = rx else {
                     return StatusCode::METHOD_NOT_ALLOWED.into_response();
                 };
-                sse(futures_util::stream::unfold(rx, |mut rx| async move {
-                    loop {
-                        match rx.recv().await {
-                            Ok(m) => return Some((m, rx)),
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(_) => return None,
-                        }
-                    }
-                }))
+                sse(stream_of(rx))
             }
         })
         .delete(|| async { StatusCode::OK }),
     );
+    format!("{}/mcp", serve_router(rt, router))
+}
+
+/// Serves `router` on 127.0.0.1 (on `rt`); answers its address, `http://127.0.0.1:<port>`.
+pub fn serve_router(rt: &tokio::runtime::Runtime, router: axum::Router) -> String {
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
     rt.spawn(async move { axum::serve(listener, router).await });
-    format!("http://{addr}/mcp")
+    format!("http://{addr}")
 }

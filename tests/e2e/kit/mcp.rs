@@ -255,6 +255,20 @@ pub fn post_2026(
         .unwrap()
 }
 
+/// An agent that notes the URIs of the `notifications/resources/updated` it receives.
+#[derive(Clone, Default)]
+pub struct Updates(pub Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _c: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params.uri);
+    }
+}
+
 /// A `subscriptions/listen` of protocol 2026-07-28 for the resources `uris`, with the owner's
 /// token: its stream, open (the acknowledgment first, then the updates).
 pub fn listen_2026(s: &Server, uris: &[&str]) -> reqwest::blocking::Response {
