@@ -364,6 +364,10 @@ impl Aggregator {
                     }
                     prev => {
                         fresh.push(rec.name.clone());
+                        // What callers subscribed to at the app goes on at its new backend.
+                        if let Some(p) = &prev {
+                            backend.adopt(p.backend.subscriptions());
+                        }
                         // Keep the last known tools until the new backend answers; at start,
                         // those saved with the app.
                         let listing = match prev {

@@ -99,6 +99,15 @@ impl AppRequest {
     }
 }
 
+/// Subscriptions made at an app for one caller: an agent's session, or (none) the callers
+/// without one.
+pub struct Subscribed {
+    /// The agent's session.
+    pub agent: Option<Arc<dyn AgentChannel>>,
+    /// The resources, by the app's own URIs.
+    pub uris: Vec<String>,
+}
+
 /// What an app tells the engine outside any call (a remote app, on its session's stream).
 #[derive(Debug, Clone)]
 pub enum AppEvent {
@@ -335,6 +344,17 @@ pub trait AppBackend: Send + Sync {
     fn set_log_level<'a>(&'a self, agent: &'a str, level: &'static str) -> BoxFuture<'a, ()> {
         let _ = (agent, level);
         Box::pin(async {})
+    }
+    /// The subscriptions made at the app for its callers, for the backend that replaces this
+    /// one (the owner gave the app a new address or token, or it moved itself).
+    fn subscriptions(&self) -> Vec<Subscribed> {
+        Vec::new()
+    }
+    /// Takes over the subscriptions of the backend this one replaces
+    /// ([`Self::subscriptions`]): made at the app again at the next [`Self::keep_up`], and
+    /// their subscribers told the resources may have changed.
+    fn adopt(&self, subscriptions: Vec<Subscribed>) {
+        let _ = subscriptions;
     }
     /// Called at each probe of the app while it is reachable: it keeps up what it holds for
     /// its callers (a remote app makes again the subscriptions it forgot, when it restarted).

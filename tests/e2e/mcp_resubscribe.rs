@@ -1,7 +1,8 @@
 //! An agent's subscription to a remote app's resource holds when the app restarts: the app
 //! forgets its sessions and what was subscribed on them, and the engine finds out at its next
 //! probe, opens the agent's session again, subscribes again, and tells the agent that the
-//! resource may have changed meanwhile. The app's later updates reach the agent as before.
+//! resource may have changed meanwhile. The app's later updates reach the agent as before. So
+//! when the owner moves the app to another address: the new backend takes the subscription over.
 
 use crate::kit::mcp::{Updates, ask, transport_config};
 use crate::kit::*;
@@ -93,12 +94,16 @@ impl Restarting {
     }
 }
 
-fn serve(rt: &tokio::runtime::Runtime) -> (String, Arc<Restarting>) {
-    let app = Arc::new(Restarting {
+fn restarting() -> Arc<Restarting> {
+    Arc::new(Restarting {
         run: AtomicU64::new(1),
         subscribed: Mutex::default(),
         push: tokio::sync::broadcast::channel(16).0,
-    });
+    })
+}
+
+/// Serves `app` on a port of its own; answers its `/mcp` address.
+fn serve(rt: &tokio::runtime::Runtime, app: &Arc<Restarting>) -> String {
     let (posts, gets) = (app.clone(), app.clone());
     let router = axum::Router::new().route(
         "/mcp",
@@ -117,14 +122,15 @@ fn serve(rt: &tokio::runtime::Runtime) -> (String, Arc<Restarting>) {
         })
         .delete(|| async { StatusCode::OK }),
     );
-    (format!("{}/mcp", fake_app::serve_router(rt, router)), app)
+    format!("{}/mcp", fake_app::serve_router(rt, router))
 }
 
 #[test]
 fn a_subscription_at_a_remote_app_holds_when_the_app_restarts() {
     let s = Server::start_with_env(&[("DATANOTES_APP_PROBE_MS", "200")]);
     let rt = mcp::runtime();
-    let (url, app) = serve(&rt);
+    let app = restarting();
+    let url = serve(&rt, &app);
     create_app(&s, json!({"name": "restarting", "mcp_url": url}));
     eventually("the app's resource is listed", || {
         s.ok_route("apps/get", json!({"name": "restarting"}))["app"]["resources"] == 1
@@ -162,5 +168,18 @@ fn a_subscription_at_a_remote_app_holds_when_the_app_restarts() {
     // ...and the app's next update reaches it, from the new session.
     let _ = app.push.send((2, "file:///a".into()));
     told(3);
+
+    // The owner moves the app to another address: a new backend takes the subscription over.
+    let url2 = serve(&rt, &app);
+    let moved = json!({"name": "restarting", "mcp_url": url2});
+    let (st, v) = s.post("/datanotes/apps/update/", Some(&s.token), &moved);
+    assert_eq!(st, 200, "{v}");
+    let made = |n: usize| {
+        let again = (2, "file:///a".to_string());
+        let subscribed = app.subscribed.lock().unwrap();
+        subscribed.iter().filter(|x| **x == again).count() >= n
+    };
+    eventually("the subscription is made at the new address", || made(2));
+    told(4);
     let _ = rt.block_on(agent.cancel());
 }

@@ -434,6 +434,14 @@ impl AppBackend for RemoteApp {
         Box::pin(self.keep_subscriptions())
     }
 
+    fn subscriptions(&self) -> Vec<crate::apps::backend::Subscribed> {
+        self.subs.export()
+    }
+
+    fn adopt(&self, subscriptions: Vec<crate::apps::backend::Subscribed>) {
+        self.subs.adopt(subscriptions);
+    }
+
     /// Its notifications and requests during a call are passed to the caller (on the direct
     /// path; the one call that goes through rmcp's session after the app forgot the session
     /// passes them over).

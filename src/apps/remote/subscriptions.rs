@@ -7,10 +7,12 @@
 //! at each probe of the app ([`crate::apps::backend::AppBackend::keep_up`]) every session that
 //! holds subscriptions is pinged: one the app no longer knows is opened again, its
 //! subscriptions are made again on the new session, and the subscribers are told that the
-//! resources may have changed meanwhile (`notifications/resources/updated`).
+//! resources may have changed meanwhile (`notifications/resources/updated`). A backend that
+//! replaces this one (the app got a new address or token) takes them over, and makes them at
+//! its first probe.
 
 use super::{Open, RemoteApp};
-use crate::apps::backend::{AgentChannel, AppEvent, CallContext};
+use crate::apps::backend::{AgentChannel, AppEvent, CallContext, Subscribed};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -25,6 +27,8 @@ struct Held {
     agent: Option<Arc<dyn AgentChannel>>,
     /// The session (its `Mcp-Session-Id`) they were made on: on another, they are gone.
     session: Option<Arc<str>>,
+    /// Taken over from the backend this one replaced: made on none of this one's sessions yet.
+    adopted: bool,
     /// The resources, by the app's own URIs.
     uris: HashSet<String>,
 }
@@ -38,6 +42,7 @@ struct Kept {
     key: String,
     agent: Option<Arc<dyn AgentChannel>>,
     session: Option<Arc<str>>,
+    adopted: bool,
     uris: Vec<String>,
 }
 
@@ -60,6 +65,7 @@ impl Subscriptions {
         let held = all.entry(key).or_insert_with(|| Held {
             agent: ctx.agent.clone(),
             session,
+            adopted: false,
             uris: HashSet::new(),
         });
         if held.uris.len() < MAX_PER_SESSION {
@@ -76,15 +82,43 @@ impl Subscriptions {
                 key: key.clone(),
                 agent: h.agent.clone(),
                 session: h.session.clone(),
+                adopted: h.adopted,
                 uris: h.uris.iter().cloned().collect(),
             })
             .collect()
+    }
+
+    /// Every caller's subscriptions, for the backend that replaces this one.
+    pub(super) fn export(&self) -> Vec<Subscribed> {
+        let all = self.0.lock().unwrap();
+        all.values()
+            .map(|h| Subscribed {
+                agent: h.agent.clone(),
+                uris: h.uris.iter().cloned().collect(),
+            })
+            .collect()
+    }
+
+    /// Takes over the subscriptions of the backend this one replaced.
+    pub(super) fn adopt(&self, subs: Vec<Subscribed>) {
+        let mut all = self.0.lock().unwrap();
+        for s in subs {
+            let key = s.agent.as_ref().map_or("", |a| a.id()).to_string();
+            let held = all.entry(key).or_insert_with(|| Held {
+                agent: s.agent.clone(),
+                session: None,
+                adopted: true,
+                uris: HashSet::new(),
+            });
+            held.uris.extend(s.uris.into_iter().take(MAX_PER_SESSION));
+        }
     }
 
     /// The subscriptions of `key` were made again on `session`.
     fn moved(&self, key: &str, session: Option<Arc<str>>) {
         if let Some(h) = self.0.lock().unwrap().get_mut(key) {
             h.session = session;
+            h.adopted = false;
         }
     }
 }
@@ -105,7 +139,7 @@ impl RemoteApp {
                 continue;
             };
             let now = open.client.route().and_then(|r| r.session);
-            if now == k.session {
+            if now == k.session && !k.adopted {
                 continue;
             }
             for uri in &k.uris {
