@@ -143,6 +143,15 @@ pub struct CallContext {
     pub agent: Option<Arc<dyn AgentChannel>>,
 }
 
+impl CallContext {
+    /// Where what an app says or asks during the request goes: the call's own channel, else
+    /// the agent's session (for what the app asks of the agent: roots).
+    pub fn channel(&self) -> Option<&dyn ClientChannel> {
+        let agent = self.agent.as_deref().map(|a| a as &dyn ClientChannel);
+        self.client.as_deref().or(agent)
+    }
+}
+
 /// An agent's MCP session at the door, as an app's own session with the engine sees it: who
 /// answers what the app asks outside a call (`roots/list`, sampling, elicitation, through
 /// [`ClientChannel::request`]) and where its log messages go ([`ClientChannel::notify`]).

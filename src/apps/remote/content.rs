@@ -8,7 +8,7 @@
 //! (What the app says outside calls goes through [`super::relay::Relay`].)
 
 use super::raw::RawError;
-use super::{Open, Purpose, RemoteApp, Session, secs};
+use super::{Open, RemoteApp, Session, secs};
 use crate::apps::backend::{AppRequest, BackendError, CallContext, ClientChannel, Listing};
 use crate::apps::plain::{self, Peer};
 use rmcp::model::{ClientRequest, ServerResult};
@@ -94,15 +94,9 @@ impl RemoteApp {
         params: Value,
         ctx: &CallContext,
     ) -> Result<Value, BackendError> {
-        let open = match &ctx.agent {
-            Some(_) => self.for_call(ctx).await?,
-            None => self.session(Purpose::Call).await?,
-        };
+        let open = self.for_call(ctx).await?;
         let limit = self.timeouts.call;
-        let channel = ctx
-            .client
-            .as_deref()
-            .or(ctx.agent.as_deref().map(|a| a as &dyn ClientChannel));
+        let channel = ctx.channel();
         let method = req.method();
         let subscribing = match req {
             AppRequest::Subscribe => Some(true),
@@ -118,10 +112,7 @@ impl RemoteApp {
             ))),
             Ok(Err((e, gone))) => {
                 if gone {
-                    match &ctx.agent {
-                        Some(_) => self.forget_for(ctx).await,
-                        None => self.forget(Purpose::Call).await,
-                    }
+                    self.forget_for(ctx).await;
                 }
                 Err(e)
             }

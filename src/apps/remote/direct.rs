@@ -126,11 +126,7 @@ impl RemoteApp {
         let tool = params.name.to_string();
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = NumberOrString::String(format!("datanotes-{n}").into());
-        // The call's own channel, else the agent's session (for what the app asks: roots).
-        let channel = ctx
-            .client
-            .as_deref()
-            .or(ctx.agent.as_deref().map(|a| a as &dyn ClientChannel));
+        let channel = ctx.channel();
         if channel.is_some_and(|c| c.wants_progress()) {
             // The app's progress comes back with this token; the caller's replaces it.
             let mut meta = params.meta.take().unwrap_or_default();

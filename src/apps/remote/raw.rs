@@ -370,10 +370,7 @@ impl RemoteApp {
                     .insert(http::HeaderName::from_static("x-datanotes-caller"), c);
             }
         }
-        let channel = ctx
-            .client
-            .as_deref()
-            .or(ctx.agent.as_deref().map(|a| a as &dyn ClientChannel));
+        let channel = ctx.channel();
         let max = super::content::MAX_ANSWER_BYTES;
         let sent = self.post_request(&open.client, route, what, params, channel, max);
         let limit = self.timeouts.call;
