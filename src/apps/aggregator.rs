@@ -349,7 +349,8 @@ impl Aggregator {
             let recs = self.registry.list();
             let mut old: HashMap<String, Slot> =
                 slots.drain(..).map(|s| (s.name.clone(), s)).collect();
-            let old_names: HashSet<String> = old.keys().cloned().collect();
+            // The apps given a new backend whose resources follow the vault.
+            let mut followers_replaced = vec![];
             for rec in &recs {
                 let Some((fp, backend)) = self.backend_for(rec) else {
                     continue;
@@ -367,6 +368,9 @@ impl Aggregator {
                         // What callers subscribed to at the app goes on at its new backend.
                         if let Some(p) = &prev {
                             backend.adopt(p.backend.subscriptions());
+                            if backend.resources_follow_the_vault() {
+                                followers_replaced.push(rec.name.clone());
+                            }
                         }
                         // Keep the last known tools until the new backend answers; at start,
                         // those saved with the app.
@@ -391,11 +395,8 @@ impl Aggregator {
             }
             // A new version of an app whose resources follow the vault: its subscribers are
             // told (the door keeps their subscriptions; the app is not asked).
-            for s in slots.iter().filter(|s| fresh.contains(&s.name)) {
-                if old_names.contains(&s.name) && s.backend.resources_follow_the_vault() {
-                    let app = resources::ResourceUpdate::App(s.name.clone());
-                    let _ = self.updated.send(app);
-                }
+            for app in followers_replaced {
+                let _ = self.updated.send(resources::ResourceUpdate::App(app));
             }
             // What is left was deleted.
             for name in old.keys() {
