@@ -536,13 +536,14 @@ impl AppBackend for WasmApp {
         // Kept with the compiled code since the component first listed its tools (at install):
         // no instance is made for it.
         let rt = self.0.rt.clone();
-        if let Some(l) = rt.cached_listing(&self.0.sha) {
+        if let Some(l) = rt.cached_listing(&self.0.sha, &self.0.scope.name) {
             return Box::pin(async move { Ok(l) });
         }
         let (listing, sha) = (self.list_checked(), self.0.sha.clone());
+        let app = self.0.scope.name.clone();
         Box::pin(async move {
             let l = listing.await?;
-            rt.save_listing(&sha, &l);
+            rt.save_listing(&sha, &app, &l);
             Ok(l)
         })
     }

@@ -33,8 +33,8 @@ pub struct WasmRuntime {
     pub(crate) meter: Arc<Meter>,
     /// The epoch ticker, ticking while an instance is checked out.
     pub(super) ticker: Arc<limits::Ticker>,
-    /// Part of a cached listing's name: a listing is kept per component and per build of the
-    /// server (the conversion of a component's answers into tools belongs to the build).
+    /// Part of a cached listing's name: a listing is kept per component, per app and per build
+    /// of the server (the conversion of a component's answers into tools belongs to the build).
     listing_key: u64,
     /// How long listing each component's tools took without running it, by SHA-256 (shown in
     /// an app's `runtime`, see [`WasmRuntime::listing_us`]).
@@ -348,17 +348,22 @@ impl WasmRuntime {
         }
     }
 
-    /// Where the tools a component lists are kept: next to its compiled code, for this build.
-    fn listing_path(&self, sha: &str) -> PathBuf {
+    /// Where the tools a component lists as app `app` are kept: next to its compiled code, for
+    /// this build. Per app: a typed component's tools carry the app's name, and two apps of
+    /// one component (in one server, or in two sharing the cache) must not list each other's.
+    fn listing_path(&self, sha: &str, app: &str) -> PathBuf {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (self.listing_key, app).hash(&mut h);
         let code = self.cache_path(sha);
-        code.with_extension(format!("tools-{:016x}.json", self.listing_key))
+        code.with_extension(format!("tools-{:016x}.json", h.finish()))
     }
 
     /// The tools a component listed (once, from an instance), if kept: listing an app needs no
     /// instance.
-    pub(super) fn cached_listing(&self, sha: &str) -> Option<Listing> {
+    pub(super) fn cached_listing(&self, sha: &str, app: &str) -> Option<Listing> {
         let t0 = std::time::Instant::now();
-        let bytes = std::fs::read(self.listing_path(sha)).ok()?;
+        let bytes = std::fs::read(self.listing_path(sha, app)).ok()?;
         let l = serde_json::from_slice(&bytes).ok()?;
         self.note_listing(sha, false, t0.elapsed());
         Some(l)
@@ -398,8 +403,8 @@ impl WasmRuntime {
 
     /// Keeps the tools a component listed (see [`WasmRuntime::cached_listing`]), unless kept
     /// already.
-    pub(super) fn save_listing(&self, sha: &str, l: &Listing) {
-        let path = self.listing_path(sha);
+    pub(super) fn save_listing(&self, sha: &str, app: &str, l: &Listing) {
+        let path = self.listing_path(sha, app);
         let r = serde_json::to_vec(l)
             .map_err(std::io::Error::other)
             .and_then(|b| match std::fs::read(&path) {
@@ -475,7 +480,7 @@ impl WasmRuntime {
         match app.list_checked().await {
             Ok(l) => {
                 // Kept with the compiled code: listing the app again needs no instance.
-                self.save_listing(&sha, &l);
+                self.save_listing(&sha, &app.0.scope.name, &l);
                 Ok((
                     WasmInfo {
                         sha256: sha,

@@ -489,17 +489,24 @@ fn a_typed_components_engine_calls_run_with_the_apps_scopes() {
 fn typed_tools_survive_a_restart_and_an_update_swaps_them() {
     let s = server();
     s.install("shapes", "shapes", json!({}));
+    // A second app of the same component: its tools carry its own name, after a restart too
+    // (the listing kept with the compiled code is not another app's).
+    s.install("twin", "shapes", json!({}));
     let s = s.restart();
-    eventually("shapes is listed after the restart", || {
-        s.app("shapes")["tools"]
-            .as_array()
-            .is_some_and(|t| t.len() == 10)
-    });
-    assert_eq!(sorted(&s.app("shapes")["tools"]), shapes_tools("shapes"));
-    assert_eq!(
-        s.tool_ok("shapes_norm2", json!({"p": {"x": 1, "y": 1}})),
-        json!({"result": 2})
-    );
+    for app in ["shapes", "twin"] {
+        eventually(&format!("{app} is listed after the restart"), || {
+            s.app(app)["tools"]
+                .as_array()
+                .is_some_and(|t| t.len() == 10)
+        });
+        assert_eq!(sorted(&s.app(app)["tools"]), shapes_tools(app));
+    }
+    for tool in ["shapes_norm2", "twin_norm2"] {
+        assert_eq!(
+            s.tool_ok(tool, json!({"p": {"x": 1, "y": 1}})),
+            json!({"result": 2})
+        );
+    }
     assert!(
         s.app("shapes")["skippedTools"]
             .as_array()
