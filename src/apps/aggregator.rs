@@ -7,6 +7,7 @@
 mod call;
 mod reads;
 pub mod resources;
+mod shared_subscriptions;
 mod shown;
 mod tasks;
 mod view;
@@ -129,6 +130,8 @@ pub struct Aggregator {
     updated: tokio::sync::broadcast::Sender<resources::ResourceUpdate>,
     /// The tools each set of agents' capabilities is not shown (`shown.rs`).
     shown: shown::Shown,
+    /// The subscriptions callers without a session hold on apps' shared sessions.
+    shared_subscriptions: shared_subscriptions::SharedSubscriptions,
 }
 
 /// The longest an app's [`AppBackend::keep_up`] runs at a probe.
@@ -213,6 +216,7 @@ impl Aggregator {
             events_rx: std::sync::Mutex::new(Some(events_rx)),
             updated: tokio::sync::broadcast::channel(EVENTS_QUEUE).0,
             shown: Default::default(),
+            shared_subscriptions: Default::default(),
             wasm,
             engine,
             registry,

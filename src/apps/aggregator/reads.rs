@@ -459,7 +459,7 @@ impl Aggregator {
         } else {
             AppRequest::Unsubscribe
         };
-        self.ask(
+        let ask = self.ask(
             &app,
             &*backend,
             req,
@@ -467,8 +467,11 @@ impl Aggregator {
             ctx,
             agent,
             Default::default(),
-        )
-        .await
-        .map(|_| ())
+        );
+        match agent {
+            Some(_) => ask.await.map(|_| ()),
+            // On the app's shared session, which other callers' subscriptions share.
+            None => self.shared_subscriptions.change(&app, &own, on, ask).await,
+        }
     }
 }
