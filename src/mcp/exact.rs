@@ -105,8 +105,9 @@ fn same_progress(raw: &Value, typed: &Value) -> bool {
 
 /// The requests whose answers a handler may put here: a tool's result, and the reads and
 /// listings of resources, prompts and completions (an app's, or the vault's).
-const WANTED: [&str; 7] = [
+const WANTED: [&str; 8] = [
     "tools/call",
+    "tasks/get",
     "resources/list",
     "resources/templates/list",
     "resources/read",

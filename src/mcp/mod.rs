@@ -35,6 +35,7 @@ mod rounds;
 mod sessions;
 pub mod stdio;
 mod task_ext;
+mod task_inputs;
 mod tasks;
 
 use crate::apps::backend::{AgentChannel, ClientChannel};
@@ -422,6 +423,15 @@ impl ServerHandler for Mcp {
         rc: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
         self.get_ext_task(req, &rc).await
+    }
+
+    /// `tasks/update` of the tasks extension: the client's input to a task (`task_inputs.rs`).
+    async fn update_task(
+        &self,
+        req: rmcp::model::UpdateTaskParams,
+        rc: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.update_ext_task(req, &rc)
     }
 
     /// `tasks/cancel` of the tasks extension (2026-07-28, `task_ext.rs`).

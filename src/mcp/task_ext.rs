@@ -9,9 +9,10 @@
 //! app. A tool whose task support is `optional` runs as a plain call (the extension lets the
 //! server decide). Tasks made for callers without a session are kept per calling token (at
 //! most [`tasks::MAX_TASKS`] each, for [`TOKENS`] tokens): another token's task ids mean
-//! nothing here. Not relayed: a task that needs the client's input (`input_required`: its
-//! `tasks/get` says so as an error) and `tasks/update`.
+//! nothing here. A task that needs the client's input lists the app's requests in
+//! `tasks/get`, and `tasks/update` answers them (`task_inputs.rs`).
 
+use super::task_inputs::{Asked, TaskInputs};
 use super::{Mcp, content, tasks};
 use crate::apps::backend::AppRequest;
 use crate::ops::Ctx;
@@ -19,23 +20,27 @@ use rmcp::ErrorData;
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult, DetailedTask,
-    GetTaskParams, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus,
+    GetTaskParams, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Calling tokens whose tasks are kept; one more forgets them all.
 const TOKENS: usize = 256;
 
-/// The tasks apps made for callers without a session, by calling token.
+/// The tasks apps made for callers without a session, by calling token, and the input those
+/// that need it wait for.
 #[derive(Default)]
-pub(super) struct Sessionless(Mutex<HashMap<String, tasks::Made>>);
+pub(super) struct Sessionless {
+    made: Mutex<HashMap<String, tasks::Made>>,
+    inputs: TaskInputs,
+}
 
 impl Sessionless {
     fn note(&self, token: &str, id: &str, app: &str) -> bool {
-        let mut all = self.0.lock().unwrap();
+        let mut all = self.made.lock().unwrap();
         if all.len() >= TOKENS && !all.contains_key(token) {
             all.clear();
         }
@@ -43,9 +48,13 @@ impl Sessionless {
     }
 
     fn app(&self, token: &str, id: &str) -> Option<String> {
-        self.0.lock().unwrap().get(token)?.app(id)
+        self.made.lock().unwrap().get(token)?.app(id)
     }
 }
+
+/// How long `tasks/get` waits for the app to ask what its task needs (or to end it) once the
+/// task says `input_required`.
+const INPUT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn invalid(message: String) -> ErrorData {
     ErrorData::invalid_params(message, None)
@@ -76,6 +85,23 @@ fn task_of(t: &Value) -> Result<Task, ErrorData> {
         task = task.with_poll_interval_ms(p);
     }
     Ok(task)
+}
+
+/// The payload of a task that ended (`task`'s status), given the app's answer to
+/// `tasks/result`: its result, or its error.
+fn ended(task: &Task, result: crate::error::Result<Value>) -> TaskPayload {
+    match result {
+        Ok(result) if task.status == TaskStatus::Completed => TaskPayload::Completed {
+            result: object(result),
+        },
+        Ok(_) => TaskPayload::Failed {
+            error: object(json!({"code": -32603,
+                "message": task.status_message.clone().unwrap_or_else(|| "the task failed".into())})),
+        },
+        Err(e) => TaskPayload::Failed {
+            error: object(json!(content::mcp_error(e))),
+        },
+    }
 }
 
 fn object(v: Value) -> JsonObject {
@@ -156,32 +182,99 @@ impl Mcp {
         };
         let t = ask(AppRequest::GetTask).await.map_err(content::mcp_error)?;
         let task = task_of(&t)?;
+        let token = ctx.caller.token_name();
+        let inputs = &self.sessionless.inputs;
         let payload = match task.status {
-            TaskStatus::Working => TaskPayload::Working,
-            TaskStatus::Cancelled => TaskPayload::Cancelled,
-            TaskStatus::Completed | TaskStatus::Failed => match ask(AppRequest::TaskResult).await {
-                Ok(result) if task.status == TaskStatus::Completed => TaskPayload::Completed {
-                    result: object(result),
-                },
-                Ok(_) => TaskPayload::Failed {
-                    error: object(json!({"code": -32603,
-                        "message": task.status_message.clone().unwrap_or_else(|| "the task failed".into())})),
-                },
-                Err(e) => TaskPayload::Failed {
-                    error: object(json!(content::mcp_error(e))),
-                },
-            },
-            _ => {
-                return Err(ErrorData::internal_error(
-                    format!(
-                        "app {app}'s task {} needs the client's input, which the engine does not pass to a client of 2026-07-28 within a task: call the tool from a client of 2025-11-25",
-                        task.task_id
-                    ),
-                    None,
-                ));
+            TaskStatus::Cancelled => {
+                inputs.forget(&token, &p.task_id);
+                TaskPayload::Cancelled
             }
+            TaskStatus::Completed | TaskStatus::Failed => {
+                // The result the app gave the background request, if it did.
+                let kept = inputs.get(&token, &p.task_id).and_then(|i| i.ended());
+                inputs.forget(&token, &p.task_id);
+                let result = match kept {
+                    Some(r) => r,
+                    None => ask(AppRequest::TaskResult).await,
+                };
+                ended(&task, result)
+            }
+            TaskStatus::InputRequired => {
+                let (inbox, new) = inputs.open(&token, &p.task_id);
+                if new {
+                    // The app asks what the task needs on the stream of its result.
+                    let (agg, ctx, app, id) =
+                        (agg.clone(), ctx.clone(), app.clone(), p.task_id.clone());
+                    let asked = Arc::new(Asked(inbox.clone()));
+                    let (cancel, inbox) = (inbox.cancel.clone(), inbox.clone());
+                    tokio::spawn(async move {
+                        let r = agg.task_result_to(&ctx, &app, &id, asked, cancel).await;
+                        inbox.end(r);
+                    });
+                }
+                inbox.settled(INPUT_WAIT).await;
+                let requests = inbox.requests();
+                match inbox.ended() {
+                    _ if !requests.is_empty() => {
+                        let requests = json!(requests);
+                        // Written as the app wrote them (rmcp's types read numbers as floats).
+                        if let Some(exact) = super::exact::Exact::of(rc) {
+                            exact.result(json!({"inputRequests": requests}));
+                        }
+                        let requests = serde_json::from_value(requests).map_err(|e| {
+                            ErrorData::internal_error(
+                                format!("app {app} asked what cannot be passed to the client: {e}"),
+                                None,
+                            )
+                        })?;
+                        TaskPayload::InputRequired {
+                            input_requests: requests,
+                        }
+                    }
+                    Some(Ok(r)) => {
+                        inputs.forget(&token, &p.task_id);
+                        TaskPayload::Completed { result: object(r) }
+                    }
+                    // The background request failed (the app stopped waiting, it timed
+                    // out): the next `tasks/get` asks again.
+                    Some(Err(_)) => {
+                        inputs.forget(&token, &p.task_id);
+                        TaskPayload::Working
+                    }
+                    None => TaskPayload::Working,
+                }
+            }
+            // Working (or a status of a later version).
+            _ => TaskPayload::Working,
         };
         Ok(GetTaskResult::new(DetailedTask::new(task, payload)))
+    }
+
+    /// `tasks/update` of the extension: the client's answers to the requests its task asked
+    /// (`tasks/get`'s `inputRequests`), passed to the app, which has waited for them.
+    pub(super) fn update_ext_task(
+        &self,
+        p: UpdateTaskParams,
+        rc: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let ctx = self.ctx(rc)?;
+        self.ext_task_app(&ctx, &p.task_id)?;
+        let inbox = self
+            .sessionless
+            .inputs
+            .get(&ctx.caller.token_name(), &p.task_id);
+        let Some(inbox) = inbox else {
+            return Err(invalid(format!(
+                "task {:?} asks for no input now: tasks/get says what it needs",
+                crate::feed::cut(&p.task_id, 100)
+            )));
+        };
+        inbox.answer(&p.input_responses).map_err(|key| {
+            invalid(format!(
+                "inputResponses: {:?} answers no request the task asked (tasks/get lists them as inputRequests)",
+                crate::feed::cut(&key, 100)
+            ))
+        })
     }
 
     /// `tasks/cancel` of the extension: the app cancels the task.
@@ -192,6 +285,7 @@ impl Mcp {
     ) -> Result<(), ErrorData> {
         let ctx = self.ctx(rc)?;
         let app = self.ext_task_app(&ctx, &p.task_id)?;
+        (self.sessionless.inputs).forget(&ctx.caller.token_name(), &p.task_id);
         let params = json!({"taskId": p.task_id});
         let req = AppRequest::CancelTask;
         (self.server.agg)

@@ -350,3 +350,178 @@ fn a_2026_client_gets_an_apps_task_as_the_tasks_extension() {
     let r = call("alpha_plain", &ext);
     assert_eq!(r["result"]["content"][0]["text"], "plain", "{r}");
 }
+
+/// An app (of 2025-11-25) whose task `needy_research` needs the user's name: it says
+/// `input_required` and asks `elicitation/create` on the stream of `tasks/result`, then ends
+/// with a result that greets the name it was given.
+#[derive(Default)]
+struct Needy {
+    /// The client's answer to its request, once given.
+    answer: Mutex<Option<Value>>,
+    /// Where the answer goes to the waiting `tasks/result`.
+    pending: Mutex<Option<tokio::sync::oneshot::Sender<Value>>>,
+    seen: Mutex<Vec<Value>>,
+}
+
+impl Needy {
+    async fn post(self: Arc<Self>, v: Value) -> Response {
+        self.seen.lock().unwrap().push(v.clone());
+        let id = v["id"].clone();
+        let Some(method) = v["method"].as_str() else {
+            // The client's answer to the app's request.
+            if v["id"] == "ask-name" {
+                *self.answer.lock().unwrap() = Some(v.clone());
+                if let Some(tx) = self.pending.lock().unwrap().take() {
+                    let _ = tx.send(v);
+                }
+            }
+            return StatusCode::ACCEPTED.into_response();
+        };
+        if id.is_null() {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        let status = || match self.answer.lock().unwrap().is_some() {
+            true => "completed",
+            false => "input_required",
+        };
+        match method {
+            "initialize" => fake_app::initialized(
+                &id,
+                "needy",
+                json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}}),
+                "session-of-needy",
+            ),
+            "tools/list" => fake_app::rpc(
+                &id,
+                json!({"tools": [{"name": "needy_research", "inputSchema": {"type": "object"},
+                                  "execution": {"taskSupport": "required"}}]}),
+            ),
+            "tools/call" => fake_app::rpc(&id, json!({"task": task("needs-1", "working")})),
+            "tasks/get" => fake_app::rpc(&id, task("needs-1", status())),
+            "tasks/result" => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                *self.pending.lock().unwrap() = Some(tx);
+                let ask = json!({"jsonrpc": "2.0", "id": "ask-name", "method": "elicitation/create",
+                    "params": {"message": "your name?", "requestedSchema": {"type": "object",
+                        "properties": {"name": {"type": "string", "maxLength": 40},
+                                       "age": {"type": "number", "minimum": 0}}},
+                        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "needs-1"}}}});
+                let result = async move {
+                    let answer = rx.await.unwrap_or(Value::Null);
+                    let name = answer["result"]["content"]["name"].as_str().unwrap_or("?");
+                    json!({"jsonrpc": "2.0", "id": id, "result": {"content": [
+                        {"type": "text", "text": format!("hello {name}")}]}})
+                    .to_string()
+                };
+                use futures_util::StreamExt;
+                let stream = futures_util::stream::once(async move { ask.to_string() })
+                    .chain(futures_util::stream::once(result));
+                fake_app::sse(stream)
+            }
+            _ => fake_app::rpc_error(&id, -32601, "method not found", None),
+        }
+    }
+}
+
+/// A client of 2026-07-28 gets the input an app's task needs as the extension has it: the
+/// app's request (asked on the stream of `tasks/result`, as 2025-11-25 has it) is listed in
+/// `tasks/get` as the task's `inputRequests`; the client's `tasks/update` answers it, the
+/// answer reaches the app as the client wrote it, and the next `tasks/get` inlines the result.
+/// An answer to no request, and another token's update, are refused and reach nothing.
+#[test]
+fn a_2026_client_answers_the_input_an_apps_task_needs() {
+    let s = Server::start();
+    let rt = mcp::runtime();
+    let needy = Arc::new(Needy::default());
+    let a = needy.clone();
+    let post: fake_app::Post = Arc::new(move |v| Box::pin(a.clone().post(v)));
+    let url = fake_app::serve(&rt, post, None);
+    create_app(&s, json!({"name": "needy", "mcp_url": url}));
+    let ext = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}});
+    eventually("needy's tool is listed", || {
+        let r = ask_2026(&s, &s.token, "tools/list", json!({}), ext.clone());
+        r.to_string().contains("needy_research")
+    });
+    let params = json!({"name": "needy_research", "arguments": {}});
+    let r = ask_2026(&s, &s.token, "tools/call", params, ext.clone());
+    assert_eq!(r["result"]["taskId"], "needs-1", "{r}");
+    let get = || {
+        ask_2026(
+            &s,
+            &s.token,
+            "tasks/get",
+            json!({"taskId": "needs-1"}),
+            ext.clone(),
+        )
+    };
+    let r = get();
+    let t = &r["result"];
+    assert_eq!(t["status"], "input_required", "{r}");
+    let requests = t["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{r}");
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create", "{r}");
+    assert_eq!(request["params"]["message"], "your name?", "{r}");
+    let schema = &request["params"]["requestedSchema"]["properties"]["name"];
+    assert_eq!(schema["maxLength"], json!(40), "as the app wrote it: {r}");
+    let age = &request["params"]["requestedSchema"]["properties"]["age"];
+    assert_eq!(age["minimum"].to_string(), "0", "as the app wrote it: {r}");
+    assert_eq!(
+        request["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], "needs-1",
+        "{r}"
+    );
+    // Asked again, the same request (the app asked it once).
+    assert_eq!(get()["result"]["inputRequests"][key], *request);
+
+    let update = |token: &str, responses: Value| {
+        let params = json!({"taskId": "needs-1", "inputResponses": responses});
+        ask_2026(&s, token, "tasks/update", params, ext.clone())
+    };
+    let answer = json!({"action": "accept", "content": {"name": "Ada", "age": 36}});
+    let r = update(&s.token, json!({"no-such-request": answer}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-request"),
+        "{r}"
+    );
+    let other = create_app(&s, json!({"name": "other", "call_tools": ["needy_*"]}));
+    let r = update(&other, json!({ key.clone(): answer }));
+    assert_eq!(r["error"]["code"], -32602, "another token's task: {r}");
+    assert!(
+        needy.answer.lock().unwrap().is_none(),
+        "nothing reached the app"
+    );
+
+    let r = update(&s.token, json!({ key.clone(): answer }));
+    assert!(r.get("error").is_none(), "{r}");
+    let got = needy
+        .answer
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the app got the answer");
+    assert_eq!(got["result"], answer, "as the client wrote it: {got}");
+    let mut done = json!(null);
+    eventually("the task ends with its result", || {
+        done = get();
+        done["result"]["status"] == "completed"
+    });
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "hello Ada",
+        "{done}"
+    );
+    let results = needy
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m["method"] == "tasks/result")
+        .count();
+    assert_eq!(
+        results, 1,
+        "the result the background request got is the one given"
+    );
+}

@@ -277,8 +277,20 @@ impl Aggregator {
             cancel,
             agent: agent.cloned(),
         };
+        self.ask_in(app, backend, req, params, &cc).await
+    }
+
+    /// [`Self::ask`] in a request context of the caller's making.
+    pub(super) async fn ask_in(
+        &self,
+        app: &str,
+        backend: &dyn AppBackend,
+        req: AppRequest,
+        params: Value,
+        cc: &CallContext,
+    ) -> Result<Value> {
         let r = backend
-            .request(req, params, &cc)
+            .request(req, params, cc)
             .await
             .map_err(|e| Error::new(502, "app_unreachable", format!("app {app}: {}", e.0)))?;
         // The app answered with a JSON-RPC error: passed on as it is.

@@ -8,11 +8,14 @@
 
 use super::reads::Agent;
 use super::{Aggregator, resources};
-use crate::apps::backend::{AppRequest, structured_as_object};
+use crate::apps::backend::{
+    AppBackend, AppRequest, CallContext, ClientChannel, structured_as_object,
+};
 use crate::auth::{self, Access, Target};
 use crate::error::{Error, Result};
 use crate::ops::{self, Ctx};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// The refusal of a task-augmented call of a tool that does not run as a task: MCP's
@@ -93,20 +96,55 @@ impl Aggregator {
         params: Value,
         cancel: CancellationToken,
     ) -> Result<Value> {
+        let backend = self.task_app(ctx, app)?;
+        let r = self
+            .ask(app, &*backend, req, params, ctx, agent, cancel)
+            .await?;
+        Ok(task_answer(app, req, r))
+    }
+
+    /// `tasks/result` of the task `task_id` that `app` made for a caller without a session
+    /// (the tasks extension of 2026-07-28): what the app asks of the client while it waits
+    /// (the input a task needs) goes to `client`.
+    pub async fn task_result_to(
+        &self,
+        ctx: &Ctx,
+        app: &str,
+        task_id: &str,
+        client: Arc<dyn ClientChannel>,
+        cancel: CancellationToken,
+    ) -> Result<Value> {
+        let backend = self.task_app(ctx, app)?;
+        let cc = CallContext {
+            actor: ctx.actor.harness.clone(),
+            session: ctx.actor.session.clone(),
+            caller: Some(ctx.caller.token_name()),
+            client: Some(client),
+            cancel,
+            agent: None,
+        };
+        let req = AppRequest::TaskResult;
+        let params = json!({"taskId": task_id});
+        let r = self.ask_in(app, &*backend, req, params, &cc).await?;
+        Ok(task_answer(app, req, r))
+    }
+
+    /// The backend of `app`, for a caller that may still use it.
+    fn task_app(&self, ctx: &Ctx, app: &str) -> Result<Arc<dyn AppBackend>> {
         {
             let ns = self.ns.read().unwrap().clone();
             self.may_use(&ctx.caller, &ns, app)?;
         }
-        let backend = self
-            .backend_of(app)
-            .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
-        let mut r = self
-            .ask(app, &*backend, req, params, ctx, agent, cancel)
-            .await?;
-        if req == AppRequest::TaskResult {
-            structured_as_object(&mut r);
-            resources::name_uris(app, &mut r);
-        }
-        Ok(r)
+        self.backend_of(app)
+            .ok_or_else(|| Error::not_found(format!("app {app} is gone")))
     }
+}
+
+/// An app's answer to a task request: a task's result with its URIs named.
+fn task_answer(app: &str, req: AppRequest, mut r: Value) -> Value {
+    if req == AppRequest::TaskResult {
+        structured_as_object(&mut r);
+        resources::name_uris(app, &mut r);
+    }
+    r
 }
