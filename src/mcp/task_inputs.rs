@@ -23,6 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The most tasks waiting for their clients' input at once.
 const MAX_INBOXES: usize = 256;
+/// The most requests of one task waiting for the client: more are refused (a flood).
+const MAX_ASKED: usize = 16;
 
 /// An app's request (`{"method", "params"}`) and where the client's answer goes.
 type Waiting = (Value, oneshot::Sender<Result<Value, ClientRefusal>>);
@@ -123,7 +125,19 @@ impl ClientChannel for Asked {
             let key = format!("{}-{n}", method.replace('/', "-"));
             let (answer, got) = oneshot::channel();
             let request = json!({"method": method, "params": params});
-            inbox.asked.lock().unwrap().insert(key, (request, answer));
+            {
+                let mut asked = inbox.asked.lock().unwrap();
+                if asked.len() >= MAX_ASKED {
+                    return Err(ClientRefusal {
+                        code: -32603,
+                        message: format!(
+                            "this task already waits for {MAX_ASKED} answers of its client: ask again once they came"
+                        ),
+                        data: None,
+                    });
+                }
+                asked.insert(key, (request, answer));
+            }
             inbox.changed.notify_waiters();
             got.await.unwrap_or_else(|_| Err(gone(method)))
         })
@@ -227,6 +241,22 @@ mod tests {
         let got = app.await.unwrap().unwrap();
         assert_eq!(got["content"]["name"], "Ada");
         assert!(inbox.requests().is_empty());
+        // No more than MAX_ASKED wait at once.
+        let flood: Vec<_> = (0..MAX_ASKED + 1)
+            .map(|_| {
+                let asked = Asked(inbox.clone());
+                tokio::spawn(async move { asked.request("roots/list", json!({})).await })
+            })
+            .collect();
+        let mut refused = 0;
+        for f in flood {
+            if let Ok(Ok(Err(_))) =
+                tokio::time::timeout(std::time::Duration::from_millis(50), f).await
+            {
+                refused += 1;
+            }
+        }
+        assert_eq!((refused, inbox.requests().len()), (1, MAX_ASKED));
         // A request of another kind is refused at once.
         let r = Asked(inbox.clone()).request("tools/call", json!({})).await;
         assert!(r.is_err());
