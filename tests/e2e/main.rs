@@ -41,6 +41,7 @@ mod mcp_shown;
 mod mcp_tasks;
 mod oauth;
 mod plain_words;
+mod python_app;
 mod semantic;
 mod semantic_model;
 mod smoke;

@@ -222,7 +222,7 @@ pub fn ask<H: rmcp::ClientHandler>(
 
 /// A request of protocol 2026-07-28 (no session) to the server's `/mcp` with `token`: its
 /// client context in `_meta` (declaring `capabilities`, and a progress `token` if any), and the
-/// headers that version requires (`Mcp-Method`, `Mcp-Name`: the tool or task it names). The
+/// headers that version requires (`Mcp-Method`, `Mcp-Name`: the tool, task or resource it names). The
 /// answer is left to read (a stream stays open while read).
 pub fn post_2026(
     s: &Server,
@@ -240,7 +240,9 @@ pub fn post_2026(
     if let Some(p) = progress {
         params["_meta"]["progressToken"] = serde_json::json!(p);
     }
-    let name = params["name"].as_str().or(params["taskId"].as_str());
+    let name = ["name", "taskId", "uri"]
+        .iter()
+        .find_map(|k| params[*k].as_str());
     let name = name.unwrap_or("").to_string();
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     reqwest::blocking::Client::new()
