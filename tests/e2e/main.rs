@@ -27,6 +27,7 @@ mod engine_files;
 mod engine_history;
 mod engine_ops;
 mod engine_validation;
+mod everything;
 mod feed;
 mod list_changed;
 mod mcp;
