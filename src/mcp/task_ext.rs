@@ -53,8 +53,12 @@ impl Sessionless {
 }
 
 /// How long `tasks/get` waits for the app to ask what its task needs (or to end it) once the
-/// task says `input_required`.
-const INPUT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// task says `input_required`: after the door asked for the task's result, and on later polls
+/// (the app's status may lag behind an answer it got: the task is then said to be working).
+const INPUT_WAIT: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_secs(2),
+    std::time::Duration::from_millis(250),
+);
 
 fn invalid(message: String) -> ErrorData {
     ErrorData::invalid_params(message, None)
@@ -212,7 +216,9 @@ impl Mcp {
                         inbox.end(r);
                     });
                 }
-                inbox.settled(INPUT_WAIT).await;
+                inbox
+                    .settled(if new { INPUT_WAIT.0 } else { INPUT_WAIT.1 })
+                    .await;
                 let requests = inbox.requests();
                 match inbox.ended() {
                     _ if !requests.is_empty() => {
