@@ -14,6 +14,8 @@
 //! - a request's stream resumed if it ends before its answer;
 //! - a session the server no longer knows (it restarted) opened again with the client's own
 //!   `initialize`, and the request posted again;
+//! - a read whose answer was lost (the server restarted while it answered) posted again as
+//!   the server comes back (a write is not: it may have been done);
 //! - a request the server could not be asked answered with an error in plain words.
 
 use super::headers::{self, era_headers};
@@ -36,6 +38,37 @@ const MAX_RESUMES: usize = 100;
 /// [`MAX_WAIT`]).
 const WAIT: Duration = Duration::from_millis(500);
 const MAX_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a read whose answer was lost is posted again while the server comes back.
+const READ_AGAIN: Duration = Duration::from_secs(20);
+
+/// Why one post of a request did not give its answer.
+enum Failed {
+    /// The server does not know the session (it restarted).
+    Gone(Session),
+    /// The server could not be reached, or went away before its answer.
+    Lost(Words),
+    /// The server refused it.
+    Refused(Words),
+}
+
+/// Whether a request only reads: posted again when its answer is lost.
+fn is_read(method: &str) -> bool {
+    matches!(
+        method,
+        "ping"
+            | "server/discover"
+            | "tools/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "prompts/list"
+            | "prompts/get"
+            | "completion/complete"
+            | "tasks/get"
+            | "tasks/list"
+    )
+}
 
 /// A session the client's `initialize` opened at the server.
 #[derive(Clone, PartialEq)]
@@ -361,58 +394,83 @@ impl Relay {
 
     /// A request of the client: posted, and every message of its answer written back. A
     /// session the server no longer knows is opened again, and the request posted again once.
+    /// A read whose answer is lost (the server went away while it answered: it restarted) is
+    /// posted again as the server comes back, for up to [`READ_AGAIN`]; a write is not, as it
+    /// may have been done.
     async fn ask(&self, msg: Value, body: Vec<u8>) {
         let id = msg.get("id").cloned().unwrap_or(Value::Null);
-        let sessionless = !era_headers(&msg).is_empty();
-        for again in [false, true] {
-            let session = self.session().filter(|_| !sessionless);
-            let r = match self.post(&msg, &body, session.as_ref()).await {
-                Ok(r) => r,
-                Err(why) => return self.say(refusal(&id, -32603, why)).await,
+        let method = msg.get("method").and_then(Value::as_str);
+        let read = method.is_some_and(is_read);
+        let (mut reopened, mut lost_until) = (false, None);
+        loop {
+            let why = match self.ask_once(&msg, &body, &id, method).await {
+                Ok(()) => return,
+                Err(Failed::Gone(stale)) if !reopened => {
+                    reopened = true;
+                    match self.reopen(&stale).await {
+                        Ok(()) => continue,
+                        Err(why) => why,
+                    }
+                }
+                Err(Failed::Gone(_)) => format!("{} does not know the session", self.url),
+                Err(Failed::Lost(why)) if read => {
+                    let until =
+                        *lost_until.get_or_insert_with(|| tokio::time::Instant::now() + READ_AGAIN);
+                    if tokio::time::Instant::now() < until {
+                        tokio::time::sleep(WAIT).await;
+                        continue;
+                    }
+                    why
+                }
+                Err(Failed::Lost(why) | Failed::Refused(why)) => why,
             };
-            if r.status() == reqwest::StatusCode::NOT_FOUND
-                && let Some(stale) = session.filter(|_| !again)
-            {
-                if let Err(why) = self.reopen(&stale).await {
-                    return self.say(refusal(&id, -32603, why)).await;
-                }
-                continue;
-            }
-            if !r.status().is_success() {
-                let why = self.refused(r, &id).await;
-                return self.say(refusal(&id, -32603, why)).await;
-            }
-            if r.status() == reqwest::StatusCode::ACCEPTED {
-                return;
-            }
-            let session = self.session().filter(|_| !sessionless);
-            let method = msg.get("method").and_then(Value::as_str);
-            if !is_sse(&r) {
-                match r.text().await {
-                    Ok(t) => {
-                        self.schemas.learn(method, &t);
-                        self.say(one_line(t.trim().to_string())).await
-                    }
-                    Err(e) => {
-                        let why = plain::error_words(&self.url, Who::Engine, &e);
-                        self.say(refusal(&id, -32603, why)).await;
-                    }
-                }
-                return;
-            }
-            let mut answer = None;
-            if let Err(why) = self
-                .relay_stream(r, Some(&id), &mut answer, session.as_ref())
-                .await
-            {
-                return self.say(refusal(&id, -32603, why)).await;
-            }
-            if let Some(a) = answer {
-                self.schemas.learn(method, &a);
-                self.say(a).await;
-            }
-            return;
+            return self.say(refusal(&id, -32603, why)).await;
         }
+    }
+
+    /// One post of a request, and its answer written back.
+    async fn ask_once(
+        &self,
+        msg: &Value,
+        body: &[u8],
+        id: &Value,
+        method: Option<&str>,
+    ) -> Result<(), Failed> {
+        let sessionless = !era_headers(msg).is_empty();
+        let session = self.session().filter(|_| !sessionless);
+        let r = self
+            .post(msg, body, session.as_ref())
+            .await
+            .map_err(Failed::Lost)?;
+        if r.status() == reqwest::StatusCode::NOT_FOUND
+            && let Some(stale) = session
+        {
+            return Err(Failed::Gone(stale));
+        }
+        if !r.status().is_success() {
+            return Err(Failed::Refused(self.refused(r, id).await));
+        }
+        if r.status() == reqwest::StatusCode::ACCEPTED {
+            return Ok(());
+        }
+        if !is_sse(&r) {
+            let t = r
+                .text()
+                .await
+                .map_err(|e| Failed::Lost(plain::error_words(&self.url, Who::Engine, &e)))?;
+            self.schemas.learn(method, &t);
+            self.say(one_line(t.trim().to_string())).await;
+            return Ok(());
+        }
+        let mut answer = None;
+        self.relay_stream(r, Some(id), &mut answer, session.as_ref())
+            .await
+            .map_err(Failed::Lost)?;
+        if let Some(a) = answer {
+            self.schemas.learn(method, &a);
+            self.say(a).await;
+        }
+        Ok(())
     }
 
     /// Writes back every message of an SSE response; the one answering `id` (if any) is kept in

@@ -2,7 +2,8 @@
 //! integer stays an integer (rmcp's types read a tool result's `annotations.priority` and a
 //! progress notification's numbers as floats, so `1` would arrive as `1.0`). The paths: the
 //! door's own JSON answer, rmcp's SSE answer (a call that asks for progress), a client of
-//! protocol 2026-07-28, and `datanotes mcp` on stdio (both eras).
+//! protocol 2026-07-28, and `datanotes mcp` on stdio (both eras). And the relay's own work:
+//! answers owed when stdin closes, `Mcp-Param-*` headers, a read lost in a restart asked again.
 
 use crate::kit::*;
 use axum::http::StatusCode;
@@ -20,6 +21,9 @@ fn app_result() -> Value {
 fn ranked(text: &str) -> Value {
     json!({"type": "text", "text": text, "annotations": {"priority": 1}})
 }
+
+/// The `resources/read` the app was asked (it answers them in 1.5 s).
+static SLOW_READS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// An app whose tool `exact_numbers` sends progress (with the call's token, if it gave one)
 /// and answers [`app_result`], on an SSE stream; `exact_json` answers it as one JSON body. Its
@@ -49,6 +53,15 @@ async fn post(v: Value) -> Response {
             &id,
             json!({"messages": [{"role": "user", "content": ranked("ask")}]}),
         ),
+        // Slow: the engine may go away while it answers.
+        Some("resources/read") => {
+            SLOW_READS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            fake_app::rpc(
+                &id,
+                json!({"contents": [{"uri": "file:///n", "text": "slow"}]}),
+            )
+        }
         Some("tools/call") if v["params"]["name"] == "exact_json" => {
             fake_app::rpc(&id, app_result())
         }
@@ -449,4 +462,41 @@ fn a_stdio_line_that_is_not_json_is_answered_and_the_relay_goes_on() {
     assert_eq!(v["error"]["code"], -32600, "{line}");
     let init = io.initialize(2);
     assert!(init.last().unwrap().contains("\"result\""), "{init:?}");
+}
+
+/// A read whose answer is lost because the engine went away while it answered (killed, and
+/// started again on the same address) is posted again by `datanotes mcp` once the engine is
+/// back, on a session opened again: the client gets its answer, not an error. (A write is not
+/// posted again: it may have been done.)
+#[test]
+fn a_read_lost_in_an_engine_restart_is_asked_again_by_the_relay() {
+    let mut s = Server::start();
+    let rt = mcp::runtime();
+    exact_app(&s, &rt);
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let mut io = Stdio::start(&s);
+    io.initialize(1);
+    io.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let before = SLOW_READS.load(std::sync::atomic::Ordering::SeqCst);
+    io.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                   "params": {"uri": "file://exact//n"}}),
+    );
+    eventually("the app is asked", || {
+        SLOW_READS.load(std::sync::atomic::Ordering::SeqCst) > before
+    });
+    s.kill();
+    let dir = s.dir.clone();
+    let s2 = Server::start_opts(&dir, &["--listen", &addr], &[]);
+    let got = io.until_answer(2);
+    let answer: Value = serde_json::from_str(got.last().unwrap()).unwrap();
+    assert_eq!(
+        answer["result"]["contents"][0]["text"], "slow",
+        "the read's answer: {answer}"
+    );
+    assert!(
+        SLOW_READS.load(std::sync::atomic::Ordering::SeqCst) >= before + 2,
+        "asked again"
+    );
+    drop(s2);
 }
