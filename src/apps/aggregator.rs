@@ -647,12 +647,15 @@ impl Aggregator {
         };
         let before: HashSet<String> = self.app_tool_names(name).into_iter().collect();
         let caps = self.caps;
-        let r = backend.list().await.and_then(|l| {
+        let r = backend.list().await.and_then(|mut l| {
             let bytes = serde_json::to_vec(&l.tools).map_or(0, |v| v.len());
-            match caps.listing_over(l.tools.len(), bytes, 1) {
-                Some(why) => Err(BackendError(why)),
-                None => Ok(l),
+            if let Some(why) = caps.listing_over(l.tools.len(), bytes, 1) {
+                return Err(BackendError(why));
             }
+            if let Some(why) = caps.bound_content(&mut l) {
+                tracing::warn!(app = name, "{why}");
+            }
+            Ok(l)
         });
         let mut changed = None;
         let mut first = false;

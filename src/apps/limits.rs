@@ -75,6 +75,42 @@ impl ListingCaps {
         }
     }
 
+    /// Cuts an app's resources, templates and prompts to the caps: `max_tools` of each, and
+    /// `max_bytes` of them in all, in the app's order (a remote app's listing stops there as it
+    /// is read; a WASM app's comes whole from its instance). Says what was cut, if anything.
+    pub fn bound_content(&self, l: &mut crate::apps::backend::Listing) -> Option<String> {
+        let mut bytes = 0usize;
+        let mut cut = vec![];
+        for (what, items) in [
+            ("resources", &mut l.resources),
+            ("resource templates", &mut l.templates),
+            ("prompts", &mut l.prompts),
+        ] {
+            let keep = items
+                .iter()
+                .take(self.max_tools)
+                .take_while(|i| {
+                    bytes += serde_json::to_vec(i).map_or(0, |v| v.len());
+                    bytes <= self.max_bytes
+                })
+                .count();
+            if keep < items.len() {
+                cut.push(format!(
+                    "{} of its {} {what}",
+                    items.len() - keep,
+                    items.len()
+                ));
+                items.truncate(keep);
+            }
+        }
+        (!cut.is_empty()).then(|| {
+            format!(
+                "the app lists more than the caps allow (DATANOTES_APP_MAX_TOOLS of each kind, DATANOTES_APP_MAX_LISTING_BYTES in all): {} are left out",
+                cut.join(", ")
+            )
+        })
+    }
+
     /// Why a tool is skipped for its size, if it is.
     pub fn tool_over(&self, t: &Tool) -> Option<String> {
         let desc = t.description.as_deref().map_or(0, str::len);
@@ -144,5 +180,38 @@ mod tests {
         assert_eq!(caps.instructions("a", "short"), "short");
         let cut = caps.instructions("a", "ééééé");
         assert!(cut.starts_with("éé\n[instructions of app a cut at 5 bytes of 10"));
+    }
+
+    #[test]
+    fn content_is_cut_to_the_caps_in_the_apps_order() {
+        use serde_json::json;
+        let caps = ListingCaps {
+            max_tools: 3,
+            max_bytes: 200,
+            ..ListingCaps::default()
+        };
+        let mut l = crate::apps::backend::Listing {
+            resources: (0..5)
+                .map(|i| json!({"uri": format!("note://{i}")}))
+                .collect(),
+            prompts: vec![json!({"name": "p"})],
+            ..Default::default()
+        };
+        let why = caps.bound_content(&mut l).unwrap();
+        assert_eq!(l.resources.len(), 3, "{why}");
+        assert_eq!(l.prompts.len(), 1);
+        assert!(why.contains("2 of its 5 resources"), "{why}");
+        // Over the bytes: what comes after is left out.
+        let mut big = crate::apps::backend::Listing {
+            resources: vec![json!({"uri": "x".repeat(185)}), json!({"uri": "note://y"})],
+            prompts: vec![json!({"name": "p"})],
+            ..Default::default()
+        };
+        caps.bound_content(&mut big).unwrap();
+        assert_eq!((big.resources.len(), big.prompts.len()), (1, 0));
+        assert!(
+            caps.bound_content(&mut big).is_none(),
+            "within the caps now"
+        );
     }
 }
