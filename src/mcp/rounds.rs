@@ -32,6 +32,14 @@ pub(super) fn era(rc: &rmcp::service::RequestContext<rmcp::RoleServer>) -> bool 
         .is_some_and(|v| v >= "2026-07-28")
 }
 
+/// Whether an app's request is one a client of 2026-07-28 can be given as an input request.
+pub(super) fn asks_the_client(method: &str) -> bool {
+    matches!(
+        method,
+        "sampling/createMessage" | "elicitation/create" | "roots/list"
+    )
+}
+
 /// The most calls waiting for their clients' input at once: beyond it, the oldest is
 /// cancelled.
 const MAX_WAITING: usize = 256;
@@ -78,10 +86,7 @@ impl ClientChannel for Bridge {
         params: Value,
     ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
         Box::pin(async move {
-            if !matches!(
-                method,
-                "sampling/createMessage" | "elicitation/create" | "roots/list"
-            ) {
+            if !asks_the_client(method) {
                 return Err(ClientRefusal::undeclared(method));
             }
             let (answer, got) = oneshot::channel();

@@ -52,6 +52,10 @@ impl Sessionless {
     }
 }
 
+/// How long `tasks/get` of a task that ended waits for its result to reach the background
+/// request (made while it needed input), before it asks the app for the result again.
+const RESULT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How long `tasks/get` waits for the app to ask what its task needs (or to end it) once the
 /// task says `input_required`: after the door asked for the task's result, and on later polls
 /// (the app's status may lag behind an answer it got: the task is then said to be working).
@@ -194,8 +198,11 @@ impl Mcp {
                 TaskPayload::Cancelled
             }
             TaskStatus::Completed | TaskStatus::Failed => {
-                // The result the app gave the background request, if it did.
-                let kept = inputs.get(&token, &p.task_id).and_then(|i| i.ended());
+                // The result the app gives the background request, if one was made.
+                let kept = match inputs.get(&token, &p.task_id) {
+                    Some(i) => i.result_within(RESULT_WAIT).await,
+                    None => None,
+                };
                 inputs.forget(&token, &p.task_id);
                 let result = match kept {
                     Some(r) => r,

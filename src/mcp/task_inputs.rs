@@ -68,6 +68,25 @@ impl Inbox {
         .await;
     }
 
+    /// Its result, waited for at most `within`: the app may say its task ended before the
+    /// result reaches the background request.
+    pub(super) async fn result_within(
+        &self,
+        within: std::time::Duration,
+    ) -> Option<Result<Value, crate::error::Error>> {
+        let _ = tokio::time::timeout(within, async {
+            loop {
+                let changed = self.changed.notified();
+                if self.ended.lock().unwrap().is_some() {
+                    return;
+                }
+                changed.await;
+            }
+        })
+        .await;
+        self.ended()
+    }
+
     /// The background `tasks/result` ended with `r`.
     pub(super) fn end(&self, r: Result<Value, crate::error::Error>) {
         *self.ended.lock().unwrap() = Some(r);
@@ -114,10 +133,7 @@ impl ClientChannel for Asked {
         params: Value,
     ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
         Box::pin(async move {
-            if !matches!(
-                method,
-                "sampling/createMessage" | "elicitation/create" | "roots/list"
-            ) {
+            if !super::rounds::asks_the_client(method) {
                 return Err(ClientRefusal::undeclared(method));
             }
             let inbox = &self.0;
