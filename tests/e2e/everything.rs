@@ -17,24 +17,13 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Node's path and the everything server's entry point, installed once per test run.
-fn installed() -> (PathBuf, PathBuf) {
+fn node_and_server() -> (PathBuf, PathBuf) {
     static PATHS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     PATHS
         .get_or_init(|| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let out = Command::new("bash")
-                .arg(root.join("scripts/fetch-mcp-node"))
-                .arg("--print")
-                .output()
-                .expect("bash scripts/fetch-mcp-node");
-            assert!(
-                out.status.success(),
-                "scripts/fetch-mcp-node failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let text = String::from_utf8(out.stdout).unwrap();
-            let mut lines = text.lines().map(PathBuf::from);
-            (lines.next().unwrap(), lines.next().unwrap())
+            let mut p = installed("fetch-mcp-node", &[]);
+            let server = p.pop().expect("the server's path");
+            (p.pop().expect("Node's path"), server)
         })
         .clone()
 }
@@ -48,7 +37,7 @@ struct Everything {
 
 impl Everything {
     fn start() -> Everything {
-        let (node, entry) = installed();
+        let (node, entry) = node_and_server();
         let dir = tempfile::tempdir().unwrap();
         let portfile = dir.path().join("port");
         let preload = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/listen-loopback.cjs");

@@ -27,21 +27,8 @@ use std::sync::OnceLock;
 /// The Python of `target/fidelity/py2` (the SDK 2.3.0), installed once per test run.
 fn python() -> PathBuf {
     static PY: OnceLock<PathBuf> = OnceLock::new();
-    PY.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let out = Command::new("bash")
-            .arg(root.join("scripts/fetch-mcp-python"))
-            .args(["--print", "2"])
-            .output()
-            .expect("bash scripts/fetch-mcp-python");
-        assert!(
-            out.status.success(),
-            "scripts/fetch-mcp-python failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-    .clone()
+    PY.get_or_init(|| installed("fetch-mcp-python", &["2"]).remove(0))
+        .clone()
 }
 
 /// The Python app, running; killed on drop.

@@ -163,25 +163,35 @@ pub fn remove_index(dir: &Path) -> usize {
     n
 }
 
+/// What one of the project's installers (`scripts/<script>`, run with `--print` and `args`)
+/// prints: the paths of what it installed under `target/`, one a line. It installs them the
+/// first time; later runs find them there.
+pub fn installed(script: &str, args: &[&str]) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("bash")
+        .arg(root.join("scripts").join(script))
+        .arg("--print")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("bash scripts/{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(PathBuf::from)
+        .collect()
+}
+
 /// The default embedding model's folder (`scripts/fetch-model` installs it under `target/models/`
 /// the first time; later calls find it there).
 pub fn model_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let out = std::process::Command::new("bash")
-            .arg(root.join("scripts/fetch-model"))
-            .arg("--print")
-            .output()
-            .expect("bash scripts/fetch-model");
-        assert!(
-            out.status.success(),
-            "scripts/fetch-model failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-    .clone()
+    DIR.get_or_init(|| installed("fetch-model", &[]).remove(0))
+        .clone()
 }
 
 impl Server {

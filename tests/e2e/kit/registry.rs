@@ -12,21 +12,8 @@ use std::time::{Duration, Instant};
 /// `target/oci-tools/`, installed (or checked) once per test run.
 pub fn oci_tools() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let out = Command::new("bash")
-            .arg(root.join("scripts/fetch-oci-tools"))
-            .arg("--print")
-            .output()
-            .expect("bash scripts/fetch-oci-tools");
-        assert!(
-            out.status.success(),
-            "scripts/fetch-oci-tools failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-    .clone()
+    DIR.get_or_init(|| super::installed("fetch-oci-tools", &[]).remove(0))
+        .clone()
 }
 
 /// A running `docker-registry serve` on `127.0.0.1:PORT`, its storage in a temporary folder.
