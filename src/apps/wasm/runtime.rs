@@ -4,7 +4,7 @@
 use super::error::WasmError;
 use super::host::Host;
 use super::limits::{self, Limits, MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, Meter};
-use super::typed::Shared;
+use super::typed::{self, Shared};
 use super::{WORLD, WasmApp, WasmInfo, bindings, bindings_v2};
 use crate::apps::backend::Listing;
 use crate::auth::AppScope;
@@ -33,8 +33,9 @@ pub struct WasmRuntime {
     pub(crate) meter: Arc<Meter>,
     /// The epoch ticker, ticking while an instance is checked out.
     pub(super) ticker: Arc<limits::Ticker>,
-    /// Part of a cached listing's name: a listing is kept per component, per app and per build
-    /// of the server (the conversion of a component's answers into tools belongs to the build).
+    /// Part of a cached listing's name: a listing is kept per component (and per app, for a
+    /// typed one) and per build of the server (the conversion of a component's answers into
+    /// tools belongs to the build).
     listing_key: u64,
     /// How long listing each component's tools took without running it, by SHA-256 (shown in
     /// an app's `runtime`, see [`WasmRuntime::listing_us`]).
@@ -348,13 +349,14 @@ impl WasmRuntime {
         }
     }
 
-    /// Where the tools a component lists as app `app` are kept: next to its compiled code, for
-    /// this build. Per app: a typed component's tools carry the app's name, and two apps of
-    /// one component (in one server, or in two sharing the cache) must not list each other's.
-    fn listing_path(&self, sha: &str, app: &str) -> PathBuf {
+    /// Where the tools a component lists are kept: next to its compiled code, for this build.
+    /// A typed component's tools carry the app's name ([`typed::names_the_app`]), so its
+    /// listing is kept per app (`Some(app)`): two apps of one component, in one server or in
+    /// two sharing the cache, must not list each other's. Another's is kept once (`None`).
+    fn listing_path(&self, sha: &str, app: Option<&str>) -> PathBuf {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (self.listing_key, app).hash(&mut h);
+        (self.listing_key, app.unwrap_or("")).hash(&mut h);
         let code = self.cache_path(sha);
         code.with_extension(format!("tools-{:016x}.json", h.finish()))
     }
@@ -363,7 +365,9 @@ impl WasmRuntime {
     /// instance.
     pub(super) fn cached_listing(&self, sha: &str, app: &str) -> Option<Listing> {
         let t0 = std::time::Instant::now();
-        let bytes = std::fs::read(self.listing_path(sha, app)).ok()?;
+        let bytes = std::fs::read(self.listing_path(sha, None))
+            .or_else(|_| std::fs::read(self.listing_path(sha, Some(app))))
+            .ok()?;
         let l = serde_json::from_slice(&bytes).ok()?;
         self.note_listing(sha, false, t0.elapsed());
         Some(l)
@@ -404,7 +408,7 @@ impl WasmRuntime {
     /// Keeps the tools a component listed (see [`WasmRuntime::cached_listing`]), unless kept
     /// already.
     pub(super) fn save_listing(&self, sha: &str, app: &str, l: &Listing) {
-        let path = self.listing_path(sha, app);
+        let path = self.listing_path(sha, typed::names_the_app(l).then_some(app));
         let r = serde_json::to_vec(l)
             .map_err(std::io::Error::other)
             .and_then(|b| match std::fs::read(&path) {

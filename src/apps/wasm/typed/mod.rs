@@ -440,7 +440,7 @@ fn discover(
             "description": description,
             "inputSchema": schema::input_schema(&f.params),
             "outputSchema": schema::output_schema(result.as_ref()),
-            "_meta": {"datanotes/wit": wit_name},
+            "_meta": {WIT_META: wit_name},
         });
         match serde_json::from_value(tool) {
             Ok(t) => tools.push(t),
@@ -475,6 +475,18 @@ fn discover(
         },
     })
 }
+
+/// Whether a listing is a typed component's, whose tools (and skipped functions) are named for
+/// the app: its tools carry `_meta["datanotes/wit"]`, its skipped functions their `function`.
+pub(in crate::apps::wasm) fn names_the_app(l: &Listing) -> bool {
+    l.tools
+        .iter()
+        .any(|t| t.meta.as_ref().is_some_and(|m| m.0.contains_key(WIT_META)))
+        || l.skipped.iter().any(|s| s.get("function").is_some())
+}
+
+/// The key of a typed tool's `_meta` that names its WIT function.
+const WIT_META: &str = "datanotes/wit";
 
 /// A function's signature as WIT, e.g. `norm2(p: record { x: s32, y: s32 }) -> u64`.
 fn signature(name: &str, params: &[(String, Type)], results: &[Type]) -> String {
