@@ -545,6 +545,16 @@ fn call_with_progress(
     let token = handle.progress_token.clone();
     let r = serde_json::to_value(rt.block_on(handle.await_response()).unwrap()).unwrap();
     assert_ne!(r["isError"], true, "{tool}: {r}");
+    // rmcp's client hands each notification to its handler in a task of its own: the last
+    // progress, sent before the result, may be noted after it. Noted once none came for 200 ms.
+    let mut seen = (progress.0.lock().unwrap().len(), Instant::now());
+    while seen.1.elapsed() < Duration::from_millis(200) {
+        std::thread::sleep(Duration::from_millis(20));
+        let n = progress.0.lock().unwrap().len();
+        if n != seen.0 {
+            seen = (n, Instant::now());
+        }
+    }
     let got = progress.0.lock().unwrap().clone();
     assert!(got.iter().all(|p| p.progress_token == token), "{got:?}");
     (r["structuredContent"].clone(), got)
