@@ -37,6 +37,9 @@ pub struct WasmRuntime {
     /// typed one) and per build of the server (the conversion of a component's answers into
     /// tools belongs to the build).
     listing_key: u64,
+    /// Part of a compile cache entry's name: this engine's configuration and version (made
+    /// once: hashing the configuration is not free).
+    code_key: u64,
     /// How long listing each component's tools took without running it, by SHA-256 (shown in
     /// an app's `runtime`, see [`WasmRuntime::listing_us`]).
     listing_times: std::sync::Mutex<std::collections::HashMap<String, ListingTimes>>,
@@ -207,7 +210,15 @@ impl WasmRuntime {
             exe.map(|m| (m.len(), m.modified().ok())).hash(&mut h);
             h.finish()
         };
+        let code_key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut h);
+            env!("CARGO_PKG_VERSION").hash(&mut h);
+            h.finish()
+        };
         Ok(Arc::new(WasmRuntime {
+            code_key,
             ticker,
             idle: crate::knobs::ms("DATANOTES_WASM_IDLE_MS", 60_000),
             meter: Arc::default(),
@@ -226,12 +237,8 @@ impl WasmRuntime {
 
     /// The compile cache entry of a component: its SHA-256 and this engine's configuration.
     fn cache_path(&self, sha: &str) -> PathBuf {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut h);
-        env!("CARGO_PKG_VERSION").hash(&mut h);
         self.cache_dir
-            .join(format!("{sha}-{:016x}.cwasm", h.finish()))
+            .join(format!("{sha}-{:016x}.cwasm", self.code_key))
     }
 
     /// The component installed as `sha`, loaded and linked: the one every app of that file
