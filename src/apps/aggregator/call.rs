@@ -91,18 +91,7 @@ impl Aggregator {
         let Some(backend) = backend else {
             return unreachable(app, "it has no backend");
         };
-        let cc = CallContext {
-            actor: match (&ctx.actor.harness, &ctx.actor.model) {
-                (Some(h), Some(m)) => Some(format!("{h} / {m}")),
-                (Some(h), None) => Some(h.clone()),
-                _ => None,
-            },
-            session: ctx.actor.session.clone(),
-            caller: Some(ctx.caller.token_name()),
-            client,
-            cancel,
-            agent,
-        };
+        let cc = context_of(&ctx, client, agent, cancel);
         let t0 = std::time::Instant::now();
         let r = backend.call(tool, args, &cc).await;
         tracing::debug!(app = %app, tool, us = t0.elapsed().as_micros() as u64, ok = r.is_ok(), "app call");
@@ -169,5 +158,28 @@ fn unreachable(app: &str, why: &str) -> CallOutcome {
         served_by: app.to_string(),
         is_mcp_result: false,
         cancelled: false,
+    }
+}
+
+/// The request context an app is given for a caller: its actor (`harness / model`), session
+/// and token, where what the app says during the request goes (`client`), the agent it is made
+/// for, and when the caller gave up.
+pub(super) fn context_of(
+    ctx: &Ctx,
+    client: Option<Arc<dyn ClientChannel>>,
+    agent: Option<Arc<dyn AgentChannel>>,
+    cancel: CancellationToken,
+) -> CallContext {
+    CallContext {
+        actor: match (&ctx.actor.harness, &ctx.actor.model) {
+            (Some(h), Some(m)) => Some(format!("{h} / {m}")),
+            (Some(h), None) => Some(h.clone()),
+            _ => None,
+        },
+        session: ctx.actor.session.clone(),
+        caller: Some(ctx.caller.token_name()),
+        client,
+        cancel,
+        agent,
     }
 }

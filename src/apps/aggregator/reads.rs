@@ -269,14 +269,7 @@ impl Aggregator {
         agent: Agent<'_>,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<Value> {
-        let cc = CallContext {
-            actor: ctx.actor.harness.clone(),
-            session: ctx.actor.session.clone(),
-            caller: Some(ctx.caller.token_name()),
-            client: None,
-            cancel,
-            agent: agent.cloned(),
-        };
+        let cc = super::call::context_of(ctx, None, agent.cloned(), cancel);
         self.ask_in(app, backend, req, params, &cc).await
     }
 

@@ -8,9 +8,7 @@
 
 use super::reads::Agent;
 use super::{Aggregator, resources};
-use crate::apps::backend::{
-    AppBackend, AppRequest, CallContext, ClientChannel, structured_as_object,
-};
+use crate::apps::backend::{AppBackend, AppRequest, ClientChannel, structured_as_object};
 use crate::auth::{self, Access, Target};
 use crate::error::{Error, Result};
 use crate::ops::{self, Ctx};
@@ -115,14 +113,7 @@ impl Aggregator {
         cancel: CancellationToken,
     ) -> Result<Value> {
         let backend = self.task_app(ctx, app)?;
-        let cc = CallContext {
-            actor: ctx.actor.harness.clone(),
-            session: ctx.actor.session.clone(),
-            caller: Some(ctx.caller.token_name()),
-            client: Some(client),
-            cancel,
-            agent: None,
-        };
+        let cc = super::call::context_of(ctx, Some(client), None, cancel);
         let req = AppRequest::TaskResult;
         let params = json!({"taskId": task_id});
         let r = self.ask_in(app, &*backend, req, params, &cc).await?;
