@@ -96,17 +96,19 @@ impl ClientChannel for Bridge {
                 answer,
             };
             if self.0.send(ask).await.is_err() {
-                return Err(gone(method));
+                return Err(went_away("call", method));
             }
-            got.await.unwrap_or_else(|_| Err(gone(method)))
+            got.await.unwrap_or_else(|_| Err(went_away("call", method)))
         })
     }
 }
 
-fn gone(method: &str) -> ClientRefusal {
+/// The refusal of an app's request whose client went away before it answered (`of`: "call"
+/// or "task").
+pub(super) fn went_away(of: &str, method: &str) -> ClientRefusal {
     ClientRefusal {
         code: -32603,
-        message: format!("the client of this call did not answer {method}: it went away"),
+        message: format!("the client of this {of} did not answer {method}: it went away"),
         data: None,
     }
 }

@@ -57,12 +57,11 @@ impl Sessionless {
 const RESULT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long `tasks/get` waits for the app to ask what its task needs (or to end it) once the
-/// task says `input_required`: after the door asked for the task's result, and on later polls
-/// (the app's status may lag behind an answer it got: the task is then said to be working).
-const INPUT_WAIT: (std::time::Duration, std::time::Duration) = (
-    std::time::Duration::from_secs(2),
-    std::time::Duration::from_millis(250),
-);
+/// task says `input_required` and the door asked for the task's result.
+const FIRST_INPUT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The same wait on later polls: the app's status may lag behind an answer it got (the task
+/// is then said to be working).
+const NEXT_INPUT_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 fn invalid(message: String) -> ErrorData {
     ErrorData::invalid_params(message, None)
@@ -224,7 +223,11 @@ impl Mcp {
                     });
                 }
                 inbox
-                    .settled(if new { INPUT_WAIT.0 } else { INPUT_WAIT.1 })
+                    .settled(if new {
+                        FIRST_INPUT_WAIT
+                    } else {
+                        NEXT_INPUT_WAIT
+                    })
                     .await;
                 let requests = inbox.requests();
                 match inbox.ended() {

@@ -56,14 +56,8 @@ impl Inbox {
 
     /// Waits until a request waits for the client or the result came, at most `within`.
     pub(super) async fn settled(&self, within: std::time::Duration) {
-        let _ = tokio::time::timeout(within, async {
-            loop {
-                let changed = self.changed.notified();
-                if !self.asked.lock().unwrap().is_empty() || self.ended.lock().unwrap().is_some() {
-                    return;
-                }
-                changed.await;
-            }
+        self.wait(within, |i| {
+            !i.asked.lock().unwrap().is_empty() || i.ended.lock().unwrap().is_some()
         })
         .await;
     }
@@ -74,17 +68,23 @@ impl Inbox {
         &self,
         within: std::time::Duration,
     ) -> Option<Result<Value, crate::error::Error>> {
+        self.wait(within, |i| i.ended.lock().unwrap().is_some())
+            .await;
+        self.ended()
+    }
+
+    /// Waits until `done` holds, told by each change, at most `within`.
+    async fn wait(&self, within: std::time::Duration, done: impl Fn(&Self) -> bool) {
         let _ = tokio::time::timeout(within, async {
             loop {
                 let changed = self.changed.notified();
-                if self.ended.lock().unwrap().is_some() {
+                if done(self) {
                     return;
                 }
                 changed.await;
             }
         })
         .await;
-        self.ended()
     }
 
     /// The background `tasks/result` ended with `r`.
@@ -155,16 +155,9 @@ impl ClientChannel for Asked {
                 asked.insert(key, (request, answer));
             }
             inbox.changed.notify_waiters();
-            got.await.unwrap_or_else(|_| Err(gone(method)))
+            got.await
+                .unwrap_or_else(|_| Err(super::rounds::went_away("task", method)))
         })
-    }
-}
-
-fn gone(method: &str) -> ClientRefusal {
-    ClientRefusal {
-        code: -32603,
-        message: format!("the client of this task did not answer {method}: it went away"),
-        data: None,
     }
 }
 
