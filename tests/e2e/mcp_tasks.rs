@@ -499,12 +499,11 @@ fn a_2026_client_answers_the_input_an_apps_task_needs() {
 
     let r = update(&s.token, json!({ key.clone(): answer }));
     assert!(r.get("error").is_none(), "{r}");
-    let got = needy
-        .answer
-        .lock()
-        .unwrap()
-        .clone()
-        .expect("the app got the answer");
+    // Handed to the app's waiting request, which posts it to the app: it arrives soon after.
+    eventually("the app gets the answer", || {
+        needy.answer.lock().unwrap().is_some()
+    });
+    let got = needy.answer.lock().unwrap().clone().unwrap();
     assert_eq!(got["result"], answer, "as the client wrote it: {got}");
     let mut done = json!(null);
     eventually("the task ends with its result", || {
