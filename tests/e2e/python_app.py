@@ -73,6 +73,9 @@ async def complete(ref, argument, context):
 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 sock.bind(("127.0.0.1", 0))
+# Listen before the port is announced: uvicorn starts slowly under load, and a connection made
+# before it listens would be refused (the engine's first probe then backs off for 10 s).
+sock.listen(128)
 print(f"listening on {sock.getsockname()[1]}", flush=True)
 server = uvicorn.Server(uvicorn.Config(app.streamable_http_app(), log_level="warning"))
 server.run(sockets=[sock])

@@ -67,16 +67,32 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// Waits until `f` holds (for things the server does in the background, like the file watcher).
+/// How long a test waits for something the server does in the background before it fails:
+/// 20 s, times `DATANOTES_TEST_TIME_FACTOR` (a slower machine may raise it). A hang guard, never
+/// a speed target: what should be fast is measured in `examples/bench`.
+pub fn patience() -> Duration {
+    static FACTOR: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let f = *FACTOR.get_or_init(|| {
+        std::env::var("DATANOTES_TEST_TIME_FACTOR")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|f| f.is_finite() && *f >= 1.0)
+            .unwrap_or(1.0)
+    });
+    Duration::from_secs_f64(20.0 * f)
+}
+
+/// Waits until `f` holds (for things the server does in the background, like the file watcher),
+/// up to [`patience`].
 pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + patience();
     while Instant::now() < deadline {
         if f() {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("timed out waiting for: {what}");
+    panic!("timed out after {:?} waiting for: {what}", patience());
 }
 
 /// An error object has a code, a message and, when present, string table/column/rule/hint.
