@@ -163,6 +163,8 @@ pub enum Target<'a> {
     App(&'a str),
     /// A tool of the namespace (an engine operation or an app's tool), by name.
     Tool(&'a str),
+    /// An engine setting, by name (`set_engine_settings` asks for each it changes).
+    Setting(&'a str),
     /// An app's resources, resource templates, prompts and completions: the app, and the
     /// names of the tools it serves now.
     AppContent {
@@ -198,6 +200,11 @@ pub enum Access {
     /// The owner alone.
     Owner,
 }
+
+/// The engine settings only the owner may change, whatever other rights a caller has: those
+/// that widen what is trusted (the keys apps are signed with, whether a signature is required)
+/// or where the engine reads files (the semantic model's folder).
+pub const OWNER_SETTINGS: &[&str] = &["trusted_keys", "require_signature", "semantic_model"];
 
 /// The one permission check: may `caller` run something of class `access` on `target`?
 pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> {
@@ -254,6 +261,16 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
             Ok(())
         }
         Access::Maintain => {
+            if let Target::Setting(k) = target
+                && OWNER_SETTINGS.contains(&k)
+            {
+                return Err(Error::forbidden(format!(
+                    "only the owner may change {k}: it decides what the engine trusts or which files it reads"
+                ))
+                .column(k)
+                .rule("owner")
+                .hint("ask the owner to change it with the owner token (datanotes apps trust, or set_engine_settings)"));
+            }
             if app.maintain {
                 Ok(())
             } else {
@@ -329,6 +346,13 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
             .rule("owner")
             .hint("use the owner token")),
     }
+}
+
+/// May `reader` see the MCP session of a change made by the principal named `actor_token`
+/// (its `Caller::token_name`)? The owner sees every session, any other principal only its own:
+/// a session id is the handle of a session, and the journal is read by every token.
+pub fn sees_session(reader: &Caller, actor_token: Option<&str>) -> bool {
+    matches!(reader, Caller::Owner) || actor_token == Some(reader.token_name().as_str())
 }
 
 /// Creates the owner token on first start: written once to `.datanotes/owner-token` (0600) for

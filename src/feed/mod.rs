@@ -106,7 +106,8 @@ pub struct Page {
 }
 
 impl Page {
-    pub fn to_json(&self) -> String {
+    /// The page as `reader` may read it (see [`shown`]).
+    pub fn to_json(&self, reader: &auth::Caller) -> String {
         let mut s = String::with_capacity(
             64 + self.changes.iter().map(|c| c.json.len() + 1).sum::<usize>(),
         );
@@ -115,13 +116,46 @@ impl Page {
             if i > 0 {
                 s.push(',');
             }
-            s.push_str(&c.json);
+            s.push_str(&shown(c, reader));
         }
         s.push_str("],\"next\":");
         s.push_str(&self.next.to_string());
         s.push('}');
         s
     }
+}
+
+/// A change as `reader` may read it: the MCP session of its actor (and of a tool call it
+/// records) only to the owner and to the principal that made it ([`auth::sees_session`]).
+/// Other changes are served as encoded, once, for every reader.
+pub fn shown<'a>(c: &'a Change, reader: &auth::Caller) -> std::borrow::Cow<'a, str> {
+    use std::borrow::Cow;
+    if matches!(reader, auth::Caller::Owner) || !c.json.contains("\"session\":") {
+        return Cow::Borrowed(&c.json);
+    }
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&c.json) else {
+        return Cow::Borrowed(&c.json);
+    };
+    if !hide_sessions(&mut v, reader) {
+        return Cow::Borrowed(&c.json);
+    }
+    Cow::Owned(v.to_string())
+}
+
+/// Removes from a migration or change (`{actor, call?}`) the sessions `reader` may not see;
+/// whether it removed any. Used by the feed and by `list_migrations`.
+pub fn hide_sessions(m: &mut serde_json::Value, reader: &auth::Caller) -> bool {
+    let token = m["actor"]["token"].as_str().map(String::from);
+    if auth::sees_session(reader, token.as_deref()) {
+        return false;
+    }
+    let mut hid = false;
+    for part in ["actor", "call"] {
+        if let Some(o) = m.get_mut(part).and_then(serde_json::Value::as_object_mut) {
+            hid |= o.remove("session").is_some();
+        }
+    }
+    hid
 }
 
 /// Where the feed starts now (after vacuum), as an error for a cursor older than that.

@@ -277,7 +277,8 @@ impl Webhooks {
                 "{{\"webhook\":{},\"changes\":{}}}",
                 serde_json::to_string(&id).unwrap_or_default(),
                 {
-                    let p = page.to_json();
+                    // Webhooks are the owner's: every change as it is.
+                    let p = page.to_json(&crate::auth::Caller::Owner);
                     // `{"changes":[...],"next":N}` → `[...]`
                     let start = p.find('[').unwrap_or(0);
                     let end = p.rfind("],\"next\"").map(|i| i + 1).unwrap_or(p.len());

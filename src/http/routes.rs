@@ -302,7 +302,7 @@ static ROUTES: &[Route] = &[
     Route {
         path: "changes",
         access: Access::Read,
-        run: |s, _, v| {
+        run: |s, c, v| {
             Box::pin(async move {
                 let a: feed::ChangesArgs = parse("changes", v)?;
                 let limit = a.limit.unwrap_or(100);
@@ -321,7 +321,11 @@ static ROUTES: &[Route] = &[
                     page = wait => page?,
                     _ = closing.wait_for(|c| *c) => feed::Page { changes: vec![], next: a.since },
                 };
-                Ok(([(header::CONTENT_TYPE, "application/json")], page.to_json()).into_response())
+                Ok((
+                    [(header::CONTENT_TYPE, "application/json")],
+                    page.to_json(&c.caller),
+                )
+                    .into_response())
             })
         },
     },

@@ -6,7 +6,7 @@
 use super::Authed;
 use crate::auth::{self, Access};
 use crate::error::Error;
-use crate::feed::{Change, Filter, check_cursor, read};
+use crate::feed::{self, Change, Filter, check_cursor, read};
 use crate::server::{Shared, bearer};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -56,7 +56,11 @@ pub(super) async fn stream(
     let engine = s.engine.clone();
     let rx = engine.seq.subscribe();
     // The token is checked again before each event: a rotated or deleted token ends the stream.
-    let token = (s.clone(), bearer(&headers).unwrap_or_default().to_string());
+    let token = (
+        s.clone(),
+        bearer(&headers).unwrap_or_default().to_string(),
+        ctx.caller.clone(),
+    );
     let state = (
         engine,
         since,
@@ -71,7 +75,9 @@ pub(super) async fn stream(
             loop {
                 if let Some(c) = buf.pop_front() {
                     token.0.identify(&token.1)?;
-                    let ev = Event::default().id(c.seq.to_string()).data(c.json.as_str());
+                    let ev = Event::default()
+                        .id(c.seq.to_string())
+                        .data(feed::shown(&c, &token.2));
                     let state = (engine, cursor, rx, buf, filter, token);
                     return Some((Ok::<_, Infallible>(ev), state));
                 }

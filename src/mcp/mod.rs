@@ -557,11 +557,19 @@ impl Door {
         self.serve(req).await
     }
 
-    /// A request on a session the ledger does not hold open is answered 404 here, saying why.
+    /// A request on a session the ledger does not hold open is answered 404 here, saying why;
+    /// so is one on another principal's session (a POST, its GET stream or a resume, DELETE),
+    /// which leaves that session as it was.
     fn gate(&self, req: &Request) -> Option<Response> {
         let id = session_id(req.headers())?;
-        match self.ledger.seen(id) {
+        let token = req
+            .extensions()
+            .get::<Ctx>()
+            .map(|c| c.caller.token_name())
+            .unwrap_or_default();
+        match self.ledger.seen(id, &token) {
             sessions::Seen::Open => None,
+            sessions::Seen::Foreign => Some(self.ledger.closed_answer(false)),
             seen => {
                 let expired = matches!(seen, sessions::Seen::Expired);
                 self.close(vec![id.to_string()]);

@@ -54,6 +54,8 @@ pub(crate) enum Seen {
     Expired,
     /// Not open (never was, closed, evicted).
     Unknown,
+    /// Open, but another principal's: answered as if unknown, and left untouched.
+    Foreign,
 }
 
 impl Ledger {
@@ -65,11 +67,14 @@ impl Ledger {
         }
     }
 
-    /// Notes a request on session `id`.
-    pub(crate) fn seen(&self, id: &str) -> Seen {
+    /// Notes a request on session `id` by `token` (the principal's name, `Caller::token_name`):
+    /// a session belongs to the principal that opened it, and another's request neither uses
+    /// it nor keeps it alive.
+    pub(crate) fn seen(&self, id: &str, token: &str) -> Seen {
         let mut open = self.open.lock().unwrap();
         match open.get_mut(id) {
             None => Seen::Unknown,
+            Some(e) if e.token != token => Seen::Foreign,
             Some(e) if e.last.elapsed() > self.caps.idle => {
                 open.remove(id);
                 Seen::Expired
@@ -256,9 +261,10 @@ mod tests {
         });
         assert!(l.admit("a1", "a").is_empty());
         assert!(l.admit("a2", "a").is_empty());
-        assert!(matches!(l.seen("a1"), Seen::Open));
+        assert!(matches!(l.seen("a1", "a"), Seen::Open));
+        assert!(matches!(l.seen("a1", "b"), Seen::Foreign));
         assert_eq!(l.admit("a3", "a"), ["a2"]);
-        assert!(matches!(l.seen("a2"), Seen::Unknown));
+        assert!(matches!(l.seen("a2", "a"), Seen::Unknown));
         assert!(l.admit("b1", "b").is_empty());
         assert_eq!(l.admit("b2", "b"), ["a1"]);
     }

@@ -143,7 +143,16 @@ pub static CATALOG: &[Operation] = &[
         description: "The journal, newest first: every write with its seq, op, table, row, before and after states, and actor. Filter by table, actor, app, session, before (a seq).",
         access: Access::Read,
         schema: schema::<args::ListMigrations>,
-        run: |e, _, a| e.list_migrations(parse("list_migrations", a)?),
+        run: |e, c, a| {
+            let mut v = e.list_migrations(parse("list_migrations", a)?)?;
+            // Another principal's MCP sessions are not shown.
+            if let Some(ms) = v.get_mut("migrations").and_then(Value::as_array_mut) {
+                for m in ms {
+                    crate::feed::hide_sessions(m, &c.caller);
+                }
+            }
+            Ok(v)
+        },
     },
     Operation {
         name: "get_engine_settings",
@@ -204,6 +213,10 @@ pub static CATALOG: &[Operation] = &[
         schema: schema::<args::SetSettings>,
         run: |e, c, a| {
             let a: args::SetSettings = parse("set_engine_settings", a)?;
+            // Each setting is decided on its own: some are the owner's alone.
+            for k in a.settings.keys() {
+                auth::authorize(&c.caller, Access::Maintain, auth::Target::Setting(k))?;
+            }
             e.check_semantic_model(&a.settings)?;
             write(e, c, Cmd::SetSettings(a))
         },

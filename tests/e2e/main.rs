@@ -42,6 +42,7 @@ mod mcp_shown;
 mod mcp_tasks;
 mod oauth;
 mod plain_words;
+mod policy;
 mod python_app;
 mod semantic;
 mod semantic_model;
