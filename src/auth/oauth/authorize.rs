@@ -3,10 +3,12 @@
 //! use, 2 minutes, bound to its client, redirect URI, PKCE challenge and resource). The token
 //! endpoint that takes the code is [`super::tokens`].
 
+use super::bounds::{self, Registrations};
 use super::clients::{ClientInfo, Documents};
 use super::{CODE_PREFIX, OAuth, OAuthError, Rights, hash32, mint, same_resource, short_id};
 use crate::error::Error;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 const REQUEST_FOR: Duration = Duration::from_secs(600);
 /// How long a code may wait for its exchange.
 pub(super) const CODE_FOR: Duration = Duration::from_secs(120);
-/// The most requests and codes held at once (the oldest go first).
+/// The most codes held at once (the oldest go first: only the owner's decisions make codes).
 const MAX_HELD: usize = 256;
 
 /// An authorization request as its query string says it.
@@ -66,6 +68,8 @@ struct Pending {
     state: Option<String>,
     issuer: String,
     at: Instant,
+    /// The address it came from ([`bounds::address`]).
+    from: Option<IpAddr>,
 }
 
 pub(super) struct Code {
@@ -88,6 +92,21 @@ pub(super) struct Flow {
     /// revokes that grant (RFC 6749 §4.1.2: the code leaked).
     pub(super) spent: Mutex<HashMap<[u8; 32], (String, Instant)>>,
     pub(super) documents: Documents,
+    /// The registrations of the last hour, by address.
+    pub(super) registrations: Registrations,
+}
+
+impl Flow {
+    /// The clients of the requests waiting for the owner (a registration cannot make room by
+    /// removing one of them).
+    pub(super) fn waiting_clients(&self) -> HashSet<String> {
+        let pending = self.pending.lock().unwrap();
+        pending
+            .values()
+            .filter(|p| p.at.elapsed() < REQUEST_FOR)
+            .map(|p| p.consent.client.client_id.clone())
+            .collect()
+    }
 }
 
 /// `uri` with query parameters added.
@@ -152,13 +171,19 @@ fn same_redirect(registered: &str, asked: &str) -> bool {
 
 impl OAuth {
     /// Checks an authorization request and holds it for the owner's decision. `resource` is
-    /// this server's `/mcp`, `issuer` its base URL.
+    /// this server's `/mcp`, `issuer` its base URL, `from` the address of the client that
+    /// asked (bounded per address, [`bounds`]).
     pub async fn begin(
         &self,
         q: &AuthRequest,
         resource: &str,
         issuer: &str,
+        from: Option<IpAddr>,
     ) -> Result<Consent, Refusal> {
+        let from = from.map(bounds::address);
+        // Before anything is fetched: at a bound, the new request is refused (on a page), and
+        // no request waiting for the owner is pushed out.
+        self.room_for_request(from).map_err(Refusal::Page)?;
         let page = |e: &'static str, m: String| Refusal::Page(OAuthError::new(400, e, m));
         let Some(client_id) = q.client_id.as_deref().filter(|s| !s.is_empty()) else {
             return Err(page("invalid_request", "client_id is missing".into()));
@@ -188,7 +213,14 @@ impl OAuth {
                 ),
             ));
         }
-        let back = |error: &str, why: &str| {
+        // A client the owner never granted anything is anyone's, and so are the redirect URIs
+        // it registered: an error is shown here, never sent there (an open redirector, RFC 9700
+        // §4.11.2). Only a client the owner trusted with a grant gets its errors back.
+        let granted = self.store.lock().unwrap().granted(&client.client_id);
+        let back = |error: &'static str, why: &str| {
+            if !granted {
+                return Refusal::Page(OAuthError::new(400, error, why));
+            }
             Refusal::Redirect(with_params(
                 &redirect_uri,
                 &[
@@ -242,7 +274,10 @@ impl OAuth {
             resource: resource.to_string(),
         };
         let mut pending = self.flow.pending.lock().unwrap();
-        bounded(&mut pending, |p| p.at, REQUEST_FOR);
+        pending.retain(|_, p| p.at.elapsed() < REQUEST_FOR);
+        // Again, under the lock (others came while the client was looked up).
+        bounds::room_for_request(pending.values().map(|p| (p.from, p.at)), from, REQUEST_FOR)
+            .map_err(Refusal::Page)?;
         pending.insert(
             consent.request.clone(),
             Pending {
@@ -251,9 +286,17 @@ impl OAuth {
                 state: q.state.clone(),
                 issuer: issuer.to_string(),
                 at: Instant::now(),
+                from,
             },
         );
         Ok(consent)
+    }
+
+    /// Whether one more authorization request from `from` may wait for the owner.
+    fn room_for_request(&self, from: Option<IpAddr>) -> Result<(), OAuthError> {
+        let mut pending = self.flow.pending.lock().unwrap();
+        pending.retain(|_, p| p.at.elapsed() < REQUEST_FOR);
+        bounds::room_for_request(pending.values().map(|p| (p.from, p.at)), from, REQUEST_FOR)
     }
 
     /// The owner's decision on a held request (taken: a request is decided once): the URL to
@@ -307,6 +350,11 @@ impl OAuth {
                 },
             );
         }
+        // A client a code was issued to is used: a registration never makes room by removing it.
+        self.store
+            .lock()
+            .unwrap()
+            .note_used(&p.consent.client.client_id);
         Ok(with_params(
             &p.consent.redirect_uri,
             &[("code", Some(&code)), ("state", state), ("iss", iss)],

@@ -11,10 +11,12 @@
 //! One concern per file: [`store`] (what is kept, `.datanotes/oauth.json`, hashes only),
 //! [`clients`] (registration and metadata documents, fetched as hostile input), [`authorize`]
 //! (the authorization requests held for the consent, and the codes), [`tokens`] (the token
-//! endpoint, refresh and revocation). The HTTP side (metadata documents, the consent page, the
-//! endpoints' wire shapes) is the HTTP door's `http/oauth.rs`.
+//! endpoint, refresh and revocation), [`bounds`] (what anonymous callers may hold: requests and
+//! registrations, per address and in total). The HTTP side (metadata documents, the consent
+//! page, the endpoints' wire shapes) is the HTTP door's `http/oauth.rs`.
 
 pub mod authorize;
+mod bounds;
 pub mod clients;
 mod store;
 mod tokens;
@@ -49,6 +51,8 @@ pub struct OAuthError {
     pub error: &'static str,
     /// What went wrong and how to fix it.
     pub description: String,
+    /// For a `429`: when to try again (seconds, the `Retry-After` header).
+    pub retry_after: Option<u64>,
 }
 
 impl OAuthError {
@@ -58,6 +62,7 @@ impl OAuthError {
             status,
             error,
             description: description.into(),
+            retry_after: None,
         }
     }
     /// Its body.

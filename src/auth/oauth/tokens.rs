@@ -5,7 +5,7 @@
 
 use super::authorize::{CODE_FOR, Code, bounded};
 use super::clients::ClientInfo;
-use super::store::{GrantRecord, Held};
+use super::store::{Found, GrantRecord, Held};
 use super::{OAuth, OAuthError, REFRESH_PREFIX, hash32, mint, now_secs, same_resource, short_id};
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -196,8 +196,20 @@ impl OAuth {
         let mut store = self.store.lock().unwrap();
         let found = store.tokens.get(&hash32(token)).cloned();
         let now = now_secs();
+        // Expiry is checked at use (the index keeps a token until the next save drops it): a
+        // chain whose refresh token expired is over, whichever of its tokens comes.
+        if let Some(Found::Refresh { grant } | Found::Retired { grant, .. }) = &found
+            && store
+                .grant_mut(grant)
+                .is_some_and(|g| g.refresh.expires <= now)
+        {
+            store.save().map_err(server_error)?;
+            return Err(grant_err(
+                "the refresh token expired: connect the client again",
+            ));
+        }
         match found {
-            Some(super::store::Found::Refresh { grant }) => {
+            Some(Found::Refresh { grant }) => {
                 let g = store
                     .grant_mut(&grant)
                     .ok_or_else(|| grant_err("unknown refresh token"))?;
@@ -230,7 +242,7 @@ impl OAuth {
                 store.save().map_err(server_error)?;
                 Ok(self.answer(&access, &refresh))
             }
-            Some(super::store::Found::Retired { grant, at }) => {
+            Some(Found::Retired { grant, at }) => {
                 let latest = store
                     .grant_mut(&grant)
                     .and_then(|g| g.retired.last().map(|r| r.at))
@@ -279,7 +291,6 @@ impl OAuth {
         };
         let mut store = self.store.lock().unwrap();
         let found = store.tokens.get(&hash32(token)).cloned();
-        use super::store::Found;
         let (grant, access) = match found {
             Some(Found::Refresh { grant }) | Some(Found::Retired { grant, .. }) => (grant, false),
             Some(Found::Access { grant, .. }) => (grant, true),
