@@ -11,6 +11,8 @@
 //!   accepted for `/datanotes/health` and the owner only (anything else answers 503), one request
 //!   each. Beyond those, a connection is closed at once.
 //! - [`raise_nofile`] raises the soft limit of open files to the hard limit at start.
+//! - Each request carries the client's address (axum's `ConnectInfo<SocketAddr>`), for the
+//!   bounds that count by it (the OAuth endpoints anyone may call).
 
 use axum::Router;
 use axum::body::Body;
@@ -264,8 +266,8 @@ pub async fn serve(
             a = listener.accept() => a,
             _ = closing.wait_for(|c| *c) => break,
         };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
+        let (tcp, peer) = match accepted {
+            Ok(a) => a,
             Err(e) => {
                 // Out of file descriptors (or another passing failure): not a reason to spin.
                 if warned.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
@@ -288,6 +290,7 @@ pub async fn serve(
         };
         tokio::spawn(connection(
             tcp,
+            peer,
             app.clone(),
             is_owner.clone(),
             conns.clone(),
@@ -311,6 +314,7 @@ pub async fn serve(
 #[allow(clippy::too_many_arguments)]
 async fn connection(
     tcp: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
     app: Router,
     is_owner: IsOwner,
     conns: Arc<Conns>,
@@ -322,8 +326,11 @@ async fn connection(
     let started = Arc::new(AtomicBool::new(false));
     let svc = {
         let (conns, started, max) = (conns.clone(), started.clone(), limits.max);
-        hyper::service::service_fn(move |req: Request<Incoming>| {
+        hyper::service::service_fn(move |mut req: Request<Incoming>| {
             started.store(true, Ordering::Relaxed);
+            // The client's address, for the bounds that count by it (axum's `ConnectInfo`).
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
             let busy = id.map(|id| conns.busy(id));
             let refused = id.is_none() && !reserve_allows(&is_owner, &req);
             let mut app = app.clone();

@@ -234,19 +234,19 @@ fn ctx_for(caller: Caller, headers: &HeaderMap) -> Ctx {
             .map(str::trim)
             .filter(|s| !s.is_empty())
     };
-    let (harness, model) = match h("x-datanotes-actor") {
-        Some(a) => match a.split_once('/') {
+    let (harness, model) = match (&caller, h("x-datanotes-actor")) {
+        // An OAuth client is named by the name it registered with (shown on the consent page,
+        // never another principal's: `clients::check_name`): what its `X-Datanotes-Actor`
+        // says follows that name (`name / what it says`), and never replaces it.
+        (Caller::Grant(g), said) => (Some(g.client.clone()), said.map(Into::into)),
+        (_, Some(a)) => match a.split_once('/') {
             Some((x, y)) => (
                 Some(x.trim().to_string()).filter(|s| !s.is_empty()),
                 Some(y.trim().to_string()).filter(|s| !s.is_empty()),
             ),
             None => (Some(a.to_string()), None),
         },
-        // An OAuth client is named by the name it registered with (shown on the consent page).
-        None => match &caller {
-            Caller::Grant(g) => (Some(g.client.clone()), None),
-            _ => (None, None),
-        },
+        (_, None) => (None, None),
     };
     // Actor::new cuts each field at 200 characters.
     let actor = Actor::new(

@@ -15,14 +15,15 @@ use crate::error::Error;
 use crate::server::{Shared, base_url};
 use axum::Json;
 use axum::Router;
-use axum::extract::{Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{ConnectInfo, Query, Request, State};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 
 /// The consent page's template (placeholders `{{name}}`, filled HTML-escaped).
 const CONSENT: &str = include_str!("ui/consent.html");
@@ -169,15 +170,34 @@ fn page(status: StatusCode, html: String) -> Response {
     r
 }
 
+/// The peer's address, as the listener saw it (none when the router is served without it).
+fn peer(extensions: &Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// `Retry-After` on an answer, when the error says when.
+fn retry_after(mut r: Response, e: &OAuthError) -> Response {
+    if let Some(secs) = e.retry_after {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    r
+}
+
 /// `GET /oauth/authorize`: the consent page, or why not (a page when the client or its
-/// redirect URI cannot be trusted, else back to the client with `error`).
+/// redirect URI cannot be trusted, the client was never granted anything, or too many requests
+/// wait; else back to the client with `error`).
 async fn consent_page(
     State(s): State<Shared>,
     headers: HeaderMap,
+    extensions: Extensions,
     Query(q): Query<AuthRequest>,
 ) -> Response {
     let base = base_url(&headers);
-    match s.oauth.begin(&q, &format!("{base}/mcp"), &base).await {
+    let from = peer(&extensions);
+    match s.oauth.begin(&q, &format!("{base}/mcp"), &base, from).await {
         Ok(c) => {
             let registration = if c.client.origin.is_some() {
                 "by its client ID metadata document"
@@ -206,16 +226,24 @@ async fn consent_page(
             page(StatusCode::OK, html)
         }
         Err(Refusal::Redirect(url)) => Redirect::to(&url).into_response(),
-        Err(Refusal::Page(e)) => page(
-            StatusCode::BAD_REQUEST,
-            format!(
+        Err(Refusal::Page(e)) => {
+            let (status, next) = if e.status == 429 {
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "Try again later from the agent.",
+                )
+            } else {
+                (StatusCode::BAD_REQUEST, "Start again from the agent.")
+            };
+            let html = format!(
                 "<!doctype html><meta charset=\"utf-8\"><title>Cannot connect this client</title>\
                  <link rel=\"stylesheet\" href=\"/datanotes/ui/app.css\"><main><h1>Cannot connect this client</h1>\
-                 <p class=\"error\" role=\"alert\">{}: {}</p><p>Nothing was granted. Start again from the agent.</p></main>",
+                 <p class=\"error\" role=\"alert\">{}: {}</p><p>Nothing was granted. {next}</p></main>",
                 escape(e.error),
                 escape(&e.description)
-            ),
-        ),
+            );
+            retry_after(page(status, html), &e)
+        }
     }
 }
 
@@ -295,7 +323,7 @@ async fn decide(State(s): State<Shared>, req: Request) -> Result<Json<Value>, Er
 /// An OAuth error answer (RFC 6749 §5.2), with `WWW-Authenticate` for a 401.
 fn oauth_error(e: OAuthError) -> Response {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
-    let mut r = (status, Json(e.to_json())).into_response();
+    let mut r = retry_after((status, Json(e.to_json())).into_response(), &e);
     if e.status == 401 {
         r.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -402,6 +430,7 @@ async fn token(State(s): State<Shared>, req: Request) -> Response {
 
 /// `POST /oauth/register` (RFC 7591): `201` and the client's information.
 async fn register_client(State(s): State<Shared>, req: Request) -> Response {
+    let from = peer(req.extensions());
     let body = match json_body(req).await {
         Ok(v) => v,
         Err(e) => {
@@ -412,7 +441,7 @@ async fn register_client(State(s): State<Shared>, req: Request) -> Response {
             ));
         }
     };
-    match s.oauth.register(&body) {
+    match s.oauth.register(&body, from) {
         Ok(v) => open_to_all((StatusCode::CREATED, Json(v)).into_response()),
         Err(e) => oauth_error(e),
     }

@@ -47,8 +47,9 @@ pub struct ClientInfo {
 pub(super) struct Documents(Mutex<HashMap<String, (Instant, ClientInfo)>>);
 
 impl OAuth {
-    /// Dynamic client registration (RFC 7591): the `201` answer's body.
-    pub fn register(&self, body: &Value) -> Result<Value, OAuthError> {
+    /// Dynamic client registration (RFC 7591): the `201` answer's body. `from` is the address
+    /// of the client that asked (bounded per address and in total, [`super::bounds`]).
+    pub fn register(&self, body: &Value, from: Option<IpAddr>) -> Result<Value, OAuthError> {
         let meta = |m: String| OAuthError::new(400, "invalid_client_metadata", m);
         let Some(o) = body.as_object() else {
             return Err(meta("the registration must be a JSON object".into()));
@@ -114,6 +115,9 @@ impl OAuth {
                 }
             }
         }
+        self.flow
+            .registrations
+            .take(from.map(super::bounds::address))?;
         let client_id = short_id("dn_client_");
         let (secret, secret_hash) = if method == "none" {
             (None, None)
@@ -122,16 +126,27 @@ impl OAuth {
             (Some(s), Some(h))
         };
         let now = now_secs();
+        let waiting = self.flow.waiting_clients();
         {
             let mut store = self.store.lock().unwrap();
-            store.add_client(Client {
+            let client = Client {
                 client_id: client_id.clone(),
                 client_name: name.clone(),
                 redirect_uris: uris.clone(),
                 auth_method: method.to_string(),
                 secret_hash,
                 registered: now,
-            });
+                used: false,
+            };
+            store.add_client(client, &waiting).map_err(|secs| {
+                super::bounds::busy(
+                    format!(
+                        "{} clients are registered, and none is over an hour old and unused",
+                        super::store::MAX_CLIENTS
+                    ),
+                    Duration::from_secs(secs),
+                )
+            })?;
             store.save().map_err(|e| {
                 OAuthError::new(500, "server_error", format!("cannot save the client: {e}"))
             })?;
@@ -364,12 +379,21 @@ fn read_document(url: &str, doc: &Value) -> Result<ClientInfo, String> {
     })
 }
 
-/// A client name: 1 to 200 characters, no control character.
+/// A client name: 1 to 200 characters, no control character, and not a name the journal
+/// gives another principal (a grant's writes carry its client's name).
 fn check_name(s: &str) -> Result<String, String> {
     let s = s.trim();
     if s.is_empty() || s.chars().count() > MAX_NAME || s.chars().any(char::is_control) {
         return Err(format!(
             "client_name must be 1 to {MAX_NAME} characters without control characters"
+        ));
+    }
+    let lower = s.to_lowercase();
+    if ["owner", "hand edit", "semantic index"].contains(&lower.as_str())
+        || ["app:", "client:"].iter().any(|p| lower.starts_with(p))
+    {
+        return Err(format!(
+            "client_name {s:?} is what the journal calls another author (owner, hand edit, semantic index, app:..., client:...): choose the agent's own name"
         ));
     }
     Ok(s.to_string())

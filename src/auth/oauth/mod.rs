@@ -9,18 +9,23 @@
 //! every caller; nothing here decides what a grant may do.
 //!
 //! One concern per file: [`store`] (what is kept, `.datanotes/oauth.json`, hashes only),
-//! [`clients`] (registration and metadata documents, fetched as hostile input), [`flow`] (the
-//! authorization requests, codes and the token endpoint). The HTTP side (metadata documents,
-//! the consent page, the endpoints' wire shapes) is the HTTP door's `http/oauth.rs`.
+//! [`clients`] (registration and metadata documents, fetched as hostile input), [`authorize`]
+//! (the authorization requests held for the consent, and the codes), [`tokens`] (the token
+//! endpoint, refresh and revocation), [`bounds`] (what anonymous callers may hold: requests and
+//! registrations, per address and in total). The HTTP side (metadata documents, the consent
+//! page, the endpoints' wire shapes) is the HTTP door's `http/oauth.rs`.
 
+pub mod authorize;
+mod bounds;
 pub mod clients;
-pub mod flow;
 mod store;
+mod tokens;
 
-pub use flow::{AuthRequest, Consent, OAuthError, Refusal};
+pub use authorize::{AuthRequest, Consent, Refusal};
 
 use crate::auth::{Caller, token_hash};
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Mutex;
@@ -35,6 +40,41 @@ pub const REFRESH_PREFIX: &str = "dn_ort_";
 pub const CODE_PREFIX: &str = "dn_oac_";
 /// A confidential client's secret's prefix.
 pub const SECRET_PREFIX: &str = "dn_ocs_";
+
+/// An error of the OAuth endpoints, in their wire shape (RFC 6749 §5.2):
+/// `{"error": code, "error_description": why}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OAuthError {
+    /// The HTTP status.
+    pub status: u16,
+    /// The RFC's error code (`invalid_grant`, ...).
+    pub error: &'static str,
+    /// What went wrong and how to fix it.
+    pub description: String,
+    /// For a `429`: when to try again (seconds, the `Retry-After` header).
+    pub retry_after: Option<u64>,
+}
+
+impl OAuthError {
+    /// An error.
+    pub fn new(status: u16, error: &'static str, description: impl Into<String>) -> Self {
+        OAuthError {
+            status,
+            error,
+            description: description.into(),
+            retry_after: None,
+        }
+    }
+    /// Its body.
+    pub fn to_json(&self) -> Value {
+        json!({"error": self.error, "error_description": self.description})
+    }
+}
+
+/// A token's SHA-256.
+fn hash32(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
 
 /// What the owner ticked on the consent page: an app entry's rights.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -132,7 +172,7 @@ impl std::fmt::Display for Refused {
 /// The authorization server's state.
 pub struct OAuth {
     store: Mutex<store::Store>,
-    flow: flow::Flow,
+    flow: authorize::Flow,
     /// Token lifetimes.
     pub lifetimes: Lifetimes,
     /// Whether client metadata documents may be fetched from private and loopback addresses
@@ -145,7 +185,7 @@ impl OAuth {
     pub fn open(meta_dir: &Path, private_clients: bool) -> anyhow::Result<OAuth> {
         Ok(OAuth {
             store: Mutex::new(store::Store::open(meta_dir)?),
-            flow: flow::Flow::default(),
+            flow: authorize::Flow::default(),
             lifetimes: Lifetimes::from_env(),
             private_clients,
         })

@@ -8,12 +8,12 @@
 use super::{Rights, now_secs};
 use crate::auth::{AppScope, Grant};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-/// The most clients registered dynamically: beyond it, the oldest one without a grant goes.
+/// The most clients registered dynamically (see [`Store::add_client`]).
 pub(super) const MAX_CLIENTS: usize = 1000;
 /// The most access tokens alive per grant (a refresh adds one; the oldest goes first).
 const MAX_ACCESS_PER_GRANT: usize = 8;
@@ -32,6 +32,9 @@ pub(super) struct Client {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_hash: Option<String>,
     pub registered: i64,
+    /// Whether a code was ever issued to it (the owner allowed it once).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub used: bool,
 }
 
 /// A token's hash and when it expires (unix seconds).
@@ -230,21 +233,55 @@ impl Store {
         self.saved.clients.iter().find(|c| c.client_id == id)
     }
 
-    /// Adds a client, making room by removing the oldest clients that hold no grant.
-    pub fn add_client(&mut self, c: Client) {
+    /// Whether a grant of this client is alive.
+    pub fn granted(&self, client_id: &str) -> bool {
+        self.saved.grants.iter().any(|g| g.client_id == client_id)
+    }
+
+    /// Adds a client. At [`MAX_CLIENTS`], the oldest one registered over
+    /// [`UNUSED_AFTER`](super::bounds::UNUSED_AFTER) ago and never used (no grant, no code ever
+    /// issued, no request in `waiting` for the owner) makes room; if there is none, nothing is
+    /// added and the answer is how long until one may (seconds).
+    pub fn add_client(&mut self, c: Client, waiting: &HashSet<String>) -> Result<(), u64> {
+        use super::bounds::UNUSED_AFTER;
         while self.saved.clients.len() >= MAX_CLIENTS {
-            let granted = |id: &str| self.saved.grants.iter().any(|g| g.client_id == id);
-            let Some(i) = self
+            let now = now_secs();
+            let oldest = self
                 .saved
                 .clients
                 .iter()
-                .position(|c| !granted(&c.client_id))
-            else {
-                break;
-            };
-            self.saved.clients.remove(i);
+                .enumerate()
+                .filter(|(_, c)| {
+                    !c.used && !waiting.contains(&c.client_id) && !self.granted(&c.client_id)
+                })
+                .min_by_key(|(_, c)| c.registered)
+                .map(|(i, c)| (i, now - c.registered));
+            match oldest {
+                Some((i, age)) if age > UNUSED_AFTER => {
+                    self.saved.clients.remove(i);
+                }
+                Some((_, age)) => return Err((UNUSED_AFTER - age).max(1) as u64),
+                None => return Err(UNUSED_AFTER as u64),
+            }
         }
         self.saved.clients.push(c);
+        Ok(())
+    }
+
+    /// Notes that a code was issued to a registered client, and saves it: it is used.
+    pub fn note_used(&mut self, client_id: &str) {
+        let Some(c) = self
+            .saved
+            .clients
+            .iter_mut()
+            .find(|c| c.client_id == client_id && !c.used)
+        else {
+            return;
+        };
+        c.used = true;
+        if let Err(e) = self.save() {
+            tracing::warn!("cannot save the OAuth clients: {e}");
+        }
     }
 
     /// Retires a grant's refresh token for a new one, and adds an access token.
