@@ -121,6 +121,7 @@ impl AppRecord {
             ddl: self.ddl,
             maintain: self.maintain,
             call_tools: self.call_tools.clone(),
+            read: None,
         }
     }
     /// The entry as answered: never a token.

@@ -53,6 +53,9 @@ pub struct AppScope {
     /// The tools it may list and call (engine operations and apps' tools): tool names or glob
     /// patterns (`*` matches any run of characters: `*`, `planning_*`, `select_rows`).
     pub call_tools: Vec<String>,
+    /// The tables it may read (patterns as `write`); `None`: every table (an app's token,
+    /// which reads everything). A grant's are what its consent gave.
+    pub read: Option<Vec<String>>,
 }
 
 /// An OAuth grant: what the owner gave a client on the consent page (see [`oauth`]).
@@ -152,6 +155,28 @@ pub fn valid_tool_pattern(p: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'*')
 }
 
+/// The read patterns of a caller: `None` when it reads every table, as the owner and apps do.
+fn read_patterns(caller: &Caller) -> Option<&[String]> {
+    match caller {
+        Caller::Owner => None,
+        Caller::App(a) => a.read.as_deref(),
+        Caller::Grant(g) => g.scope.read.as_deref(),
+    }
+}
+
+/// Whether `caller` reads every table, also those created later (the owner, an app, a grant
+/// whose read patterns hold `*`): what is not a table's (the journal's migrations of no table)
+/// is read only by such a caller.
+pub fn reads_every_table(caller: &Caller) -> bool {
+    read_patterns(caller).is_none_or(|r| r.iter().any(|p| p == "*"))
+}
+
+/// Whether `caller` may read some table, now or once created (a grant without read patterns
+/// reads none).
+pub fn reads_some_table(caller: &Caller) -> bool {
+    read_patterns(caller).is_none_or(|r| !r.is_empty())
+}
+
 /// What an operation acts on, for the permission check.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
@@ -179,7 +204,7 @@ pub enum Target<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
-    /// Any valid token.
+    /// Any valid token; a grant reading a table: a read pattern matching it.
     Read,
     /// Apps: a write pattern matching the table.
     RowWrite,
@@ -229,7 +254,25 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
     };
     let in_scope = |t: &str| app.write.iter().any(|p| pattern_matches(p, t));
     match access {
-        Access::Read => Ok(()),
+        Access::Read => match (target, &app.read) {
+            (Target::Table(t), Some(read)) if !read.iter().any(|p| pattern_matches(p, t)) => {
+                let t: String = t.chars().take(200).collect();
+                let allowed = if read.is_empty() {
+                    "none".to_string()
+                } else {
+                    read.join(", ")
+                };
+                Err(Error::forbidden(format!(
+                    "{name} may not read {t}: the tables it may read are {allowed}"
+                ))
+                .table(t.as_str())
+                .rule("read")
+                .hint(format!(
+                    "the owner can widen the {who}'s read patterns with {widen}"
+                )))
+            }
+            _ => Ok(()),
+        },
         Access::RowWrite | Access::SchemaChange => {
             let t = match target {
                 Target::Table(t) => t,
@@ -454,5 +497,42 @@ mod tests {
         let t = new_token(APP_PREFIX);
         assert!(matches(&t, &token_hash(&t)));
         assert!(!matches("x", &token_hash(&t)));
+    }
+
+    #[test]
+    fn a_grant_reads_only_the_tables_of_its_read_patterns() {
+        let grant = |read: Option<Vec<&str>>| {
+            Caller::Grant(Arc::new(Grant {
+                id: "g_1".into(),
+                client: "agent".into(),
+                resource: "http://x/mcp".into(),
+                scope: AppScope {
+                    name: "agent".into(),
+                    read: read.map(|r| r.into_iter().map(String::from).collect()),
+                    ..Default::default()
+                },
+            }))
+        };
+        let read = |c: &Caller, t| authorize(c, Access::Read, Target::Table(t));
+        let crm = grant(Some(vec!["work.crm.*"]));
+        assert!(read(&crm, "work.crm.tasks").is_ok());
+        let e = read(&crm, "home.notes.diary").unwrap_err();
+        assert_eq!((e.status, e.rule.as_deref()), (403, Some("read")));
+        assert!(
+            e.message
+                .contains("client agent may not read home.notes.diary")
+        );
+        assert!(e.hint.as_deref().unwrap_or("").contains("a new consent"));
+        // Nothing of a table: decided by what the caller reads.
+        assert!(authorize(&crm, Access::Read, Target::None).is_ok());
+        assert!(!reads_every_table(&crm) && reads_some_table(&crm));
+        let none = grant(Some(vec![]));
+        assert!(read(&none, "work.crm.tasks").is_err() && !reads_some_table(&none));
+        let all = grant(Some(vec!["*"]));
+        assert!(read(&all, "a.b.c").is_ok() && reads_every_table(&all));
+        // An app's token reads everything, as before.
+        let app = Caller::App(Arc::new(AppScope::default()));
+        assert!(read(&app, "a.b.c").is_ok() && reads_every_table(&app));
+        assert!(read(&grant(None), "a.b.c").is_ok());
     }
 }

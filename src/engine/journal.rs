@@ -440,10 +440,27 @@ pub fn get(c: &Connection, seq: i64) -> Result<Option<Migration>> {
     .optional()?)
 }
 
+/// The tables the journal has migrations of, dropped ones too (a skip through the index on
+/// `tbl`: one look-up per table).
+pub fn tables(c: &Connection) -> Result<Vec<String>> {
+    let mut st = c.prepare_cached(
+        "WITH RECURSIVE t(tbl) AS (SELECT min(tbl) FROM migrations
+           UNION ALL SELECT (SELECT min(tbl) FROM migrations WHERE tbl > t.tbl) FROM t
+           WHERE t.tbl IS NOT NULL)
+         SELECT tbl FROM t WHERE tbl IS NOT NULL",
+    )?;
+    let v = st
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(v)
+}
+
 /// The filters of `list_migrations`.
 #[derive(Debug, Default)]
 pub struct Filter {
     pub table: Option<String>,
+    /// Only the migrations of these tables (none of no table); None: of any table or none.
+    pub tables: Option<Vec<String>>,
     pub row: Option<String>,
     pub actor: Option<String>,
     pub app: Option<String>,
@@ -481,6 +498,17 @@ pub fn list(c: &Connection, f: &Filter) -> Result<Vec<Migration>> {
     }
     if let Some(a) = f.after {
         add("seq>", a.into());
+    }
+    if let Some(ts) = &f.tables {
+        if ts.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut ph = vec![];
+        for t in ts {
+            args.push(t.clone().into());
+            ph.push(format!("?{}", args.len()));
+        }
+        sql.push_str(&format!(" AND tbl IN ({})", ph.join(",")));
     }
     if let Some(a) = &f.actor {
         let n = args.len() + 1;

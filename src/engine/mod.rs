@@ -43,6 +43,42 @@ pub use writer::{Cmd, EventCall};
 /// The served tables by full name.
 pub type Tables = BTreeMap<String, Arc<Table>>;
 
+/// What a caller may read, as `auth::authorize` decided it (through `ops`; the engine decides
+/// nothing): a table's answer, and whether every table is readable.
+#[derive(Clone, Copy)]
+pub struct Reads<'a> {
+    /// A table's answer: readable, or the refusal to answer.
+    pub table: &'a dyn Fn(&str) -> Result<()>,
+    /// Every table, also those created later (the owner, an app, a grant that reads `*`):
+    /// the journal's migrations of no table are read only then.
+    pub all: bool,
+}
+
+fn any_table(_: &str) -> Result<()> {
+    Ok(())
+}
+
+impl Reads<'_> {
+    /// Every table (the owner's reads).
+    pub const EVERY: Reads<'static> = Reads {
+        table: &any_table,
+        all: true,
+    };
+
+    /// Whether the table is readable.
+    pub fn may(&self, table: &str) -> bool {
+        self.all || (self.table)(table).is_ok()
+    }
+
+    /// Of the served tables, the readable ones' names (sorted); None: all of them.
+    pub(crate) fn among(&self, names: Vec<String>) -> Option<Vec<String>> {
+        if self.all {
+            return None;
+        }
+        Some(names.into_iter().filter(|t| self.may(t)).collect())
+    }
+}
+
 /// A small pool of read connections.
 struct Pool {
     path: PathBuf,
@@ -245,9 +281,12 @@ impl Engine {
 
     // ---- read operations ----
 
-    /// Operation `list_tables`.
-    pub fn list_tables(&self) -> Result<Value> {
-        let tables: Vec<Arc<Table>> = self.tables.read().unwrap().values().cloned().collect();
+    /// Operation `list_tables`: the tables the caller may read.
+    pub fn list_tables(&self, reads: Reads) -> Result<Value> {
+        let tables: Vec<Arc<Table>> = (self.tables.read().unwrap().values())
+            .filter(|t| reads.may(&t.name))
+            .cloned()
+            .collect();
         self.with_index(|c| {
             let mut out = vec![];
             for t in tables {
@@ -406,9 +445,19 @@ impl Engine {
     }
 
     /// Operation `list_migrations`.
-    pub fn list_migrations(&self, a: args::ListMigrations) -> Result<Value> {
+    /// Operation `list_migrations`: of the tables the caller may read (the migrations of no
+    /// table, only for a caller that reads every table).
+    pub fn list_migrations(&self, a: args::ListMigrations, reads: Reads) -> Result<Value> {
         let max = self.settings().max_limit;
+        if let Some(t) = &a.table {
+            (reads.table)(t)?;
+        }
+        let tables = match reads.all {
+            true => None,
+            false => reads.among(self.with_journal(journal::tables)?),
+        };
         let f = journal::Filter {
+            tables,
             table: a.table,
             actor: a.actor,
             app: a.app,

@@ -9,7 +9,7 @@
 //! are read with the bounded, no-follow reader every read goes through. The caller's rights are
 //! checked by the door's caller through `auth::authorize`; this file only reads.
 
-use super::{Engine, files, index};
+use super::{Engine, Reads, files, index};
 use crate::error::{Error, Result};
 use crate::names::{self, TableName};
 use serde_json::{Value, json};
@@ -134,14 +134,17 @@ pub fn templates() -> Vec<Value> {
 
 impl Engine {
     /// One page of the vault's resources from `from`: up to `limit` entries (at most
-    /// [`PAGE`]), and where the next page starts (None: the vault is listed).
+    /// [`PAGE`]) of the tables the caller may read, and where the next page starts (None: the
+    /// vault is listed).
     pub fn resource_page(
         &self,
         from: &VaultCursor,
         limit: usize,
+        reads: Reads,
     ) -> Result<(Vec<Value>, Option<VaultCursor>)> {
         let limit = limit.clamp(1, PAGE);
-        let names = self.table_names();
+        let mut names = self.table_names();
+        names.retain(|t| reads.may(t));
         let (mut at, mut after) = match from {
             VaultCursor::Start => (0, None),
             VaultCursor::Table(t) => (names.partition_point(|n| n < t), None),
@@ -221,13 +224,13 @@ impl Engine {
         Ok(json!({"contents": [{"uri": uri.to_uri(), "mimeType": mime, "text": text}]}))
     }
 
-    /// The table names that start with `prefix` (completion of `{table}`), and whether there
-    /// are more than [`MAX_COMPLETIONS`].
-    pub fn complete_tables(&self, prefix: &str) -> (Vec<String>, bool) {
+    /// The names of the tables the caller may read that start with `prefix` (completion of
+    /// `{table}`), and whether there are more than [`MAX_COMPLETIONS`].
+    pub fn complete_tables(&self, prefix: &str, reads: Reads) -> (Vec<String>, bool) {
         let names: Vec<String> = self
             .table_names()
             .into_iter()
-            .filter(|n| n.starts_with(prefix))
+            .filter(|n| n.starts_with(prefix) && reads.may(n))
             .collect();
         let more = names.len() > MAX_COMPLETIONS;
         (names.into_iter().take(MAX_COMPLETIONS).collect(), more)

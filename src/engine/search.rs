@@ -8,7 +8,7 @@
 
 use super::args::{SearchMode, SearchNotes, SimilarNotes};
 use super::semantic::{self, FUSION_DEPTH, Near, chunk};
-use super::{Engine, index, journal, no_row};
+use super::{Engine, Reads, index, journal, no_row};
 use crate::error::{Error, Result};
 use crate::names;
 use serde_json::{Map, Value, json};
@@ -81,13 +81,23 @@ impl Engine {
         .hint(HOW_TO_INSTALL)
     }
 
-    /// Checks `tables` (each must be served) and answers a test of a table name.
-    fn table_filter(&self, tables: Option<Vec<String>>) -> Result<impl Fn(&str) -> bool + use<>> {
-        let tables = tables.unwrap_or_default();
-        for t in &tables {
-            self.table(t).map_err(|e| e.column("tables"))?;
+    /// Checks `tables` (each readable by the caller, then served) and answers the tables to
+    /// search: those, or none given, the tables the caller may read (None: every table).
+    fn search_scope(
+        &self,
+        tables: Option<Vec<String>>,
+        reads: Reads,
+    ) -> Result<Option<Vec<String>>> {
+        match tables.filter(|t| !t.is_empty()) {
+            Some(tables) => {
+                for t in &tables {
+                    (reads.table)(t).map_err(|e| e.column("tables"))?;
+                    self.table(t).map_err(|e| e.column("tables"))?;
+                }
+                Ok(Some(tables))
+            }
+            None => Ok(reads.among(self.table_names())),
         }
-        Ok(move |t: &str| tables.is_empty() || tables.iter().any(|x| x == t))
     }
 
     /// How far the semantic index is: `indexedThrough`, `pending` (rows changed since), and its
@@ -135,12 +145,12 @@ impl Engine {
         })
     }
 
-    /// Operation `search_notes`.
-    pub fn search_notes(&self, a: SearchNotes) -> Result<Value> {
+    /// Operation `search_notes`: in the tables the caller may read.
+    pub fn search_notes(&self, a: SearchNotes, reads: Reads) -> Result<Value> {
         check_query(&a.query)?;
         let limit = check_limit(a.limit, 20)?;
-        let names = a.tables.clone().unwrap_or_default();
-        let allowed = self.table_filter(a.tables)?;
+        let only = self.search_scope(a.tables, reads)?;
+        let allowed = in_scope(&only);
         let ready = self.semantic.ready();
         let mut out = Map::new();
         let mode = match (a.mode, ready) {
@@ -164,8 +174,12 @@ impl Engine {
             }
             (Some(m), true) => m,
         };
-        let text = |any: bool, n: usize| {
-            self.with_index(|c| index::search(c, &a.query, &names, n as i64, any))
+        let text = |any: bool, n: usize| match &only {
+            Some(names) if names.is_empty() => Ok(vec![]),
+            names => {
+                let names = names.as_deref().unwrap_or_default();
+                self.with_index(|c| index::search(c, &a.query, names, n as i64, any))
+            }
         };
         let hits: Vec<Value> = match mode {
             SearchMode::Text => text(false, limit)?
@@ -229,12 +243,13 @@ impl Engine {
         Ok(Value::Object(out))
     }
 
-    /// Operation `similar_notes`.
-    pub fn similar_notes(&self, a: SimilarNotes) -> Result<Value> {
+    /// Operation `similar_notes`: of a row the caller may read, in the tables it may read.
+    pub fn similar_notes(&self, a: SimilarNotes, reads: Reads) -> Result<Value> {
+        (reads.table)(&a.table)?;
         let t = self.table(&a.table)?;
         names::check_row_id(&a.table, &a.id)?;
         let limit = check_limit(a.limit, 10)?;
-        let allowed = self.table_filter(a.tables)?;
+        let allowed = in_scope(&self.search_scope(a.tables, reads)?);
         let row = self
             .with_index(|c| index::get_row(c, &t, &a.id))?
             .ok_or_else(|| no_row(&a.table, &a.id))?;
@@ -257,6 +272,12 @@ impl Engine {
         self.index_progress(&mut out);
         Ok(Value::Object(out))
     }
+}
+
+/// The test of a table name of a search's scope (None: every table).
+fn in_scope(only: &Option<Vec<String>>) -> impl Fn(&str) -> bool + use<> {
+    let only = only.clone();
+    move |t: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == t))
 }
 
 /// A score to 6 significant decimals (the fusion's are sums of small fractions).

@@ -251,6 +251,7 @@ pub(super) async fn create(s: Shared, actor: Actor, f: AppFields) -> Result<Resp
         ddl: granted.ddl,
         maintain: granted.maintain,
         call_tools: f.call_tools.clone().unwrap_or_else(|| vec!["*".into()]),
+        read: None,
     };
     let (mut info, tools) = check(&s, &a, scope, limits).await?;
     let mut confirm = json!({

@@ -261,6 +261,8 @@ struct Decision {
     maintain: bool,
     #[serde(default)]
     call_tools: Vec<String>,
+    #[serde(default)]
+    read: Vec<String>,
 }
 
 /// `POST /oauth/authorize`: the owner's decision, as the consent page sends it: same origin,
@@ -310,12 +312,15 @@ async fn decide(State(s): State<Shared>, req: Request) -> Result<Json<Value>, Er
             return Err(Error::invalid("decision must be \"allow\" or \"deny\"").column("decision"));
         }
     };
-    let rights = Rights {
+    let mut rights = Rights {
         write: d.write,
         ddl: d.ddl,
         maintain: d.maintain,
         call_tools: d.call_tools,
+        read: d.read,
     };
+    // Kept as the grant reads: none chosen, what its tools imply.
+    rights.read = rights.reads();
     let redirect = s.oauth.decide(&d.request, allow, rights)?;
     Ok(Json(json!({ "redirect": redirect })))
 }

@@ -8,6 +8,7 @@
 use super::{Mcp, Session, Sessions, exact, rounds};
 use crate::apps::aggregator::resources::ResourceUpdate;
 use crate::apps::backend::AgentChannel;
+use crate::auth::{self, Access, Target};
 use crate::engine::resources::VaultUri;
 use crate::error::Error;
 use crate::server::Shared;
@@ -161,6 +162,10 @@ impl Mcp {
         match VaultUri::parse(uri) {
             Some(v) => {
                 let v = v.map_err(mcp_error)?;
+                if on {
+                    let table = Target::Table(v.table());
+                    auth::authorize(&ctx.caller, Access::Read, table).map_err(mcp_error)?;
+                }
                 self.server.engine.table(v.table()).map_err(mcp_error)?;
             }
             None => {

@@ -9,6 +9,7 @@
 
 use super::Mcp;
 use super::content::{MAX_SUBSCRIPTIONS, vault_changes};
+use crate::auth::{self, Access, Target};
 use crate::engine::resources::VaultUri;
 use rmcp::ErrorData;
 use rmcp::model::{ServerNotification, SubscriptionFilter};
@@ -96,11 +97,20 @@ impl Mcp {
     pub(super) async fn listen_for(&self, sc: SubscriptionContext) -> Result<(), ErrorData> {
         let ctx = self.ctx(sc.request_context())?;
         let accepted = sc.accepted().clone();
+        // A resource of the vault is followed only if the caller may read its table (refused
+        // ones are left, as an app's).
+        let readable = |u: &String| match VaultUri::parse(u) {
+            Some(Ok(v)) => {
+                auth::authorize(&ctx.caller, Access::Read, Target::Table(v.table())).is_ok()
+            }
+            _ => true,
+        };
         let uris: HashSet<String> = accepted
             .resource_subscriptions
             .clone()
             .unwrap_or_default()
             .into_iter()
+            .filter(readable)
             .collect();
         let agg = &self.server.agg;
         // An app's resource: subscribed at the app for this caller (refused ones are left),

@@ -3,7 +3,7 @@
 //! [`crate::auth::authorize`] is the one place that decides whether a caller may run it.
 
 use crate::auth::{self, Access, Caller};
-use crate::engine::{Actor, Cmd, Engine, args};
+use crate::engine::{Actor, Cmd, Engine, Reads, args};
 use crate::error::{Error, Result, parse};
 use schemars::JsonSchema;
 use serde_json::Value;
@@ -88,9 +88,9 @@ pub static CATALOG: &[Operation] = &[
         description: "List every table (catalog.schema.table) with its description and row count.",
         access: Access::Read,
         schema: schema::<args::Empty>,
-        run: |e, _, a| {
+        run: |e, c, a| {
             parse::<args::Empty>("list_tables", a)?;
-            e.list_tables()
+            reads_of(&c.caller, |r| e.list_tables(r))
         },
     },
     Operation {
@@ -129,14 +129,20 @@ pub static CATALOG: &[Operation] = &[
         description: "Search notes by words and by meaning, optionally within some tables. mode: hybrid (default while the semantic index is ready: full text and meaning fused, so a question in your own words finds notes written with other words), text (every word must appear) or semantic (nearest in meaning). Answers {hits: [{table, id, score, snippet, ranks: {text?, semantic?}}], mode, indexedThrough, pending}.",
         access: Access::Read,
         schema: schema::<args::SearchNotes>,
-        run: |e, _, a| e.search_notes(parse("search_notes", a)?),
+        run: |e, c, a| {
+            let a = parse("search_notes", a)?;
+            reads_of(&c.caller, |r| e.search_notes(a, r))
+        },
     },
     Operation {
         name: "similar_notes",
         description: "The notes nearest in meaning to a row (related notes), optionally within some tables. Answers {hits: [{table, id, score, snippet, version}], indexedThrough, pending}.",
         access: Access::Read,
         schema: schema::<args::SimilarNotes>,
-        run: |e, _, a| e.similar_notes(parse("similar_notes", a)?),
+        run: |e, c, a| {
+            let a = parse("similar_notes", a)?;
+            reads_of(&c.caller, |r| e.similar_notes(a, r))
+        },
     },
     Operation {
         name: "list_migrations",
@@ -144,7 +150,8 @@ pub static CATALOG: &[Operation] = &[
         access: Access::Read,
         schema: schema::<args::ListMigrations>,
         run: |e, c, a| {
-            let mut v = e.list_migrations(parse("list_migrations", a)?)?;
+            let a = parse("list_migrations", a)?;
+            let mut v = reads_of(&c.caller, |r| e.list_migrations(a, r))?;
             // Another principal's MCP sessions are not shown.
             if let Some(ms) = v.get_mut("migrations").and_then(Value::as_array_mut) {
                 for m in ms {
@@ -291,6 +298,16 @@ pub fn unknown_op(name: &str) -> Error {
         .hint(format!("operations: {}", names.join(", ")))
 }
 
+/// Runs `f` with what `caller` may read, as [`auth::authorize`] decides it table by table: what
+/// the engine's reads of many tables (listings, searches, the journal) keep to.
+pub fn reads_of<T>(caller: &Caller, f: impl FnOnce(Reads) -> T) -> T {
+    let table = |t: &str| auth::authorize(caller, Access::Read, auth::Target::Table(t));
+    f(Reads {
+        table: &table,
+        all: auth::reads_every_table(caller),
+    })
+}
+
 /// Runs an operation for a caller: the single entry of every door.
 pub fn call(engine: &Engine, ctx: &Ctx, name: &str, args: Value) -> Result<Value> {
     let op = find(name).ok_or_else(|| unknown_op(name))?;
@@ -306,4 +323,28 @@ pub fn call(engine: &Engine, ctx: &Ctx, name: &str, args: Value) -> Result<Value
         table.map_or(auth::Target::None, auth::Target::Table),
     )?;
     (op.run)(engine, ctx, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every read operation is either one that reads rows (a grant without read patterns
+    /// reads every table through it, `auth::oauth::ROW_READS`) or one that reads none: a new
+    /// read operation must be put in one or the other.
+    #[test]
+    fn the_operations_that_read_rows_are_known() {
+        const NO_ROWS: &[&str] = &["list_tables", "get_engine_settings"];
+        for op in CATALOG.iter().filter(|o| o.access == Access::Read) {
+            let rows = auth::oauth::ROW_READS.contains(&op.name);
+            assert!(
+                rows != NO_ROWS.contains(&op.name),
+                "{}: in ROW_READS or NO_ROWS, not both",
+                op.name
+            );
+        }
+        for name in auth::oauth::ROW_READS {
+            assert_eq!(find(name).map(|o| o.access), Some(Access::Read), "{name}");
+        }
+    }
 }

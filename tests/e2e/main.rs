@@ -41,6 +41,7 @@ mod mcp_rounds;
 mod mcp_shown;
 mod mcp_tasks;
 mod oauth;
+mod oauth_reads;
 mod plain_words;
 mod policy;
 mod python_app;

@@ -11,7 +11,7 @@ use crate::apps::backend::{AgentChannel, AppBackend, AppEvent, AppRequest, CallC
 use crate::auth::{self, Access, Caller, Target};
 use crate::engine::resources::{self as vault, VaultCursor, VaultUri};
 use crate::error::{Error, Result};
-use crate::ops::Ctx;
+use crate::ops::{Ctx, reads_of};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -174,7 +174,8 @@ impl Aggregator {
                     Some(c) => VaultCursor::parse(c).ok_or_else(bad)?,
                 };
                 auth::authorize(caller, Access::Read, Target::None)?;
-                let (page, next) = self.engine.resource_page(&at, vault::PAGE)?;
+                let (page, next) =
+                    reads_of(caller, |r| self.engine.resource_page(&at, vault::PAGE, r))?;
                 if let Some(next) = next {
                     return Ok(json!({"resources": page, "nextCursor": next.text()}));
                 }
@@ -200,11 +201,15 @@ impl Aggregator {
         Ok(page)
     }
 
-    /// `resources/templates/list`: the vault's, then those of the apps the caller may use.
+    /// `resources/templates/list`: the vault's (to a caller that may read some table), then
+    /// those of the apps the caller may use.
     pub fn resource_templates(&self, caller: &Caller) -> Value {
         let ns = self.ns.read().unwrap().clone();
         let usable = self.usable(caller, &ns);
-        let mut out = vault::templates();
+        let mut out = match auth::reads_some_table(caller) {
+            true => vault::templates(),
+            false => vec![],
+        };
         out.extend(
             ns.content
                 .templates
@@ -389,12 +394,20 @@ impl Aggregator {
                     auth::authorize(&ctx.caller, Access::Read, Target::None)?;
                     return match arg {
                         Some("table") => {
-                            let (v, more) = self.engine.complete_tables(value);
+                            let (v, more) =
+                                reads_of(&ctx.caller, |r| self.engine.complete_tables(value, r));
                             Ok(answer(v, more))
                         }
                         Some("id") => {
                             let table = params.pointer("/context/arguments/table");
                             let table = table.and_then(Value::as_str).unwrap_or("");
+                            // The ids of a table the caller may not read: none, as of an
+                            // unknown table.
+                            if auth::authorize(&ctx.caller, Access::Read, Target::Table(table))
+                                .is_err()
+                            {
+                                return Ok(answer(vec![], false));
+                            }
                             let (v, more) = self.engine.complete_ids(table, value)?;
                             Ok(answer(v, more))
                         }

@@ -91,16 +91,52 @@ pub struct Rights {
     /// The tools it may list and call (patterns as an app's `call_tools`).
     #[serde(default)]
     pub call_tools: Vec<String>,
+    /// The tables it may read (patterns as `write`). None chosen (and a grant saved before
+    /// there were read patterns): what its tools imply, [`Rights::reads`].
+    #[serde(default)]
+    pub read: Vec<String>,
 }
 
+/// The engine operations that read rows (their values, bodies, ids or changes): a grant that
+/// may call one reads every table unless its consent chose read patterns. The other read
+/// operations (`list_tables`, `get_engine_settings`) read no row; `ops`' tests hold the
+/// catalog to this list.
+pub const ROW_READS: &[&str] = &[
+    "describe_table",
+    "get_row",
+    "select_rows",
+    "search_notes",
+    "similar_notes",
+    "list_migrations",
+];
+
 impl Rights {
+    /// The tables the grant reads: its read patterns; none chosen, `*` if it may call an
+    /// operation that reads rows ([`ROW_READS`]), else none.
+    pub fn reads(&self) -> Vec<String> {
+        if !self.read.is_empty() {
+            return self.read.clone();
+        }
+        let calls =
+            |op: &str| (self.call_tools.iter()).any(|p| crate::auth::tool_pattern_matches(p, op));
+        if ROW_READS.iter().any(|op| calls(op)) {
+            vec!["*".to_string()]
+        } else {
+            vec![]
+        }
+    }
+
     /// Checks every pattern's form; an error names the field and the pattern.
     pub fn check(&self) -> crate::error::Result<()> {
         use crate::error::Error;
-        if let Some(p) = self.write.iter().find(|p| !crate::auth::valid_pattern(p)) {
-            return Err(Error::invalid(format!("write pattern {p:?} is not valid"))
-                .column("write")
-                .hint("a table (catalog.schema.table), catalog.schema.*, catalog.* or *"));
+        for (field, patterns) in [("write", &self.write), ("read", &self.read)] {
+            if let Some(p) = patterns.iter().find(|p| !crate::auth::valid_pattern(p)) {
+                return Err(
+                    Error::invalid(format!("{field} pattern {p:?} is not valid"))
+                        .column(field)
+                        .hint("a table (catalog.schema.table), catalog.schema.*, catalog.* or *"),
+                );
+            }
         }
         if let Some(p) = self
             .call_tools
@@ -113,11 +149,11 @@ impl Rights {
                     .hint("a tool name, or a pattern with * (planning_*, *)"),
             );
         }
-        if self.write.len() > 1000 || self.call_tools.len() > 1000 {
-            return Err(
-                Error::invalid("at most 1000 write and 1000 call_tools patterns")
-                    .hint("use patterns (catalog.*, planning_*)"),
-            );
+        if self.write.len() > 1000 || self.call_tools.len() > 1000 || self.read.len() > 1000 {
+            return Err(Error::invalid(
+                "at most 1000 write, 1000 read and 1000 call_tools patterns",
+            )
+            .hint("use patterns (catalog.*, planning_*)"));
         }
         Ok(())
     }
@@ -235,7 +271,7 @@ impl OAuth {
                     "client_origin": g.client_origin,
                     "redirect_uri": g.redirect_uri,
                     "resource": g.resource,
-                    "rights": g.rights,
+                    "rights": Rights { read: g.rights.reads(), ..g.rights.clone() },
                     "created": iso(g.created),
                     "last_used": used.map(iso),
                     "expires": iso(g.refresh.expires),
@@ -322,5 +358,33 @@ mod tests {
             "http://127.0.0.1:6/mcp"
         ));
         assert!(!same_resource("http://a/mcp", "http://a/MCP"));
+    }
+
+    #[test]
+    fn a_grant_reads_what_its_consent_chose_or_what_its_tools_imply() {
+        let rights = |tools: &[&str], read: &[&str]| Rights {
+            call_tools: tools.iter().map(|s| s.to_string()).collect(),
+            read: read.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        assert!(rights(&["list_tables"], &[]).reads().is_empty());
+        assert!(
+            rights(&["list_tables", "get_engine_settings"], &[])
+                .reads()
+                .is_empty()
+        );
+        assert_eq!(rights(&["list_tables", "select_rows"], &[]).reads(), ["*"]);
+        assert_eq!(rights(&["*"], &[]).reads(), ["*"]);
+        assert_eq!(rights(&["search_*"], &[]).reads(), ["*"]);
+        assert_eq!(
+            rights(&["get_row"], &["work.crm.*"]).reads(),
+            ["work.crm.*"]
+        );
+        // A grant saved before read patterns reads what its tools imply.
+        let old: Rights = serde_json::from_str(r#"{"call_tools": ["get_row"]}"#).unwrap();
+        assert_eq!(old.reads(), ["*"]);
+        let e = rights(&[], &["work"]).check().unwrap_err();
+        assert_eq!((e.status, e.column.as_deref()), (400, Some("read")));
+        assert!(e.message.contains("read pattern \"work\""), "{}", e.message);
     }
 }

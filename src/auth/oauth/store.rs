@@ -208,6 +208,7 @@ impl Store {
                     ddl: g.rights.ddl,
                     maintain: g.rights.maintain,
                     call_tools: g.rights.call_tools.clone(),
+                    read: Some(g.rights.reads()),
                 },
             });
             live.insert(g.id.clone(), Live { grant, last_used });

@@ -1,7 +1,7 @@
 // The consent page (GET /oauth/authorize, rendered by the server): a web agent asks for access;
 // the owner signs in with the owner token (kept in this page's memory only, never stored),
-// chooses the rights the agent gets (the vocabulary of an app entry: tables it may write, schema
-// changes, maintenance, the tools it may call) and allows or denies. The answer sends the browser
+// chooses the rights the agent gets (the vocabulary of an app entry: tables it may read and write,
+// schema changes, maintenance, the tools it may call) and allows or denies. The answer sends the browser
 // back to the agent's redirect_uri.
 "use strict";
 
@@ -15,6 +15,7 @@
   const signin = $("#consent-signin-form");
   const form = $("#consent-form");
   form.hidden = true;
+  const readsPart = $("#consent-reads");
   const tablesPart = $("#consent-tables");
   const toolsPart = $("#consent-tools");
   $("#consent-deny").addEventListener("click", () => decide("deny"));
@@ -111,9 +112,15 @@
   }
 
   function rightsForm(tables, tools, access) {
-    // Unticked by default: the agent writes nothing unless a table is ticked.
+    // Unticked by default: the agent reads what its tools imply (below), and writes nothing.
+    const schemas = [...new Set(tables.map((t) => t.split(".").slice(0, 2).join(".")))];
+    readsPart.append(
+      h("p", { class: "muted" }, "None ticked: every table if it may call a tool that reads rows (select_rows, get_row, search_notes, similar_notes, describe_table, list_migrations), else none. Its listings, resources, searches and the journal show only these tables."),
+      ...schemas.map((p) => box("read", `${p}.*`, false, h("code", {}, `${p}.*`), " every table of ", p)),
+      ...tables.map((t) => box("read", t, false, h("code", {}, t), " may read")),
+      box("read", "*", false, "every table, also those created later (", h("code", {}, "*"), ")"));
     tablesPart.append(
-      h("p", { class: "muted" }, "Writing needs the write tools too (insert_row, update_row, delete_row); reading goes through the tools it may call."),
+      h("p", { class: "muted" }, "Writing needs the write tools too (insert_row, update_row, delete_row)."),
       ...(tables.length ? tables.map((t) => box("write", t, false, h("code", {}, t), " may write")) : [h("p", { class: "muted" }, "No tables yet.")]),
       box("write", "*", false, "every table, also those created later (", h("code", {}, "*"), ")"));
     // The engine's operations: those that only read are ticked; writes and the apps' tools not.
@@ -161,6 +168,7 @@
       ddl: Boolean($("#consent-ddl")?.checked),
       maintain: Boolean($("#consent-maintain")?.checked),
       call_tools: picked("call_tools"),
+      read: picked("read"),
     };
     const buttons = [...form.querySelectorAll("button")];
     for (const b of buttons) b.disabled = true;

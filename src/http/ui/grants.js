@@ -7,6 +7,7 @@
 function grantRights(r) {
   r = r || {};
   return [
+    `read: ${r.read && r.read.length ? r.read.join(", ") : "none"}`,
     `write: ${r.write && r.write.length ? r.write.join(", ") : "none"}`,
     r.ddl ? "ddl" : null,
     r.maintain ? "maintain" : null,
