@@ -127,20 +127,23 @@ impl ActorClient {
         self.route()
     }
 
-    /// A client; `reuse`: one that keeps connections open while that flag holds.
+    /// A client; `reuse`: one that keeps connections open while that flag holds; `policy`: the
+    /// addresses it may connect to (the outbound client: each new connection resolves the
+    /// app's host again under it; no system proxy).
     pub(super) fn new(
         too_big: Arc<AtomicBool>,
         reuse: Option<Arc<AtomicBool>>,
         oauth: Option<Arc<super::oauth::AppOAuth>>,
+        policy: crate::outbound::Policy,
     ) -> ActorClient {
-        // No redirects; reqwest sets TCP_NODELAY on its side.
+        // No redirects; reqwest sets TCP_NODELAY on its side. A client that cannot be built
+        // connects nowhere (reqwest's default client would ignore the policy).
         let build = |idle: usize| {
-            reqwest::Client::builder()
+            crate::outbound::builder(policy)
                 .pool_max_idle_per_host(idle)
                 .pool_idle_timeout(IDLE_TIMEOUT)
-                .redirect(reqwest::redirect::Policy::none())
                 .build()
-                .unwrap_or_default()
+                .unwrap_or_else(|_| nowhere())
         };
         ActorClient {
             fresh: build(0),
@@ -280,6 +283,24 @@ impl ActorClient {
             r => r,
         }
     }
+}
+
+/// A client that connects to no address (a guard that refuses every one), should the outbound
+/// client fail to build.
+fn nowhere() -> reqwest::Client {
+    struct Nowhere;
+    impl crate::outbound::Lookup for Nowhere {
+        fn lookup(
+            &self,
+            host: String,
+        ) -> futures_util::future::BoxFuture<'static, std::io::Result<Vec<std::net::IpAddr>>>
+        {
+            Box::pin(async move { Err(std::io::Error::other(format!("{host}: no HTTP client"))) })
+        }
+    }
+    crate::outbound::builder_with(crate::outbound::Policy::Public, Arc::new(Nowhere))
+        .build()
+        .unwrap_or_default()
 }
 
 /// The headers of a message: the custom ones, plus the actor of a tool call.
