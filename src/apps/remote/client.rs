@@ -84,6 +84,11 @@ pub(super) struct Route {
 /// needs only the session's headers. (A later version's calls go through rmcp's session.)
 const DIRECT_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
+/// A header that belongs to one message (SEP-2243), not to its session.
+fn per_message(name: &str) -> bool {
+    name == "mcp-method" || name == "mcp-name" || name.starts_with("mcp-param-")
+}
+
 impl ActorClient {
     /// Notes the route of a message rmcp's session posts (any but `initialize`).
     fn note(
@@ -97,12 +102,20 @@ impl ActorClient {
         {
             return;
         }
+        // By `HeaderName`: a `&str` key hashes differently and is never found (so a session of
+        // 2026-07-28 was taken for one of an earlier version, and its calls went out with the
+        // `Mcp-Method` of `notifications/initialized`).
         let known = headers
-            .get("mcp-protocol-version")
+            .get(&HeaderName::from_static("mcp-protocol-version"))
             .is_none_or(|v| DIRECT_VERSIONS.iter().any(|k| v.as_bytes() == k.as_bytes()));
+        // A route carries the session's headers, never one message's (SEP-2243).
         let route = known.then(|| Route {
             session: session.clone(),
-            headers: headers.clone(),
+            headers: headers
+                .iter()
+                .filter(|(k, _)| !per_message(k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         });
         *self.route.lock().unwrap() = route;
         self.routed.notify_waiters();
