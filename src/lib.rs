@@ -18,5 +18,6 @@ pub mod listen;
 pub mod mcp;
 pub(crate) mod names;
 pub mod ops;
+pub(crate) mod outbound;
 pub mod server;
 pub mod start;

@@ -319,8 +319,9 @@ impl Aggregator {
             ));
         }
         let url = rec.mcp_url.clone()?;
+        let policy = super::self_url::policy(rec, &url);
         let fp = format!(
-            "remote {url} {}",
+            "remote {url} {policy:?} {}",
             rec.mcp_token
                 .as_deref()
                 .map(crate::auth::token_hash)
@@ -330,6 +331,7 @@ impl Aggregator {
             fp,
             Arc::new(RemoteApp::new(
                 url.clone(),
+                policy,
                 rec.mcp_token.clone(),
                 // Without a static token: its OAuth sign-in, used if the app asks for one.
                 rec.mcp_token

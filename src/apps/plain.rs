@@ -47,6 +47,11 @@ fn words(url: &str, peer: Peer, text: &str) -> String {
     // The URL (and its port) is named by the sentence, not matched against.
     let text = text.replace(&url.to_lowercase(), "");
     let has = |k: &str| text.contains(k);
+    if has(crate::outbound::NOT_CONNECTED) {
+        return format!(
+            "{url} was not reached: its address is not public (loopback, private, link-local or reserved), and this app may connect only to public ones"
+        );
+    }
     let code = status(&text);
     if code == Some(401) || has("auth required") || has("authorization required") {
         return match peer {

@@ -20,10 +20,14 @@
 //! Names other than `localhost` never count as a place (what they resolve to may change): an
 //! entry the owner gave as `http://nas.lan:9/mcp` may move to a non-public address only if the
 //! owner allows it.
+//!
+//! The rule holds at every connection, not only at the change: the app's client connects under
+//! [`policy`] (a name the app gave that resolves to a private address later is not reached).
+//! The addresses themselves are judged by `crate::outbound`.
 
 use super::AppRecord;
 use crate::error::{Error, Result};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use crate::outbound::{self, Place, Policy};
 use std::time::Duration;
 
 /// How long resolving an app's host name may take.
@@ -41,32 +45,26 @@ pub(crate) async fn check(entry: &AppRecord, url: &str) -> Result<()> {
     .await
 }
 
-/// Where an address is, for the rule: this machine's loopback, or one IP address.
-#[derive(Debug, PartialEq)]
-enum Place {
-    Loopback,
-    Ip(IpAddr),
-}
-
-/// The place a parsed URL names, if its host is an IP address or `localhost` (a name is none).
-fn place(u: &reqwest::Url) -> Option<Place> {
-    // The parser writes an IP address in its canonical form (IPv6 in brackets), a name in
-    // lower case.
-    let host = u.host_str()?;
-    if host.trim_end_matches('.') == "localhost" {
-        return Some(Place::Loopback);
+/// The addresses the engine may connect to for an app at `url` (its `mcp_url`): an address the
+/// owner set, or one the app set when the owner allowed it any (`self_url_private`), may be
+/// anything the owner meant (loopback included); one the app set for itself under the rule
+/// stays under it at every connection, whatever its name resolves to later: public addresses,
+/// and the place it was allowed in (the loopback or IP address its URL names, if any).
+pub(crate) fn policy(entry: &AppRecord, url: &str) -> Policy {
+    let by_app = entry
+        .url_change
+        .as_ref()
+        .is_some_and(|c| c.by.starts_with("app:"));
+    if !by_app || entry.self_url_private {
+        return Policy::Any;
     }
-    let ip = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse::<IpAddr>()
-        .ok()?
-        .to_canonical();
-    Some(if ip.is_loopback() {
-        Place::Loopback
-    } else {
-        Place::Ip(ip)
-    })
+    match reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| Place::of_url(&u))
+    {
+        Some(p) if !p.is_public() => Policy::PublicAnd(p),
+        _ => Policy::Public,
+    }
 }
 
 /// [`check`] on its parts: the app `app`, its `mcp_url` now (`current`), the one it asks for.
@@ -88,8 +86,8 @@ async fn check_move(
     })?;
     let here = current
         .and_then(|c| reqwest::Url::parse(c).ok())
-        .and_then(|c| place(&c));
-    if here.is_some() && here == place(&parsed) {
+        .and_then(|c| Place::of_url(&c));
+    if here.is_some() && here == Place::of_url(&parsed) {
         return Ok(());
     }
     let refuse = |why: String| {
@@ -98,7 +96,7 @@ async fn check_move(
             (Some(c), Some(Place::Loopback)) => format!(
                 "from {c} it may move itself to any loopback address of this machine, or to a public address"
             ),
-            (Some(c), Some(Place::Ip(ip))) if not_public(*ip).is_some() => format!(
+            (Some(c), Some(Place::Ip(ip))) if !outbound::is_public(*ip) => format!(
                 "from {c} it may move itself to another port of {ip}, or to a public address"
             ),
             (Some(c), _) => format!("from {c} it may move itself only to a public address"),
@@ -112,88 +110,18 @@ async fn check_move(
             "the owner decides: register the app at its address (apps/update {{\"name\": \"{app}\", \"mcp_url\": \"http://127.0.0.1:9/mcp\"}} with the owner token), then it may move itself to another port of that address (from a loopback address, to any loopback address of this machine); or allow it any address (apps/update {{\"name\": \"{app}\", \"self_url_private\": true}})"
         ))
     };
-    let port = parsed.port_or_known_default().unwrap_or(80);
     let host = parsed.host_str().unwrap_or("");
-    let ip = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse::<IpAddr>();
-    let addrs: Vec<IpAddr> = match ip {
-        Ok(a) => vec![a],
-        Err(_) if host.is_empty() => return Err(refuse("it has no host".into())),
-        Err(_) => {
-            let d = host.trim_end_matches('.').to_ascii_lowercase();
-            if d == "localhost" || d.ends_with(".localhost") {
-                return Err(refuse("it is a loopback address".into()));
-            }
-            let found = tokio::time::timeout(RESOLVE, tokio::net::lookup_host((d.as_str(), port)));
-            match found.await {
-                Ok(Ok(a)) => a.map(|s| s.ip()).collect(),
-                Ok(Err(e)) => return Err(refuse(format!("its host {d} does not resolve ({e})"))),
-                Err(_) => return Err(refuse(format!("resolving its host {d} timed out"))),
-            }
-        }
-    };
-    match addrs
-        .iter()
-        .find_map(|a| not_public(*a).map(|why| (a, why)))
-    {
-        Some((a, why)) => Err(refuse(format!("{a} is {why}"))),
-        None => Ok(()),
+    if host.is_empty() {
+        return Err(refuse("it has no host".into()));
     }
-}
-
-/// Why an address is not a public one, if it is not.
-fn not_public(a: IpAddr) -> Option<&'static str> {
-    match a {
-        IpAddr::V4(v) => not_public_v4(v),
-        IpAddr::V6(v) => {
-            if let Some(v4) = v.to_ipv4_mapped() {
-                return not_public_v4(v4);
-            }
-            let s = v.segments();
-            // NAT64 (64:ff9b::/96) carries an IPv4 address.
-            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-                let o = v.octets();
-                return not_public_v4(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
-            }
-            if v.is_loopback() {
-                Some("a loopback address")
-            } else if v.is_unspecified() {
-                Some("the unspecified address")
-            } else if (s[0] & 0xfe00) == 0xfc00 {
-                Some("a private (unique local) address")
-            } else if (s[0] & 0xffc0) == 0xfe80 {
-                Some("a link-local address")
-            } else if v.is_multicast() {
-                Some("a multicast address")
-            } else if s[..6] == [0; 6] && v != Ipv6Addr::UNSPECIFIED {
-                // ::a.b.c.d (IPv4-compatible, deprecated).
-                let o = v.octets();
-                not_public_v4(Ipv4Addr::new(o[12], o[13], o[14], o[15]))
-            } else {
-                None
-            }
-        }
+    let d = host.trim_end_matches('.').to_ascii_lowercase();
+    if d == "localhost" || d.ends_with(".localhost") {
+        return Err(refuse("it is a loopback address".into()));
     }
-}
-
-fn not_public_v4(v: Ipv4Addr) -> Option<&'static str> {
-    let o = v.octets();
-    if v.is_loopback() {
-        Some("a loopback address")
-    } else if v.is_private() {
-        Some("a private address")
-    } else if v.is_link_local() {
-        Some("a link-local address")
-    } else if o[0] == 0 {
-        Some("the unspecified address")
-    } else if o[0] == 100 && (o[1] & 0xc0) == 64 {
-        Some("a shared (carrier-grade NAT) address")
-    } else if v.is_broadcast() || v.is_multicast() || o[0] >= 240 {
-        Some("not a unicast address")
-    } else {
-        None
+    match tokio::time::timeout(RESOLVE, outbound::resolve(host, Policy::Public)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(r)) => Err(refuse(r.to_string())),
+        Err(_) => Err(refuse(format!("resolving its host {d} timed out"))),
     }
 }
 

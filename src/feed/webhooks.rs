@@ -122,7 +122,9 @@ impl Webhooks {
             engine,
             hooks: Mutex::new(hooks),
             tasks: Mutex::new(HashMap::new()),
-            http: reqwest::Client::builder()
+            // The outbound client (no system proxy); any address, redirects followed, as before.
+            http: crate::outbound::builder(crate::outbound::Policy::Any)
+                .redirect(crate::outbound::redirects(crate::outbound::Policy::Any, 10))
                 .timeout(Duration::from_secs(15))
                 .build()?,
             backoff_min: crate::knobs::ms("DATANOTES_WEBHOOK_BACKOFF_MS", 500),

@@ -33,6 +33,7 @@ mod list_changed;
 mod mcp;
 mod mcp_cancel;
 mod mcp_exact;
+mod mcp_headers;
 mod mcp_hostile_content;
 mod mcp_relay;
 mod mcp_resources;

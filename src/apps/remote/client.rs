@@ -84,6 +84,11 @@ pub(super) struct Route {
 /// needs only the session's headers. (A later version's calls go through rmcp's session.)
 const DIRECT_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
+/// A header that belongs to one message (SEP-2243), not to its session.
+fn per_message(name: &str) -> bool {
+    name == "mcp-method" || name == "mcp-name" || name.starts_with("mcp-param-")
+}
+
 impl ActorClient {
     /// Notes the route of a message rmcp's session posts (any but `initialize`).
     fn note(
@@ -97,12 +102,20 @@ impl ActorClient {
         {
             return;
         }
+        // By `HeaderName`: a `&str` key hashes differently and is never found (so a session of
+        // 2026-07-28 was taken for one of an earlier version, and its calls went out with the
+        // `Mcp-Method` of `notifications/initialized`).
         let known = headers
-            .get("mcp-protocol-version")
+            .get(&HeaderName::from_static("mcp-protocol-version"))
             .is_none_or(|v| DIRECT_VERSIONS.iter().any(|k| v.as_bytes() == k.as_bytes()));
+        // A route carries the session's headers, never one message's (SEP-2243).
         let route = known.then(|| Route {
             session: session.clone(),
-            headers: headers.clone(),
+            headers: headers
+                .iter()
+                .filter(|(k, _)| !per_message(k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         });
         *self.route.lock().unwrap() = route;
         self.routed.notify_waiters();
@@ -127,20 +140,23 @@ impl ActorClient {
         self.route()
     }
 
-    /// A client; `reuse`: one that keeps connections open while that flag holds.
+    /// A client; `reuse`: one that keeps connections open while that flag holds; `policy`: the
+    /// addresses it may connect to (the outbound client: each new connection resolves the
+    /// app's host again under it; no system proxy).
     pub(super) fn new(
         too_big: Arc<AtomicBool>,
         reuse: Option<Arc<AtomicBool>>,
         oauth: Option<Arc<super::oauth::AppOAuth>>,
+        policy: crate::outbound::Policy,
     ) -> ActorClient {
-        // No redirects; reqwest sets TCP_NODELAY on its side.
+        // No redirects; reqwest sets TCP_NODELAY on its side. A client that cannot be built
+        // connects nowhere (reqwest's default client would ignore the policy).
         let build = |idle: usize| {
-            reqwest::Client::builder()
+            crate::outbound::builder(policy)
                 .pool_max_idle_per_host(idle)
                 .pool_idle_timeout(IDLE_TIMEOUT)
-                .redirect(reqwest::redirect::Policy::none())
                 .build()
-                .unwrap_or_default()
+                .unwrap_or_else(|_| nowhere())
         };
         ActorClient {
             fresh: build(0),
@@ -280,6 +296,24 @@ impl ActorClient {
             r => r,
         }
     }
+}
+
+/// A client that connects to no address (a guard that refuses every one), should the outbound
+/// client fail to build.
+fn nowhere() -> reqwest::Client {
+    struct Nowhere;
+    impl crate::outbound::Lookup for Nowhere {
+        fn lookup(
+            &self,
+            host: String,
+        ) -> futures_util::future::BoxFuture<'static, std::io::Result<Vec<std::net::IpAddr>>>
+        {
+            Box::pin(async move { Err(std::io::Error::other(format!("{host}: no HTTP client"))) })
+        }
+    }
+    crate::outbound::builder_with(crate::outbound::Policy::Public, Arc::new(Nowhere))
+        .build()
+        .unwrap_or_default()
 }
 
 /// The headers of a message: the custom ones, plus the actor of a tool call.

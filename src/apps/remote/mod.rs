@@ -94,6 +94,8 @@ enum Purpose {
 /// each call's request, not per session).
 pub struct RemoteApp {
     url: String,
+    /// The addresses its connections may reach.
+    policy: crate::outbound::Policy,
     token: Option<String>,
     /// Without a static token: the app's OAuth sign-in (its tokens, if it uses one).
     oauth: Option<Arc<oauth::AppOAuth>>,
@@ -117,9 +119,11 @@ pub struct RemoteApp {
 
 impl RemoteApp {
     /// A remote app at `url`, sent `token` as its bearer; without one, `oauth` is its OAuth
-    /// sign-in (used once the app asks for it).
-    pub fn new(
+    /// sign-in (used once the app asks for it); `policy`: the addresses its connections may
+    /// reach (`self_url::policy`).
+    pub(crate) fn new(
         url: String,
+        policy: crate::outbound::Policy,
         token: Option<String>,
         oauth: Option<Arc<oauth::AppOAuth>>,
         timeouts: Timeouts,
@@ -127,6 +131,7 @@ impl RemoteApp {
         events: relay::Events,
     ) -> RemoteApp {
         RemoteApp {
+            policy,
             events,
             agents: Default::default(),
             subs: Default::default(),

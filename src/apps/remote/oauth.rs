@@ -488,21 +488,7 @@ pub(crate) fn is_public_https(base: &str) -> bool {
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     match host.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(a)) => {
-            !(a.is_private()
-                || a.is_loopback()
-                || a.is_link_local()
-                || a.is_unspecified()
-                || a.is_broadcast()
-                || a.is_documentation())
-        }
-        Ok(std::net::IpAddr::V6(a)) => {
-            let seg = a.segments()[0];
-            !(a.is_loopback()
-                || a.is_unspecified()
-                || seg & 0xfe00 == 0xfc00
-                || seg & 0xffc0 == 0xfe80)
-        }
+        Ok(ip) => crate::outbound::is_public(ip),
         Err(_) => {
             let d = host.trim_end_matches('.').to_ascii_lowercase();
             d.contains('.')
@@ -704,6 +690,9 @@ mod tests {
             "https://10.0.0.1",
             "https://[::1]:7777",
             "https://[fd00::1]",
+            "https://100.64.0.1",
+            "https://0.1.2.3",
+            "https://[64:ff9b::a00:1]",
             "https://nas.local",
             "https://box.internal",
             "https://intranet",

@@ -133,6 +133,12 @@ impl RemoteApp {
 
     /// Opens a session for `p` with `relay` as its client side.
     async fn connect(&self, p: Purpose, relay: Relay) -> Result<Open, BackendError> {
+        // A literal address reaches no resolver: judged here (a name, at each connection).
+        if let Ok(u) = reqwest::Url::parse(&self.url)
+            && let Err(r) = crate::outbound::check_url(&u, self.policy)
+        {
+            return Err(BackendError(format!("{} was not reached: {r}", self.url)));
+        }
         let mut cfg = StreamableHttpClientTransportConfig::with_uri(self.url.as_str());
         if let Some(t) = &self.token {
             cfg = cfg.auth_header(t.clone());
@@ -154,8 +160,8 @@ impl RemoteApp {
             _ => Arc::new(AtomicBool::new(false)),
         };
         let reuse = matches!(p, Purpose::Call | Purpose::Agent).then(|| self.reuse.clone());
-        let http =
-            ActorClient::new(too_big, reuse, self.oauth.clone()).declaring_tasks(relay.tasks());
+        let http = ActorClient::new(too_big, reuse, self.oauth.clone(), self.policy)
+            .declaring_tasks(relay.tasks());
         let transport = StreamableHttpClientTransport::with_client(http.clone(), cfg);
         match tokio::time::timeout(self.timeouts.open, relay.serve(transport)).await {
             Err(_) => Err(BackendError(format!(

@@ -29,7 +29,7 @@ pub fn is_loopback(registry: &str) -> bool {
     host.eq_ignore_ascii_case("localhost")
         || host
             .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+            .is_ok_and(crate::outbound::is_loopback)
 }
 
 /// The client for a registry.
@@ -197,14 +197,15 @@ pub async fn check_sign_in(registry: &str, opts: &super::SourceOptions) -> Resul
     } else {
         "https"
     };
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
+    // The owner named the registry: any address.
+    let client = crate::outbound::builder(crate::outbound::Policy::Any)
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(READ_TIMEOUT)
         .build()
         .map_err(|e| Error::internal(format!("cannot build an HTTP client: {e}")))?;
     let url = format!("{scheme}://{registry}/v2/");
     let r = client.get(&url).send().await.map_err(|e| {
+        let e = crate::outbound::describe(&e);
         Error::invalid(format!("cannot reach the registry {registry}: {e}"))
             .column("source")
             .hint("check the reference and that the registry is up")
@@ -248,24 +249,19 @@ pub async fn check_sign_in(registry: &str, opts: &super::SourceOptions) -> Resul
     if opts.private || host.eq_ignore_ascii_case(own) {
         return Ok(());
     }
-    let port = parsed.port_or_known_default().unwrap_or(443);
-    let addrs = tokio::net::lookup_host((host, port)).await.map_err(|e| {
-        Error::invalid(format!(
-            "cannot resolve {host}, where {registry} signs in: {e}"
+    let public = crate::outbound::Policy::Public;
+    match crate::outbound::resolve(host, public).await {
+        Ok(_) => Ok(()),
+        Err(r) if r.is_address() => Err(Error::invalid(format!(
+            "the registry {registry} sends clients to sign in at {realm}: {r}"
         ))
         .column("source")
-    })?;
-    for a in addrs {
-        if !crate::auth::oauth::clients::is_public(a.ip()) {
-            return Err(Error::invalid(format!(
-                "the registry {registry} sends clients to sign in at {realm}, whose address {} is private, loopback or link-local",
-                a.ip()
-            ))
-            .column("source")
-            .hint("the owner may allow that with --apps-private-sources"));
-        }
+        .hint("the owner may allow that with --apps-private-sources")),
+        Err(r) => Err(Error::invalid(format!(
+            "cannot resolve {host}, where {registry} signs in: {r}"
+        ))
+        .column("source")),
     }
-    Ok(())
 }
 
 /// The refusal of an artifact that is not one WASM component, saying why.

@@ -1,13 +1,13 @@
 //! A component from a URL, pinned by the SHA-256 the owner gives: `https://`, or `http://` to a
 //! loopback address. The server is hostile input: each redirect is followed by hand (at most
-//! [`MAX_HOPS`]) and only to a public address unless the owner allows private ones; the address
-//! checked is the address connected to; the body is bounded and hashed as it streams.
+//! [`MAX_HOPS`]) and only to a public address unless the owner allows private ones (the outbound
+//! rule, `crate::outbound`, checked again at the connection); the body is bounded and hashed as
+//! it streams.
 
 use super::SourceOptions;
-use crate::auth::oauth::clients::is_public;
 use crate::error::{Error, Result};
+use crate::outbound::{self, Policy};
 use sha2::Digest;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The most redirects followed.
@@ -84,34 +84,28 @@ async fn get_inner(
 ) -> Result<Option<Fetched>> {
     let mut at = check_url(url)?;
     for hop in 0..=MAX_HOPS {
+        // The owner named the first address; a redirect may lead only to public ones (the
+        // client's resolver checks again as it connects).
+        let policy = if hop == 0 {
+            Policy::Any
+        } else {
+            Policy::private_if(opts.private)
+        };
         let host = at.host_str().unwrap_or_default().to_string();
-        let port = at.port_or_known_default().unwrap_or(443);
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.trim_matches(['[', ']']), port))
-            .await
-            .map_err(|e| bad(url, format!("cannot resolve {host}: {e}")))?
-            .collect();
-        if addrs.is_empty() {
-            return Err(bad(url, format!("{host} has no address")));
-        }
-        // The owner named the first address; a redirect may lead only to public ones.
-        if hop > 0
-            && !opts.private
-            && let Some(a) = addrs.iter().find(|a| !is_public(a.ip()))
-        {
-            return Err(bad(
+        outbound::resolve(&host, policy).await.map_err(|r| {
+            if !r.is_address() {
+                return bad(url, r);
+            }
+            bad(
                 url,
                 format!(
-                    "it redirects to {at}, whose address {} is private, loopback or link-local; the owner may allow that with --apps-private-sources",
-                    a.ip()
+                    "it redirects to {at}: {r}; the owner may allow private, loopback or link-local addresses with --apps-private-sources"
                 ),
-            ));
-        }
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
+            )
+        })?;
+        let client = outbound::builder(policy)
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(Duration::from_secs(30))
-            .resolve_to_addrs(&host, &addrs)
-            .user_agent(concat!("datanotes/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::internal(format!("cannot build an HTTP client: {e}")))?;
         let mut req = client.get(at.clone());
@@ -120,7 +114,10 @@ async fn get_inner(
                 req = req.header(k, v);
             }
         }
-        let mut r = req.send().await.map_err(|e| bad(url, e))?;
+        let mut r = req
+            .send()
+            .await
+            .map_err(|e| bad(url, outbound::describe(&e)))?;
         if r.status().is_redirection() {
             let to = r
                 .headers()

@@ -2,13 +2,15 @@
 //! the URL of its client ID metadata document (the MCP 2025-11-25 way), fetched here as hostile
 //! input: https only, bounded in size (64 KiB) and time (5 s), no redirect followed, and no
 //! private, loopback or link-local address unless the owner allows them
-//! (`--oauth-private-clients`). The address checked is the address connected to.
+//! (`--oauth-private-clients`): the outbound rule (`crate::outbound`), checked again at the
+//! connection.
 
 use super::store::Client;
 use super::{OAuth, OAuthError, SECRET_PREFIX, mint, now_secs, short_id};
+use crate::outbound::{self, Policy};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -223,27 +225,20 @@ impl OAuth {
             )));
         }
         let host = parsed.host_str().unwrap_or_default().to_string();
-        let port = parsed.port_or_known_default().unwrap_or(443);
-        let addrs: Vec<SocketAddr> = tokio::time::timeout(
-            FETCH_TIME,
-            tokio::net::lookup_host((host.trim_matches(['[', ']']), port)),
-        )
-        .await
-        .map_err(|_| bad(format!("client_id {url:?}: resolving {host} took too long")))?
-        .map_err(|e| bad(format!("client_id {url:?}: cannot resolve {host}: {e}")))?
-        .collect();
-        if addrs.is_empty() {
-            return Err(bad(format!("client_id {url:?}: {host} has no address")));
-        }
-        if !self.private_clients
-            && let Some(a) = addrs.iter().find(|a| !is_public(a.ip()))
-        {
-            return Err(bad(format!(
-                "client_id {url:?}: {host} resolves to {}, a private, loopback or link-local address; the owner may allow those with --oauth-private-clients",
-                a.ip()
-            )));
-        }
-        let body = fetch_bounded(&parsed, &host, &addrs)
+        let policy = Policy::private_if(self.private_clients);
+        // Checked here to say why; the client's resolver checks again as it connects.
+        tokio::time::timeout(FETCH_TIME, outbound::resolve(&host, policy))
+            .await
+            .map_err(|_| bad(format!("client_id {url:?}: resolving {host} took too long")))?
+            .map_err(|r| {
+                let allow = if r.is_address() {
+                    "; the owner may allow private, loopback or link-local addresses with --oauth-private-clients"
+                } else {
+                    ""
+                };
+                bad(format!("client_id {url:?}: {r}{allow}"))
+            })?;
+        let body = fetch_bounded(&parsed, policy)
             .await
             .map_err(|why| bad(format!("client_id {url:?}: {why}")))?;
         let doc: Value = serde_json::from_slice(&body).map_err(|e| {
@@ -265,19 +260,12 @@ impl OAuth {
     }
 }
 
-/// GETs a document from the checked addresses: no redirect, at most [`MAX_DOCUMENT`] bytes, in
-/// [`FETCH_TIME`].
-async fn fetch_bounded(
-    url: &reqwest::Url,
-    host: &str,
-    addrs: &[SocketAddr],
-) -> Result<Vec<u8>, String> {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
+/// GETs a document from addresses `policy` allows: no redirect, at most [`MAX_DOCUMENT`] bytes,
+/// in [`FETCH_TIME`].
+async fn fetch_bounded(url: &reqwest::Url, policy: Policy) -> Result<Vec<u8>, String> {
+    let client = outbound::builder(policy)
         .timeout(FETCH_TIME)
         .connect_timeout(Duration::from_secs(3))
-        .resolve_to_addrs(host, addrs)
-        .user_agent(concat!("datanotes/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| format!("cannot build a client: {e}"))?;
     let work = async {
@@ -332,7 +320,7 @@ fn fetch_error(what: &str, e: &reqwest::Error) -> String {
             FETCH_TIME.as_secs()
         )
     } else {
-        format!("{what}: {e}")
+        format!("{what}: {}", outbound::describe(e))
     }
 }
 
@@ -429,39 +417,12 @@ pub(crate) fn check_redirect_uri(u: &str) -> Result<(), &'static str> {
     }
 }
 
-/// Whether an address is public: not loopback, private, link-local, shared (CGNAT),
-/// unspecified, multicast or documentation.
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip.to_canonical() {
-        IpAddr::V4(v) => {
-            let o = v.octets();
-            !(v.is_loopback()
-                || v.is_private()
-                || v.is_link_local()
-                || v.is_unspecified()
-                || v.is_multicast()
-                || v.is_broadcast()
-                || v.is_documentation()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1])))
-        }
-        IpAddr::V6(v) => {
-            let s = v.segments();
-            !(v.is_loopback()
-                || v.is_unspecified()
-                || v.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn redirect_uris_and_addresses() {
+    fn redirect_uris() {
         assert!(check_redirect_uri("https://claude.ai/api/callback").is_ok());
         assert!(check_redirect_uri("http://127.0.0.1:33418/cb").is_ok());
         assert!(check_redirect_uri("http://localhost/cb").is_ok());
@@ -470,21 +431,5 @@ mod tests {
         assert!(check_redirect_uri("javascript:alert(1)").is_err());
         assert!(check_redirect_uri("https://a.example/cb#x").is_err());
         assert!(check_redirect_uri("/cb").is_err());
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "192.168.1.1",
-            "169.254.169.254",
-            "::1",
-            "fd00::1",
-            "::ffff:127.0.0.1",
-            "100.64.0.1",
-            "0.0.0.0",
-        ] {
-            assert!(!is_public(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["1.1.1.1", "2606:4700::1111"] {
-            assert!(is_public(ip.parse().unwrap()), "{ip}");
-        }
     }
 }

@@ -67,6 +67,10 @@ pub fn stream_of<T: Clone + Send + 'static>(
 /// How the app answers a message `POST`ed to it.
 pub type Post = Arc<dyn Fn(Value) -> BoxFuture<'static, Response> + Send + Sync>;
 
+/// How the app answers a message `POST`ed to it, seeing the request's headers too.
+pub type PostSeeing =
+    Arc<dyn Fn(axum::http::HeaderMap, Value) -> BoxFuture<'static, Response> + Send + Sync>;
+
 /// Serves the app on `rt`; answers its `/mcp` address. `push`: what its standalone stream
 /// carries (each message as sent), else `GET` is refused (405).
 pub fn serve(
@@ -74,12 +78,29 @@ pub fn serve(
     post: Post,
     push: Option<tokio::sync::broadcast::Sender<String>>,
 ) -> String {
+    serve_seeing(rt, Arc::new(move |_, v| post(v)), push)
+}
+
+/// [`serve`], for an app that reads each request's headers.
+pub fn serve_seeing(
+    rt: &tokio::runtime::Runtime,
+    post: PostSeeing,
+    push: Option<tokio::sync::broadcast::Sender<String>>,
+) -> String {
     let router = axum::Router::new().route(
         "/mcp",
-        axum::routing::post(move |body: axum::body::Bytes| {
-            let post = post.clone();
-            async move { post(serde_json::from_slice(&body).unwrap_or(Value::Null)).await }
-        })
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let post = post.clone();
+                async move {
+                    post(
+                        headers,
+                        serde_json::from_slice(&body).unwrap_or(Value::Null),
+                    )
+                    .await
+                }
+            },
+        )
         .get(move || {
             let rx = push.as_ref().map(|p| p.subscribe());
             async move {
