@@ -13,6 +13,14 @@ pub(crate) fn router(s: Shared, hosts: crate::mcp::hosts::Hosts) -> Router {
     crate::http::router(s.clone()).merge(crate::mcp::router(s, hosts))
 }
 
+/// Every path the server answers (the HTTP door's, as written on its router, then `/mcp`): what
+/// the decision matrix enumerates.
+pub fn paths() -> Vec<String> {
+    let mut v = crate::http::paths();
+    v.push(crate::mcp::PATH.to_string());
+    v
+}
+
 /// The server's runtime: tokio's worker threads (one per core) and blocking threads, each asking
 /// the kernel for a short time slice (see [`short_slice`]).
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {

@@ -9,11 +9,11 @@
 use crate::apps::remote::oauth;
 use crate::error::{Error, parse};
 use crate::server::Shared;
+use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
-use axum::{Json, Router};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -152,7 +152,7 @@ async fn client_doc(headers: HeaderMap) -> Response {
 }
 
 /// Puts the public routes on the router.
-pub(super) fn register(r: Router<Shared>) -> Router<Shared> {
+pub(super) fn register(r: super::Routes<Shared>) -> super::Routes<Shared> {
     r.route(CALLBACK, get(callback))
         .route(CLIENT_DOC, get(client_doc))
 }

@@ -11,6 +11,7 @@ mod app_connect;
 mod app_install;
 mod oauth;
 mod operations;
+mod paths;
 mod routes;
 mod sse;
 mod ui;
@@ -25,6 +26,7 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+pub(crate) use paths::Routes;
 use serde_json::{Value, json};
 
 /// The largest body of the owner's `apps/create` and `apps/update`: a component in base64
@@ -107,7 +109,21 @@ async fn method_not_allowed() -> Error {
 /// (an unknown one is `unknown_operation`), a two-part path that is no route is `no such
 /// route`, and a known path with another method is `method_not_allowed`.
 pub(crate) fn router(s: Shared) -> Router {
-    let r = Router::new()
+    routes()
+        .router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(s)
+}
+
+/// Every path the HTTP door serves, as its routes were put on the router (patterns such as
+/// `/datanotes/{op}` as they are written).
+pub fn paths() -> Vec<String> {
+    routes().paths
+}
+
+fn routes() -> paths::Routes<Shared> {
+    let r = paths::Routes::new()
         .route("/datanotes/health", get(operations::health))
         .route("/datanotes/operations/", get(operations::list))
         .route("/datanotes/operations", get(operations::list))
@@ -117,7 +133,4 @@ pub(crate) fn router(s: Shared) -> Router {
         .route("/datanotes/{a}/{b}/", post(not_found))
         .route("/datanotes/{a}/{b}", post(not_found));
     app_connect::register(ui::register(oauth::register(routes::register(r))))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(s)
 }

@@ -14,7 +14,6 @@ use crate::auth::{Access, Target, authorize};
 use crate::error::Error;
 use crate::server::{Shared, base_url};
 use axum::Json;
-use axum::Router;
 use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -36,7 +35,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 const MAX_FORM: usize = 16 << 10;
 
 /// The OAuth routes.
-pub(super) fn register(r: Router<Shared>) -> Router<Shared> {
+pub(super) fn register(r: super::Routes<Shared>) -> super::Routes<Shared> {
     r.route(
         "/.well-known/oauth-protected-resource",
         get(resource_metadata).options(preflight),

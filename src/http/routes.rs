@@ -10,11 +10,11 @@ use crate::error::{Error, parse};
 use crate::feed::{self, Filter};
 use crate::ops::Ctx;
 use crate::server::{MAX_BODY, Shared};
+use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{Value, json};
 
 type Answer = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Error>> + Send>>;
@@ -373,7 +373,7 @@ async fn run_route(
 
 /// Puts every route of [`ROUTES`] on the router: `POST /datanotes/<path>`, with and without a
 /// trailing slash.
-pub(super) fn register(mut r: Router<Shared>) -> Router<Shared> {
+pub(super) fn register(mut r: super::Routes<Shared>) -> super::Routes<Shared> {
     for route in ROUTES {
         let handler = move |State(s): State<Shared>, Authed(ctx): Authed, req: Request| {
             run_route(s, route, ctx, req)

@@ -4,7 +4,6 @@
 //! same authorized API calls as any client's (`Authorization: Bearer`, no cookie), so an app
 //! token sees in the console what that app may see, and nothing more.
 
-use axum::Router;
 use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -85,7 +84,7 @@ fn asset(name: &str) -> Response {
 }
 
 /// The console's routes: `/datanotes/ui` (redirected), `/datanotes/ui/` and its files.
-pub(super) fn register<S: Clone + Send + Sync + 'static>(r: Router<S>) -> Router<S> {
+pub(super) fn register<S: Clone + Send + Sync + 'static>(r: super::Routes<S>) -> super::Routes<S> {
     r.route(
         "/datanotes/ui",
         get(|| async { Redirect::permanent("/datanotes/ui/") }),

@@ -671,6 +671,9 @@ impl Door {
     }
 }
 
+/// The MCP door's one address.
+pub const PATH: &str = "/mcp";
+
 /// The `/mcp` service, mounted on the engine's router, answering the `Host` and `Origin`
 /// that `hosts` accepts.
 pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
@@ -740,7 +743,7 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
     let hosts = Arc::new(hosts);
     axum::Router::new()
         .route(
-            "/mcp",
+            PATH,
             axum::routing::any(move |req: Request| door.clone().handle(req)),
         )
         .layer(axum::middleware::from_fn_with_state(server, require_token))

@@ -3,6 +3,8 @@
 //! server. Each leaves the vault's files as they were.
 
 use crate::kit::*;
+
+mod matrix;
 use serde_json::{Value, json};
 
 /// A message on the owner's MCP session sent with another token: `(status, body)`.
