@@ -264,6 +264,7 @@ async fn fetch_inner(
             let signature = SignatureCheck {
                 status: Status::Unsigned,
                 key: None,
+                fingerprint: None,
                 detail: "a URL source carries no signature; publish to an OCI registry to sign"
                     .into(),
             };
