@@ -159,8 +159,7 @@ async fn sig_manifest(
 /// against the `trusted` keys. A missing `.sig` tag is `unsigned`; a registry failure is an
 /// error.
 pub async fn verify(
-    client: &Client,
-    auth: &RegistryAuth,
+    signed: &super::oci::SignedIn,
     image: &Reference,
     digest: &str,
     trusted: &[TrustedKey],
@@ -170,7 +169,7 @@ pub async fn verify(
     let failed =
         |e: &dyn std::fmt::Display| registry_error("cannot read the signatures of", image, e);
     // Bounded reads, as for the artifact itself: the registry is hostile input.
-    let m = super::oci::read_manifest(client, auth, &sig_ref, opts).await?;
+    let m = super::oci::read_manifest(signed, &sig_ref, opts).await?;
     let Some((mut m, _)) = m else {
         let detail = format!("no signature: the tag {} does not exist", sig_tag(digest));
         return Ok(SignatureCheck::new(Status::Unsigned, None, detail));
@@ -191,7 +190,7 @@ pub async fn verify(
                 "a signature payload larger than {MAX_PAYLOAD} bytes"
             )));
         }
-        let payload = super::oci::read_blob(client, auth, &sig_ref, l, MAX_PAYLOAD, opts).await?;
+        let payload = super::oci::read_blob(signed, &sig_ref, l, MAX_PAYLOAD, opts).await?;
         found.push((payload, sig.clone()));
     }
     Ok(judge(&found, digest, trusted))
