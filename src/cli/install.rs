@@ -396,6 +396,9 @@ fn plan_lines(p: &Value) -> Vec<String> {
         size as f64 / 1e6
     ));
     out.push(format!("  signature  {}", signature_line(&p["signature"])));
+    if let Some(c) = p["signer_change"].as_str() {
+        out.push(format!("  signer     {c}"));
+    }
     let m = &p["manifest"];
     if m.is_object() {
         let mut about = [&m["name"], &m["version"]]
@@ -485,7 +488,10 @@ pub fn upgrade(conn: &Conn, a: UpgradeArgs) -> anyhow::Result<()> {
     let mut v = ticking(&what, || post(conn, "apps/upgrade", body))?;
     if v.get("plan").is_some_and(Value::is_object) && v.get("app").is_none() {
         let plan = plan_of(&v)?;
-        let stop = "the new version asks for more rights: to upgrade, run again with --yes";
+        let stop = match plan["signer_change"].as_str() {
+            Some(_) => "the new version changes its signer: to upgrade, run again with --yes",
+            None => "the new version asks for more rights: to upgrade, run again with --yes",
+        };
         let Some(mut confirm) = shown(&v, &plan, a.yes, a.json, stop)? else {
             return Ok(());
         };

@@ -304,7 +304,8 @@ fn wasm_app(s: &Shared, name: &str) -> Result<(AppRecord, WasmInfo), Error> {
 
 /// `apps/upgrade`: the app's source pulled again (or a new one), with the rights it has or
 /// those the call grants (`write`, `ddl`, `maintain`, `allow_hosts`, `limits`). A version
-/// asking for more than the current one asked answers a plan unless confirmed. A component
+/// asking for more than the current one asked, or not signed by the trusted key that signed the
+/// current one, answers a plan unless confirmed (its `signer_change` says what changes). A component
 /// that does not compile changes nothing. The version replaced is kept for a rollback.
 pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Response, Error> {
     let u: UpgradeArgs = parse("apps/upgrade", v)?;
@@ -349,7 +350,13 @@ pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Respons
         .as_ref()
         .map(|o| o.asked.clone())
         .unwrap_or_default();
-    if a.asked().exceeds(&had) && u.confirm != Some(true) {
+    // Losing the installed version's signer, or changing it, is the owner's call as a wider
+    // right is: a plan first.
+    let signer = cur
+        .origin
+        .as_ref()
+        .and_then(|o| o.signature.signer_change(&a.signature));
+    if (a.asked().exceeds(&had) || signer.is_some()) && u.confirm != Some(true) {
         let mut confirm =
             json!({"name": u.name, "source": text, "digest": a.digest, "confirm": true});
         if let Some(h) = &u.sha256 {
@@ -358,7 +365,10 @@ pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Respons
         for (k, v) in u.given() {
             confirm[k] = v;
         }
-        let plan = plan(&a, &info, &granted, tools, confirm);
+        let mut plan = plan(&a, &info, &granted, tools, confirm);
+        if let Some(change) = signer {
+            plan["signer_change"] = change.into();
+        }
         return Ok(Json(json!({ "plan": plan })).into_response());
     }
     info.origin = Some(a.origin());

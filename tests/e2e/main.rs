@@ -18,6 +18,7 @@ mod app_oauth;
 mod apps_registry;
 mod apps_scopes;
 mod apps_sign;
+mod apps_sign_in;
 mod apps_tools;
 mod apps_upgrade_crash;
 mod cli;

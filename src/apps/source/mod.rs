@@ -6,6 +6,7 @@
 //! door's (`http/app_install.rs`); what an entry keeps of its source is [`Origin`].
 //!
 //! - `oci.rs`: the registry client, the owner's credentials, the bounded pull;
+//! - `sign_in.rs`: the registry's one sign-in per pull, its address checked;
 //! - `url.rs`: a URL's bounded fetch, redirects followed by hand to public addresses only;
 //! - `signature.rs`: cosign signatures (the `.sig` tag scheme), verified and made;
 //! - `manifest.rs`: what an app asks for, and how it differs from what is granted.
@@ -17,6 +18,7 @@
 
 pub mod manifest;
 pub mod oci;
+pub mod sign_in;
 pub mod signature;
 pub mod url;
 
@@ -228,16 +230,15 @@ async fn fetch_inner(
     match src {
         Source::Oci(r) => {
             let registry = r.resolve_registry().to_string();
-            let client = oci::client_for(&registry);
             let auth = oci::auth_for(&registry, opts.registry_auth.as_deref())?;
-            oci::check_sign_in(&registry, opts).await?;
-            let digest = oci::resolve(&client, &auth, r, opts).await?;
+            // One sign-in, its address checked: every read below carries its token.
+            let signed = oci::sign_in(r, &auth, opts).await?;
+            let digest = oci::resolve(&signed, r, opts).await?;
             moved(src, expect.digest, &digest)?;
             // The manifest first (what the artifact is), then who signed it, then its bytes.
-            let art = oci::manifest(&client, &auth, r, &digest, expect.max_bytes, opts).await?;
+            let art = oci::manifest(&signed, r, &digest, expect.max_bytes, opts).await?;
             let manifest = AppManifest::from_annotations(&art.annotations)?;
-            let signature =
-                signature::verify(&client, &auth, r, &digest, expect.trusted, opts).await?;
+            let signature = signature::verify(&signed, r, &digest, expect.trusted, opts).await?;
             if expect.require_signature && signature.status != Status::Signed {
                 return Err(signature::required_error(
                     &signature,
@@ -247,7 +248,7 @@ async fn fetch_inner(
             }
             let bytes = match cached(&art.sha256) {
                 Some(b) => b,
-                None => oci::blob(&client, &auth, &art, opts).await?,
+                None => oci::blob(&signed, &art, opts).await?,
             };
             Ok(Artifact {
                 source: src.clone(),
@@ -264,6 +265,7 @@ async fn fetch_inner(
             let signature = SignatureCheck {
                 status: Status::Unsigned,
                 key: None,
+                fingerprint: None,
                 detail: "a URL source carries no signature; publish to an OCI registry to sign"
                     .into(),
             };

@@ -1,10 +1,11 @@
-//! OCI registries, through `oci-client`: the client (plain HTTP only to a loopback registry,
-//! bounded connect and read times), the owner's credentials (a Docker `config.json`), the
-//! registry's sign-in and a tag resolved to a digest. The two reads of a pull (the manifest,
-//! then the one `application/wasm` layer) are each one GET with the client's token through
-//! `url.rs`: bounded (4 MiB; the size the manifest declares), their redirects held to public
+//! OCI registries: the `oci-client` client (for `datanotes apps sign`; plain HTTP only to a
+//! loopback registry, bounded connect and read times), the owner's credentials (a Docker
+//! `config.json`), and a tag resolved to a digest. The reads of a pull (the manifest, then the
+//! one `application/wasm` layer) are each one GET with the token of the pull's one sign-in
+//! (`sign_in.rs`) through `url.rs`: bounded (4 MiB; the size the manifest declares), their redirects held to public
 //! addresses, their bytes checked against their digests. The registry is hostile input.
 
+pub use super::sign_in::{SignedIn, sign_in};
 use crate::error::{Error, Result};
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
@@ -170,97 +171,20 @@ pub struct Artifact {
 /// it names ([`read_manifest`]: bounded, redirects held to public addresses), whose digest is
 /// the SHA-256 of its bytes.
 pub async fn resolve(
-    client: &Client,
-    auth: &RegistryAuth,
+    signed: &SignedIn,
     r: &Reference,
     opts: &super::SourceOptions,
 ) -> Result<String> {
     if let Some(d) = r.digest() {
         return Ok(d.to_string());
     }
-    match read_manifest(client, auth, r, opts).await? {
+    match read_manifest(signed, r, opts).await? {
         Some((_, digest)) => Ok(digest),
         None => Err(registry_error(
             "cannot resolve",
             r,
             "the registry has no such tag",
         )),
-    }
-}
-
-/// Where the registry sends clients to sign in (the `realm` of its `/v2/` challenge) must be
-/// the registry itself or a public address, unless the owner allows private ones: the sign-in
-/// is the one request the registry points elsewhere that goes through the OCI client.
-pub async fn check_sign_in(registry: &str, opts: &super::SourceOptions) -> Result<()> {
-    let scheme = if is_loopback(registry) {
-        "http"
-    } else {
-        "https"
-    };
-    // The owner named the registry: any address.
-    let client = crate::outbound::builder(crate::outbound::Policy::Any)
-        .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(READ_TIMEOUT)
-        .build()
-        .map_err(|e| Error::internal(format!("cannot build an HTTP client: {e}")))?;
-    let url = format!("{scheme}://{registry}/v2/");
-    let r = client.get(&url).send().await.map_err(|e| {
-        let e = crate::outbound::describe(&e);
-        Error::invalid(format!("cannot reach the registry {registry}: {e}"))
-            .column("source")
-            .hint("check the reference and that the registry is up")
-    })?;
-    let Some(challenge) = r
-        .headers()
-        .get(reqwest::header::WWW_AUTHENTICATE)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return Ok(());
-    };
-    // A Basic challenge's realm is a name, not an address: only a Bearer one sends elsewhere.
-    if !challenge
-        .trim_start()
-        .to_ascii_lowercase()
-        .starts_with("bearer")
-    {
-        return Ok(());
-    }
-    let Some(realm) = challenge
-        .split_once("realm=\"")
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(realm, _)| realm.to_string())
-    else {
-        return Ok(());
-    };
-    let parsed = reqwest::Url::parse(&realm).map_err(|e| {
-        Error::invalid(format!(
-            "the registry {registry} sends clients to sign in at {realm:?}, not a URL: {e}"
-        ))
-        .column("source")
-    })?;
-    let host = parsed
-        .host_str()
-        .unwrap_or_default()
-        .trim_matches(['[', ']']);
-    let own = registry
-        .rsplit_once(':')
-        .map_or(registry, |(h, _)| h)
-        .trim_matches(['[', ']']);
-    if opts.private || host.eq_ignore_ascii_case(own) {
-        return Ok(());
-    }
-    let public = crate::outbound::Policy::Public;
-    match crate::outbound::resolve(host, public).await {
-        Ok(_) => Ok(()),
-        Err(r) if r.is_address() => Err(Error::invalid(format!(
-            "the registry {registry} sends clients to sign in at {realm}: {r}"
-        ))
-        .column("source")
-        .hint("the owner may allow that with --apps-private-sources")),
-        Err(r) => Err(Error::invalid(format!(
-            "cannot resolve {host}, where {registry} signs in: {r}"
-        ))
-        .column("source")),
     }
 }
 
@@ -276,18 +200,17 @@ fn not_wasm(r: &Reference, why: String) -> Error {
 }
 
 /// Reads a manifest of `r`'s repository by its tag or digest: one bounded GET (4 MiB) with the
-/// client's credentials, its bytes checked against the digest when `r` names one. Answers it
+/// pull's credentials, its bytes checked against the digest when `r` names one. Answers it
 /// and its digest; `None` when the registry has none (404).
 pub async fn read_manifest(
-    client: &Client,
-    auth: &RegistryAuth,
+    signed: &SignedIn,
     r: &Reference,
     opts: &super::SourceOptions,
 ) -> Result<Option<(OciImageManifest, String)>> {
     use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE};
     use reqwest::header::ACCEPT;
     let failed = |why: String| registry_error("cannot read the manifest of", r, why);
-    let mut headers = credentials(client, auth, r).await?;
+    let mut headers = signed.headers();
     let accept = format!("{OCI_IMAGE_MEDIA_TYPE}, {IMAGE_MANIFEST_MEDIA_TYPE}");
     headers.push((ACCEPT, accept));
     let at = r.digest().or(r.tag()).unwrap_or("latest");
@@ -314,15 +237,14 @@ pub async fn read_manifest(
 /// Reads the manifest `digest` of `r`'s repository ([`read_manifest`]) and finds its one WASM
 /// layer, at most `max` bytes as declared, with no foreign URLs.
 pub async fn manifest(
-    client: &Client,
-    auth: &RegistryAuth,
+    signed: &SignedIn,
     r: &Reference,
     digest: &str,
     max: u64,
     opts: &super::SourceOptions,
 ) -> Result<Artifact> {
     let rd = r.clone_with_digest(digest.to_string());
-    let Some((m, _)) = read_manifest(client, auth, &rd, opts).await? else {
+    let Some((m, _)) = read_manifest(signed, &rd, opts).await? else {
         return Err(registry_error(
             "cannot read the manifest of",
             &rd,
@@ -385,29 +307,6 @@ pub async fn manifest(
 /// must accept).
 const MAX_MANIFEST: u64 = 4 << 20;
 
-/// The `Authorization` header for a pull from `r`'s repository: the token the client gets
-/// through the registry's challenge, else the owner's Basic credentials, else none.
-async fn credentials(
-    client: &Client,
-    auth: &RegistryAuth,
-    r: &Reference,
-) -> Result<Vec<(reqwest::header::HeaderName, String)>> {
-    use base64::Engine as _;
-    let token = client
-        .auth(r, auth, oci_client::RegistryOperation::Pull)
-        .await
-        .map_err(|e| registry_error("cannot sign in to the registry of", r, e))?;
-    let value = match (token, auth) {
-        (Some(t), _) => format!("Bearer {t}"),
-        (None, RegistryAuth::Basic(u, p)) => {
-            let b = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
-            format!("Basic {b}")
-        }
-        _ => return Ok(vec![]),
-    };
-    Ok(vec![(reqwest::header::AUTHORIZATION, value)])
-}
-
 /// The address of a manifest or a blob of `r`'s repository (plain HTTP on loopback only).
 fn v2_url(r: &Reference, what: &str, digest: &str) -> String {
     let registry = r.resolve_registry();
@@ -422,12 +321,11 @@ fn v2_url(r: &Reference, what: &str, digest: &str) -> String {
     )
 }
 
-/// Reads a blob of `r`'s repository: one GET with the client's credentials, its redirects (to
+/// Reads a blob of `r`'s repository: one GET with the pull's credentials, its redirects (to
 /// a storage service) followed only to public addresses, at most the `max` bytes and exactly
 /// the size its descriptor declares, checked against its digest.
 pub async fn read_blob(
-    client: &Client,
-    auth: &RegistryAuth,
+    signed: &SignedIn,
     r: &Reference,
     desc: &OciDescriptor,
     max: u64,
@@ -445,7 +343,7 @@ pub async fn read_blob(
             "a blob of {size} bytes is declared, more than the limit of {max}"
         )));
     }
-    let headers = credentials(client, auth, r).await?;
+    let headers = signed.headers();
     let url = v2_url(r, "blobs", &desc.digest);
     let fetched = super::url::get(&url, &headers, size, opts, false)
         .await
@@ -477,11 +375,6 @@ pub async fn read_blob(
 }
 
 /// Pulls an artifact's component ([`read_blob`]).
-pub async fn blob(
-    client: &Client,
-    auth: &RegistryAuth,
-    a: &Artifact,
-    opts: &super::SourceOptions,
-) -> Result<Vec<u8>> {
-    read_blob(client, auth, &a.pinned, &a.layer, a.size, opts).await
+pub async fn blob(signed: &SignedIn, a: &Artifact, opts: &super::SourceOptions) -> Result<Vec<u8>> {
+    read_blob(signed, &a.pinned, &a.layer, a.size, opts).await
 }

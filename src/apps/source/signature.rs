@@ -57,6 +57,9 @@ pub struct SignatureCheck {
     pub status: Status,
     /// The name of the trusted key that signed.
     pub key: Option<String>,
+    /// That key's fingerprint ([`fingerprint`]); absent from checks recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
     /// What was found, in words.
     pub detail: String,
 }
@@ -66,8 +69,42 @@ impl SignatureCheck {
         SignatureCheck {
             status,
             key,
+            fingerprint: None,
             detail,
         }
+    }
+
+    /// The signer in words: `alice (key 0123456789abcdef)`.
+    fn signer(&self) -> String {
+        let name = self.key.as_deref().unwrap_or("?");
+        match &self.fingerprint {
+            Some(fp) => format!("{name} (key {fp})"),
+            None => name.to_string(),
+        }
+    }
+
+    /// What a version checked `new` changes of the signer of the version checked `self` (the
+    /// one installed), in plain words; `None` when the signer stays, or there was none.
+    pub fn signer_change(&self, new: &SignatureCheck) -> Option<String> {
+        if self.status != Status::Signed {
+            return None;
+        }
+        let was = format!("the installed version was signed by {}", self.signer());
+        let now = match new.status {
+            Status::Unsigned => "this one is unsigned".to_string(),
+            Status::Untrusted => "this one is signed, but by no trusted key".to_string(),
+            Status::Signed => {
+                let same_key = match (&self.fingerprint, &new.fingerprint) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => true,
+                };
+                if self.key == new.key && same_key {
+                    return None;
+                }
+                format!("this one is signed by another key: {}", new.signer())
+            }
+        };
+        Some(format!("{was}; {now}"))
     }
 
     /// One line for people: "signed by alice", "unsigned", "signed, but by no trusted key".
@@ -122,8 +159,7 @@ async fn sig_manifest(
 /// against the `trusted` keys. A missing `.sig` tag is `unsigned`; a registry failure is an
 /// error.
 pub async fn verify(
-    client: &Client,
-    auth: &RegistryAuth,
+    signed: &super::oci::SignedIn,
     image: &Reference,
     digest: &str,
     trusted: &[TrustedKey],
@@ -133,7 +169,7 @@ pub async fn verify(
     let failed =
         |e: &dyn std::fmt::Display| registry_error("cannot read the signatures of", image, e);
     // Bounded reads, as for the artifact itself: the registry is hostile input.
-    let m = super::oci::read_manifest(client, auth, &sig_ref, opts).await?;
+    let m = super::oci::read_manifest(signed, &sig_ref, opts).await?;
     let Some((mut m, _)) = m else {
         let detail = format!("no signature: the tag {} does not exist", sig_tag(digest));
         return Ok(SignatureCheck::new(Status::Unsigned, None, detail));
@@ -154,7 +190,7 @@ pub async fn verify(
                 "a signature payload larger than {MAX_PAYLOAD} bytes"
             )));
         }
-        let payload = super::oci::read_blob(client, auth, &sig_ref, l, MAX_PAYLOAD, opts).await?;
+        let payload = super::oci::read_blob(signed, &sig_ref, l, MAX_PAYLOAD, opts).await?;
         found.push((payload, sig.clone()));
     }
     Ok(judge(&found, digest, trusted))
@@ -178,7 +214,9 @@ fn judge(found: &[(Vec<u8>, String)], digest: &str, trusted: &[TrustedKey]) -> S
             if c["image"]["docker-manifest-digest"] == digest && c["type"] == PAYLOAD_TYPE {
                 let fp = fingerprint(&k.public_key);
                 let detail = format!("signed by {} (key {fp}) for {digest}", k.name);
-                return SignatureCheck::new(Status::Signed, Some(k.name.clone()), detail);
+                let mut c = SignatureCheck::new(Status::Signed, Some(k.name.clone()), detail);
+                c.fingerprint = Some(fp);
+                return c;
             }
             other_digest += 1;
         }
@@ -351,6 +389,46 @@ mod tests {
         let e = required_error(&c, &alice, DIGEST);
         has(&e.message, "alice (");
         has(&e.message, "but it is unsigned");
+    }
+
+    #[test]
+    fn a_change_of_signer_is_said_in_words() {
+        let ((alice_key, alice_pub), (bob_key, bob_pub)) = (keygen().unwrap(), keygen().unwrap());
+        let both = [key("alice", &alice_pub), key("bob", &bob_pub)];
+        let by_alice = judge(&[signed(&alice_key, DIGEST)], DIGEST, &both);
+        let fp = fingerprint(&alice_pub);
+        assert_eq!(by_alice.fingerprint.as_deref(), Some(fp.as_str()));
+        assert_eq!(by_alice.signer_change(&by_alice), None);
+        let was = format!("the installed version was signed by alice (key {fp}); ");
+        let unsigned = judge(&[], DIGEST, &both);
+        let c = by_alice.signer_change(&unsigned).unwrap();
+        assert_eq!(c, format!("{was}this one is unsigned"));
+        let untrusted = judge(&[signed(&alice_key, DIGEST)], DIGEST, &both[1..]);
+        has(
+            &by_alice.signer_change(&untrusted).unwrap(),
+            "no trusted key",
+        );
+        let by_bob = judge(&[signed(&bob_key, DIGEST)], DIGEST, &both);
+        let c = by_alice.signer_change(&by_bob).unwrap();
+        has(
+            &c,
+            &format!("signed by another key: bob (key {})", fingerprint(&bob_pub)),
+        );
+        // The same name for another key is another signer; a record without a fingerprint
+        // (kept before it was) is judged by the name.
+        let mut renamed = by_bob.clone();
+        renamed.key = Some("alice".into());
+        assert!(by_alice.signer_change(&renamed).is_some());
+        let mut old = by_alice.clone();
+        old.fingerprint = None;
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(json.get("fingerprint").is_none(), "{json}");
+        let old: SignatureCheck = serde_json::from_value(json).unwrap();
+        assert_eq!(old.signer_change(&by_alice), None);
+        assert!(old.signer_change(&by_bob).is_some());
+        // Nothing to lose: an unsigned or untrusted version installed.
+        assert_eq!(unsigned.signer_change(&by_bob), None);
+        assert_eq!(untrusted.signer_change(&unsigned), None);
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub enum Mode {
     EndlessManifest,
     /// `/v2/` answers 401 with a challenge whose sign-in `realm` is this URL.
     SignInAt(String),
+    /// Serves this component; `/v2/` answers 401 with a challenge whose `realm` is the
+    /// registry's own `/token` (which answers a token) the first time, and this URL after.
+    SignInTwice(Vec<u8>, String),
 }
 
 /// A blob's answer.
@@ -132,6 +135,10 @@ struct State {
     hang: bool,
     endless_manifest: bool,
     sign_in: Option<String>,
+    /// The realm of [`Mode::SignInTwice`]'s later challenges.
+    second_realm: Option<String>,
+    challenges: AtomicU64,
+    port: AtomicU64,
     stop: Arc<AtomicBool>,
     requests: AtomicU64,
     manifest_gets: AtomicU64,
@@ -162,6 +169,7 @@ impl HostileRegistry {
         let mut hang = false;
         let mut endless_manifest = false;
         let mut sign_in = None;
+        let mut second_realm = None;
         let artifacts = match mode {
             Mode::Honest(b) => vec![honest(&b, &ann)],
             Mode::LyingSize(b) => vec![artifact(&digest_of(&b), 1000, Blob::Bytes(b), &ann)],
@@ -209,6 +217,10 @@ impl HostileRegistry {
                 sign_in = Some(realm);
                 vec![]
             }
+            Mode::SignInTwice(b, realm) => {
+                second_realm = Some(realm);
+                vec![honest(&b, &ann)]
+            }
             Mode::EndlessManifest => {
                 endless_manifest = true;
                 vec![Artifact {
@@ -224,6 +236,9 @@ impl HostileRegistry {
             hang,
             endless_manifest,
             sign_in,
+            second_realm,
+            challenges: AtomicU64::new(0),
+            port: AtomicU64::new(0),
             stop: Arc::default(),
             requests: AtomicU64::new(0),
             manifest_gets: AtomicU64::new(0),
@@ -235,6 +250,7 @@ impl HostileRegistry {
         let port = listen(state.stop.clone(), move |c, method, path| {
             registry_answer(&st, c, method, path)
         });
+        state.port.store(port.into(), SeqCst);
         HostileRegistry { port, state }
     }
 
@@ -273,6 +289,11 @@ impl HostileRegistry {
     /// Requests received (every connection that sent a request head).
     pub fn requests(&self) -> u64 {
         self.state.requests.load(SeqCst)
+    }
+
+    /// The `/v2/` challenges sent ([`Mode::SignInTwice`]).
+    pub fn challenges(&self) -> u64 {
+        self.state.challenges.load(SeqCst)
     }
 
     /// `GET` of a manifest.
@@ -321,6 +342,27 @@ fn registry_answer(st: &State, c: &mut TcpStream, method: &str, path: &str) {
             &[json, ("www-authenticate", &challenge)],
             body,
         );
+    }
+    if let Some(second) = &st.second_realm {
+        let json = ("content-type", "application/json");
+        if path.starts_with("/token") {
+            return respond(c, method, 200, &[json], br#"{"token": "t"}"#);
+        }
+        if path == "/v2/" || path == "/v2" {
+            let realm = match st.challenges.fetch_add(1, SeqCst) {
+                0 => format!("http://127.0.0.1:{}/token", st.port.load(SeqCst)),
+                _ => second.clone(),
+            };
+            let challenge = format!("Bearer realm=\"{realm}\",service=\"twice\"");
+            let body = br#"{"errors":[{"code":"UNAUTHORIZED","message":"sign in"}]}"#;
+            return respond(
+                c,
+                method,
+                401,
+                &[json, ("www-authenticate", &challenge)],
+                body,
+            );
+        }
     }
     if path == "/v2/" || path == "/v2" {
         return respond(
@@ -474,6 +516,8 @@ impl FileServer {
         let (r, h) = (routes.clone(), hits.clone());
         let st = stop.clone();
         let port = listen(stop.clone(), move |c, method, path| {
+            // By path: a query (a sign-in's scope) is not part of it.
+            let path = path.split('?').next().unwrap_or(path);
             *h.lock().unwrap().entry(path.to_string()).or_default() += 1;
             let answer = match r.lock().unwrap().get(path) {
                 Some(Route::Bytes(b)) => Ok(b.clone()),
