@@ -26,6 +26,7 @@ mod calls;
 mod channel;
 mod content;
 mod exact;
+mod guards;
 mod headers;
 pub mod hosts;
 mod lean;
@@ -42,7 +43,7 @@ use crate::apps::backend::{AgentChannel, ClientChannel};
 use crate::ops::Ctx;
 use crate::server::Shared;
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -506,27 +507,6 @@ fn session_id_of(rc: &RequestContext<RoleServer>) -> Option<&str> {
     session_id(&rc.extensions.get::<http::request::Parts>()?.headers)
 }
 
-/// Refuses `/mcp` requests without a valid token before they reach the MCP layer; the caller
-/// travels with the request.
-/// A 401 says where to start OAuth (`WWW-Authenticate`, RFC 9728).
-async fn require_token(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
-    match s.mcp_caller(req.headers()) {
-        Ok(ctx) => {
-            req.extensions_mut().insert(ctx);
-            next.run(req).await
-        }
-        Err(e) => {
-            let invalid = crate::server::bearer(req.headers()).is_some();
-            let challenge =
-                crate::server::challenge(req.headers(), invalid.then_some(e.message.as_str()));
-            let mut r = e.into_response();
-            r.headers_mut()
-                .insert(axum::http::header::WWW_AUTHENTICATE, challenge);
-            r
-        }
-    }
-}
-
 /// The `/mcp` address: the lean path, then rmcp's service.
 struct Door {
     mcp: Mcp,
@@ -746,7 +726,10 @@ pub fn router(server: Shared, hosts: hosts::Hosts) -> axum::Router {
             PATH,
             axum::routing::any(move |req: Request| door.clone().handle(req)),
         )
-        .layer(axum::middleware::from_fn_with_state(server, require_token))
+        .layer(axum::middleware::from_fn_with_state(
+            server,
+            guards::require_token,
+        ))
         .layer(axum::middleware::from_fn(
             move |req: Request, next: Next| {
                 let hosts = hosts.clone();

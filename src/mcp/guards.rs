@@ -1,0 +1,32 @@
+//! What stands before the MCP layer at `/mcp`: the token (the `Host` and `Origin` checks are
+//! [`super::hosts`]).
+
+use crate::server::Shared;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+/// Refuses `/mcp` requests without a valid token before they reach the MCP layer; the caller
+/// travels with the request.
+/// A 401 says where to start OAuth (`WWW-Authenticate`, RFC 9728).
+pub(super) async fn require_token(
+    State(s): State<Shared>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match s.mcp_caller(req.headers()) {
+        Ok(ctx) => {
+            req.extensions_mut().insert(ctx);
+            next.run(req).await
+        }
+        Err(e) => {
+            let invalid = crate::server::bearer(req.headers()).is_some();
+            let challenge =
+                crate::server::challenge(req.headers(), invalid.then_some(e.message.as_str()));
+            let mut r = e.into_response();
+            r.headers_mut()
+                .insert(axum::http::header::WWW_AUTHENTICATE, challenge);
+            r
+        }
+    }
+}
