@@ -519,7 +519,7 @@ async function grantScenario(browser, page, watch) {
   const card = page.locator('#grants [data-grant]:has-text("Test agent")');
   await card.waitFor();
   const rights = await card.locator(".rights").textContent();
-  check(rights === "rights: write: personal.tasks.items · tools it may call: planning_list_tasks", `the grant's rights: ${rights}`);
+  check(rights === "rights: read: none · write: personal.tasks.items · tools it may call: planning_list_tasks", `the grant's rights: ${rights}`);
   check((await api("grants/list")).body.grants.length === 1, "the server lists another number of grants");
   await card.locator("button.revoke").click();
   await page.click("#dialog-ok");
