@@ -8,7 +8,7 @@ use crate::kit::*;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-mod policy;
+mod abuse;
 
 /// An `initialize` request on `/mcp` with a token: (status, `WWW-Authenticate`, body).
 fn mcp_initialize(s: &Server, url: &str, token: Option<&str>) -> (u16, Option<String>, String) {
@@ -174,7 +174,7 @@ fn the_authorization_request_and_the_consent_refuse_what_they_must_and_change_no
         assert!(body.contains("Nothing was granted"), "{body}");
     }
     // Errors about the request itself: the client was never granted anything, so they are
-    // shown here, never sent to its redirect URI (policy.rs: once granted, they go back).
+    // shown here, never sent to its redirect URI (oauth/abuse.rs: once granted, they go back).
     for (from, to, error) in [
         (
             "code_challenge_method=S256",

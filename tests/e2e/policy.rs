@@ -4,7 +4,7 @@
 
 use crate::kit::*;
 
-mod matrix;
+mod decision_matrix;
 use serde_json::{Value, json};
 
 /// A message on the owner's MCP session sent with another token: `(status, body)`.

@@ -100,7 +100,9 @@ const OPS: &[(&str, Rule)] = &[
 fn op_rule(op: &str) -> Rule {
     match OPS.iter().find(|(o, _)| *o == op) {
         Some((_, r)) => *r,
-        None => panic!("the operation {op} has no row in the decision matrix (policy/matrix.rs)"),
+        None => panic!(
+            "the operation {op} has no row in the decision matrix (policy/decision_matrix.rs)"
+        ),
     }
 }
 
@@ -136,9 +138,10 @@ fn probe(path: &str, who: &Who) -> (String, Value) {
     let path = path
         .replace("{a}/{b}", "no/such")
         .replace("{file}", "index.html");
-    // A table the write patterns of the writing apps cover, and one that does not exist (the
-    // schema changes: refused or allowed before anything happens to it).
-    let table = if path.contains("_table") {
+    // A table the write patterns of the writing apps cover, and one that does not exist for the
+    // schema changes (refused or allowed before anything happens to it).
+    let schema_change = ["create_table", "alter_table", "drop_table"];
+    let table = if schema_change.iter().any(|op| path.contains(op)) {
         "work.crm.matrix"
     } else {
         TASKS
@@ -187,56 +190,46 @@ fn every_route_and_method_is_decided_for_every_principal() {
         create_app(&s, body)
     };
     let grant = oauth::connect(&s, "matrix client", json!({"call_tools": ["list_tables"]}));
+    let who = |name, token: Option<String>, app, rights, grant| Who {
+        name,
+        token,
+        app,
+        rights,
+        grant,
+    };
+    let (none, all) = ([false; 3], [true; 3]);
     let whos = [
-        Who {
-            name: "anonymous",
-            token: None,
-            app: None,
-            rights: [false; 3],
-            grant: false,
-        },
-        Who {
-            name: "grant",
-            token: Some(grant.access.clone()),
-            app: None,
-            rights: [false; 3],
-            grant: true,
-        },
-        Who {
-            name: "app",
-            token: Some(app("m-none", json!({}))),
-            app: Some("m-none"),
-            rights: [false; 3],
-            grant: false,
-        },
-        Who {
-            name: "app+write",
-            token: Some(app("m-write", json!({"write": ["work.crm.*"]}))),
-            app: Some("m-write"),
-            rights: [true, false, false],
-            grant: false,
-        },
-        Who {
-            name: "app+ddl",
-            token: Some(app("m-ddl", json!({"write": ["work.crm.*"], "ddl": true}))),
-            app: Some("m-ddl"),
-            rights: [true, true, false],
-            grant: false,
-        },
-        Who {
-            name: "app+maintain",
-            token: Some(app("m-maint", json!({"maintain": true}))),
-            app: Some("m-maint"),
-            rights: [false, false, true],
-            grant: false,
-        },
-        Who {
-            name: "owner",
-            token: Some(s.token.clone()),
-            app: None,
-            rights: [true; 3],
-            grant: false,
-        },
+        who("anonymous", None, None, none, false),
+        who("grant", Some(grant.access.clone()), None, none, true),
+        who(
+            "app",
+            Some(app("m-none", json!({}))),
+            Some("m-none"),
+            none,
+            false,
+        ),
+        who(
+            "app+write",
+            Some(app("m-write", json!({"write": ["work.crm.*"]}))),
+            Some("m-write"),
+            [true, false, false],
+            false,
+        ),
+        who(
+            "app+ddl",
+            Some(app("m-ddl", json!({"write": ["work.crm.*"], "ddl": true}))),
+            Some("m-ddl"),
+            [true, true, false],
+            false,
+        ),
+        who(
+            "app+maintain",
+            Some(app("m-maint", json!({"maintain": true}))),
+            Some("m-maint"),
+            [false, false, true],
+            false,
+        ),
+        who("owner", Some(s.token.clone()), None, all, false),
     ];
 
     let served = datanotes::start::paths();
@@ -263,7 +256,9 @@ fn every_route_and_method_is_decided_for_every_principal() {
             .find(|(p, _)| *p == path.trim_end_matches('/') || *p == path)
             .map(|(_, r)| *r)
             .unwrap_or_else(|| {
-                panic!("the route {path} has no row in the decision matrix (policy/matrix.rs)")
+                panic!(
+                    "the route {path} has no row in the decision matrix (policy/decision_matrix.rs)"
+                )
             });
         rows.push((path.clone(), rule));
     }
@@ -432,10 +427,9 @@ fn rpc(
     }
     let r = r.send().unwrap();
     let st = r.status().as_u16();
-    let text = r.text().unwrap_or_default();
-    let msg = mcp_messages(&text)
-        .into_iter()
-        .find(|m| m.get("id").is_some());
+    let messages = mcp::messages_of(r);
+    let text = Value::from(messages.clone()).to_string();
+    let msg = messages.into_iter().find(|m| m.get("id").is_some());
     let got = match (st, msg) {
         (202, None) if notification => K,
         (200, Some(m)) => {
@@ -467,17 +461,6 @@ fn refusal(e: &str) -> bool {
     .iter()
     .any(|w| e.contains(w))
         && !e.contains("-32601")
-}
-
-/// The messages of an answer, JSON or an event stream's.
-fn mcp_messages(text: &str) -> Vec<Value> {
-    if let Ok(v) = serde_json::from_str::<Value>(text) {
-        return vec![v];
-    }
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str(d.trim()).ok())
-        .collect()
 }
 
 /// Every MCP row against the owner, an app, a grant, anonymous and another token on the owner's
