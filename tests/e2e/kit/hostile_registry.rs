@@ -332,16 +332,7 @@ fn registry_answer(st: &State, c: &mut TcpStream, method: &str, path: &str) {
         return;
     }
     if let Some(realm) = &st.sign_in {
-        let challenge = format!("Bearer realm=\"{realm}\",service=\"hostile\"");
-        let json = ("content-type", "application/json");
-        let body = br#"{"errors":[{"code":"UNAUTHORIZED","message":"sign in"}]}"#;
-        return respond(
-            c,
-            method,
-            401,
-            &[json, ("www-authenticate", &challenge)],
-            body,
-        );
+        return sign_in(c, method, realm, "hostile");
     }
     if let Some(second) = &st.second_realm {
         let json = ("content-type", "application/json");
@@ -353,15 +344,7 @@ fn registry_answer(st: &State, c: &mut TcpStream, method: &str, path: &str) {
                 0 => format!("http://127.0.0.1:{}/token", st.port.load(SeqCst)),
                 _ => second.clone(),
             };
-            let challenge = format!("Bearer realm=\"{realm}\",service=\"twice\"");
-            let body = br#"{"errors":[{"code":"UNAUTHORIZED","message":"sign in"}]}"#;
-            return respond(
-                c,
-                method,
-                401,
-                &[json, ("www-authenticate", &challenge)],
-                body,
-            );
+            return sign_in(c, method, &realm, "twice");
         }
     }
     if path == "/v2/" || path == "/v2" {
@@ -651,6 +634,20 @@ fn head(status: u16, headers: &[(&str, &str)], len: Option<u64>) -> String {
     }
     h.push_str("\r\n");
     h
+}
+
+/// A registry's `401` asking to sign in at `realm` for `service` (a Bearer challenge).
+fn sign_in(c: &mut TcpStream, method: &str, realm: &str, service: &str) {
+    let challenge = format!("Bearer realm=\"{realm}\",service=\"{service}\"");
+    let body = br#"{"errors":[{"code":"UNAUTHORIZED","message":"sign in"}]}"#;
+    let json = ("content-type", "application/json");
+    respond(
+        c,
+        method,
+        401,
+        &[json, ("www-authenticate", &challenge)],
+        body,
+    );
 }
 
 fn respond(c: &mut TcpStream, method: &str, status: u16, headers: &[(&str, &str)], body: &[u8]) {
