@@ -341,10 +341,7 @@ fn keygen_sign_and_require_a_trusted_signature() {
 
 #[test]
 fn signing_a_private_registry_takes_its_credentials() {
-    let Some(reg) = Registry::start_with_login("author", "s3cret") else {
-        eprintln!("skipped: this machine cannot make a bcrypt htpasswd line");
-        return;
-    };
+    let reg = Registry::start_with_login("author", "s3cret");
     let tmp = tempfile::tempdir().unwrap();
     let digest = reg.push("apps/private:1", &component("planning"), &[]);
     let (key, _) = keygen(tmp.path(), "author");

@@ -1440,24 +1440,16 @@ fn a_folder_named_like_a_row_refuses_that_write_only() {
     );
 }
 
-/// Makes a folder unwritable, even for root (immutable), or answers false where that cannot be
-/// done here.
-fn lock_folder(dir: &std::path::Path, lock: bool) -> bool {
-    let ok = std::process::Command::new("chattr")
-        .arg(if lock { "+i" } else { "-i" })
-        .arg(dir)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = if lock { 0o555 } else { 0o755 };
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-    // Does it hold?
-    let probe = dir.join(".probe");
-    let writable = std::fs::write(&probe, "x").is_ok();
-    let _ = std::fs::remove_file(&probe);
-    writable != lock
+/// Puts a folder where the running server stages the next write of `id` (its temp file
+/// `.<id>.md.<pid>.tmp`, beside the row file), so that writing it fails as a full or read-only
+/// disk would, for root too and on any filesystem. Answers the obstacle, to remove.
+fn block_staging(s: &Server, id: &str) -> std::path::PathBuf {
+    let row = s.row_path(TASKS, id);
+    let pid = s.child.as_ref().expect("a running server").id();
+    let name = row.file_name().unwrap().to_str().unwrap();
+    let obstacle = row.with_file_name(format!(".{name}.{pid}.tmp"));
+    std::fs::create_dir(&obstacle).unwrap();
+    obstacle
 }
 
 #[test]
@@ -1468,11 +1460,7 @@ fn a_write_whose_file_cannot_be_written_is_refused_and_changes_nothing() {
         "insert_row",
         json!({"table": TASKS, "id": "a", "values": {"title": "one"}}),
     );
-    let dir = s.row_path(TASKS, "a").parent().unwrap().to_path_buf();
-    if !lock_folder(&dir, true) {
-        eprintln!("cannot make a folder unwritable here (neither chattr nor modes): skipped");
-        return;
-    }
+    let obstacles = [block_staging(&s, "a"), block_staging(&s, "b")];
     let seq = s.seq();
     let e = s.refused(
         "insert_row",
@@ -1493,7 +1481,9 @@ fn a_write_whose_file_cannot_be_written_is_refused_and_changes_nothing() {
     assert!(!s.has_row(TASKS, "b"));
     assert_eq!(get(&s, "a").unwrap()["values"]["title"], "one");
     assert!(!s.row_path(TASKS, "b").exists());
-    assert!(lock_folder(&dir, false));
+    for o in obstacles {
+        std::fs::remove_dir(o).unwrap();
+    }
     s.ok(
         "insert_row",
         json!({"table": TASKS, "id": "b", "values": {"title": "two"}}),
@@ -1521,12 +1511,29 @@ fn files_behind_the_journal_at_start_do_not_stop_the_server() {
     drop(j);
     let path = s.row_path(TASKS, "a");
     std::fs::remove_file(&path).unwrap();
-    let dir = path.parent().unwrap().to_path_buf();
-    if !lock_folder(&dir, true) {
-        eprintln!("cannot make a folder unwritable here (neither chattr nor modes): skipped");
-        return;
-    }
-    let s = Server::start_in(&s.dir.clone());
+    // A folder where the redo stages the row file (`.a.md.<pid>.tmp`): the redo cannot put it
+    // back, for root too and on any filesystem. The pid is the server's own: a shell makes the
+    // folder with its `$$`, then becomes the server with `exec`.
+    let obstacle = |pid: &str| path.with_file_name(format!(".a.md.{pid}.tmp"));
+    let wrapper = s.dir.parent().unwrap().join("serve-with-obstacle.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nmkdir '{}' || exit 1\nexec '{}' \"$@\"\n",
+            obstacle("$$").display().to_string().replace("$$", "'$$'"),
+            bin().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = s.dir.clone();
+    let s = Server::launch(Launch::new(&dir).bin(&wrapper), &dir);
+    let pid = s.child.as_ref().unwrap().id().to_string();
+    assert!(
+        obstacle(&pid).is_dir(),
+        "the wrapper did not run as the server"
+    );
     // It serves reads, refuses writes with the reason, and catches up once the folder is fixed.
     assert!(
         s.ok("list_tables", json!({}))["tables"]
@@ -1544,12 +1551,12 @@ fn files_behind_the_journal_at_start_do_not_stop_the_server() {
         e["message"].as_str().unwrap().contains("cannot write"),
         "{e}"
     );
-    assert!(lock_folder(&dir, false));
+    std::fs::remove_dir(obstacle(&pid)).unwrap();
     s.ok(
         "insert_row",
         json!({"table": PEOPLE, "id": "x", "values": {"name": "X"}}),
     );
-    assert!(path.exists(), "the redo did not put the row file back");
+    assert!(path.is_file(), "the redo did not put the row file back");
     assert_eq!(get(&s, "a").unwrap()["values"]["title"], "one");
 }
 

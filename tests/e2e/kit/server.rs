@@ -70,7 +70,8 @@ impl Server {
         s
     }
 
-    fn launch(launch: Launch, dir: &Path) -> Server {
+    /// A server started as `launch` says, over `dir`.
+    pub fn launch(launch: Launch, dir: &Path) -> Server {
         let started = launch.spawn();
         Server {
             child: Some(started.child),
