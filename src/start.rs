@@ -26,7 +26,9 @@ pub fn paths() -> Vec<String> {
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     let slice = crate::knobs::num("DATANOTES_SLICE_US", SLICE_US);
     tokio::runtime::Builder::new_multi_thread()
-        .on_thread_start(move || short_slice(slice))
+        .on_thread_start(move || {
+            short_slice(slice);
+        })
         .enable_all()
         .build()
 }
@@ -38,9 +40,9 @@ const SLICE_US: u64 = 100;
 /// slice of the fair scheduler; `0` keeps the kernel's, 1.4 ms on a 2-core machine). A thread with a short slice
 /// that wakes up preempts one with a longer slice on its core at once: a request's thread waits
 /// less behind the writer thread's commits (issue 13: a call through `/mcp` waited up to a
-/// slice behind them when the other core was busy). Older kernels ignore it or refuse it
-/// (nothing changes then).
-fn short_slice(us: u64) {
+/// slice behind them when the other core was busy). Older kernels refuse it: nothing changes
+/// then, and the answer is false.
+fn short_slice(us: u64) -> bool {
     #[cfg(target_os = "linux")]
     if us > 0 {
         /// The kernel's `struct sched_attr` (`sched_setattr(2)`).
@@ -79,7 +81,9 @@ fn short_slice(us: u64) {
                 std::io::Error::last_os_error()
             );
         }
+        return r == 0;
     }
+    false
 }
 
 /// How long requests still running at ctrl-c / SIGTERM may take to finish.
@@ -130,5 +134,48 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term.recv() => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// This thread's `se.slice` (ns), where the kernel shows it.
+    fn my_slice() -> Option<u64> {
+        std::fs::read_to_string("/proc/thread-self/sched")
+            .ok()?
+            .lines()
+            .find(|l| l.starts_with("se.slice"))?
+            .rsplit(':')
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Linux 6.12 and later take a custom slice; older kernels refuse it and the thread goes on
+    /// with the kernel's own. Both branches are checked on whichever kernel runs this (the
+    /// end-to-end test checks the server's threads).
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_short_slice_is_taken_where_the_kernel_can_and_changes_nothing_elsewhere() {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut v = release
+            .split(['.', '-'])
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let can = (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 12);
+        std::thread::spawn(move || {
+            let before = my_slice();
+            assert!(!super::short_slice(0), "0 asks for nothing");
+            assert_eq!(my_slice(), before, "0 changed the slice");
+            let taken = super::short_slice(250);
+            assert_eq!(taken, can, "kernel {release}: taken {taken}");
+            if taken {
+                assert_eq!(my_slice(), Some(250_000));
+            } else {
+                assert_eq!(my_slice(), before, "a refused slice changed the thread's");
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

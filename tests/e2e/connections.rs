@@ -248,11 +248,14 @@ fn custom_slices() -> bool {
 
 #[test]
 fn the_servers_request_threads_ask_for_a_short_time_slice() {
-    if !custom_slices() || !std::path::Path::new("/proc/self/sched").exists() {
-        eprintln!("skipped: this kernel takes no custom time slice, or does not show it");
+    let dir = tempfile::tempdir().unwrap();
+    if !custom_slices() {
+        // Older kernels refuse a custom slice (the unit test of `start::short_slice` checks
+        // that nothing changes then): the server starts and answers all the same.
+        let s = Server::start_in(dir.path());
+        s.ok("list_tables", serde_json::json!({}));
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
     // The threads' slices once `ready` holds (a thread names itself and takes its slice when
     // it first runs, which on a loaded machine may come after the server answers), or after
     // 10 s.
