@@ -1312,6 +1312,7 @@ fn a_watcher_scan_batched_after_an_insert_is_not_a_hand_edit() {
         "set_engine_settings",
         json!({"settings": {"max_body_bytes": 8_000_000}}),
     );
+    // A POST in a thread, answering when its answer came.
     let post = |id: String, body: String| {
         let (url, token) = (s.url.clone(), s.token.clone());
         std::thread::spawn(move || {
@@ -1323,22 +1324,31 @@ fn a_watcher_scan_batched_after_an_insert_is_not_a_hand_edit() {
                 .send()
                 .unwrap();
             assert_eq!(resp.status().as_u16(), 200);
+            std::time::Instant::now()
         })
     };
     let body: String = (0..1_000_000).map(|i| format!("w{} ", i % 5000)).collect();
     let mut clean = 0;
-    for attempt in 0..4u64 {
+    let mut tried = vec![];
+    // How long the large row gets before the small insert is sent: longer after an attempt
+    // where the small one overtook it, shorter after one where it was done too soon.
+    let mut lead = 300u64;
+    for attempt in 0..8 {
         let start = s.seq();
         let (big_id, x_id) = (format!("big{attempt}"), format!("x{attempt}"));
         // The writer is busy with a large row (its full-text indexing takes a while)...
         let big = post(big_id.clone(), body.clone());
-        std::thread::sleep(Duration::from_millis(500 + 400 * attempt));
+        // Sleeps: nothing outside the writer shows that it has taken the large row and not
+        // yet committed it; whether the race was set up is checked below from the order of
+        // the commits and the instants of the answers.
+        std::thread::sleep(Duration::from_millis(lead));
         // ... a small insert queues behind it ...
         let small = post(x_id.clone(), String::new());
-        std::thread::sleep(Duration::from_millis(150));
+        std::thread::sleep(Duration::from_millis(50));
         // ... and someone lists the table's folder: the watcher queues a scan of the table.
         assert!(std::fs::read_dir(s.dir.join("a/b/c")).unwrap().count() > 0);
-        big.join().unwrap();
+        let listed = std::time::Instant::now();
+        let big_answered = big.join().unwrap();
         small.join().unwrap();
 
         let (got, _) = all_changes(&s, start, json!({}), 1000);
@@ -1367,16 +1377,25 @@ fn a_watcher_scan_batched_after_an_insert_is_not_a_hand_edit() {
             &[],
         );
         assert_eq!(st, 200, "{x_id} is served: {v}");
-        if ops == [want_big, want_x] {
+        // Set up: the large row committed first, and the small insert and the listing were both
+        // made before its answer came, so both waited behind it in the writer's queue.
+        let in_order = ops == [want_big, want_x];
+        let queued = listed < big_answered;
+        tried.push(format!(
+            "attempt {attempt} ({lead} ms): in order {in_order}, queued behind the large row {queued}"
+        ));
+        if in_order && queued {
             clean += 1;
             if clean == 2 {
                 return;
             }
+        } else if !in_order {
+            lead += 300;
         } else {
-            eprintln!("attempt {attempt}: the small insert overtook the large one");
+            lead = (lead / 2).max(20);
         }
     }
-    eprintln!("the race was set up {clean} times only: little was proven");
+    panic!("the race was set up {clean} times in 8 attempts, 2 are needed: {tried:#?}");
 }
 
 #[test]
