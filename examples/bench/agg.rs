@@ -95,8 +95,8 @@ pub(crate) fn section_aggregator(b: &mut Bench) -> Vec<Figure> {
     const TOOLS: usize = 20;
     let remote_bin = kit::example("remote_app");
     if !remote_bin.is_file() {
-        progress(format!(
-            "skipped: no {} (cargo build{} --example remote_app)",
+        skip(format!(
+            "agg: no {} (cargo build{} --example remote_app)",
             remote_bin.display(),
             crate::RELEASE_FLAG
         ));

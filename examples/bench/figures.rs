@@ -14,6 +14,9 @@ pub(crate) struct Figure {
     pub(crate) value: f64,
     pub(crate) unit: &'static str,
     pub(crate) target: Option<Target>,
+    /// A figure about correctness (failed calls, lost events): its verdict is given in every
+    /// build, and a miss fails the run.
+    pub(crate) correctness: bool,
 }
 
 impl Figure {
@@ -29,7 +32,14 @@ impl Figure {
             value,
             unit,
             target: None,
+            correctness: false,
         }
+    }
+    /// A figure about correctness, with its target (see [`Figure::correctness`]).
+    pub(crate) fn correct(mut self, t: Target) -> Self {
+        self.target = Some(t);
+        self.correctness = true;
+        self
     }
     pub(crate) fn target(mut self, t: Target) -> Self {
         self.target = Some(t);
@@ -41,6 +51,21 @@ impl Figure {
             Target::AtLeast(x) => self.value >= x,
         })
     }
+}
+
+/// What sections could not run, and why: any fails the run (every section must run).
+static SKIPPED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Records that (part of) a section could not run, and says why.
+pub(crate) fn skip(why: impl Into<String>) {
+    let why = why.into();
+    progress(format!("skipped: {why}"));
+    SKIPPED.lock().unwrap().push(why);
+}
+
+/// What [`skip`] recorded.
+pub(crate) fn skipped() -> Vec<String> {
+    SKIPPED.lock().unwrap().clone()
 }
 
 /// Latency percentiles of a set of samples.

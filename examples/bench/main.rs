@@ -15,8 +15,10 @@
 //! bench), found next to this example's own executable (`DATANOTES_BIN` overrides it). When run
 //! through cargo, the bench first asks cargo to bring that binary up to date, so it never
 //! measures a stale build (`--no-build` skips that). Built without
-//! `--release`, it runs the debug server and gives no verdicts (`scripts/test` does that: it checks
-//! that every section runs, without a second, optimised build of everything).
+//! `--release`, it runs the debug server and gives verdicts only on the figures about correctness
+//! (failed calls, lost events: `scripts/test` does that, without a second, optimised build of
+//! everything). In any build, a section that cannot run (a missing component or tool) or a
+//! figure about correctness that misses its target fails the run (exit 1).
 //!
 //! Each section is one file here with one function `fn(&mut Bench) -> Vec<Figure>` listed in
 //! [`SECTIONS`]; they share a server (`Bench::server`, `Bench::restart`, in `server.rs`) and the
@@ -209,6 +211,7 @@ fn main() {
             .collect();
         o.insert("missed_targets".into(), json!(missed));
         println!("{}", Value::Object(o));
+        fail_on_wrong(&figures);
         return;
     }
     println!(
@@ -239,12 +242,40 @@ fn main() {
     if !RELEASE {
         println!("{DEBUG_NOTE}");
     }
+    fail_on_wrong(&figures);
 }
 
-const DEBUG_NOTE: &str = "a debug build: the figures are not the product's and are not checked \
-    against their targets (cargo run --release --example bench checks them)";
+const DEBUG_NOTE: &str = "a debug build: the figures are not the product's and only those about \
+    correctness are checked against their targets (cargo run --release --example bench checks \
+    them all)";
 
-/// Whether a figure met its target; never said of a debug build's figures.
+/// Whether a figure met its target; of a debug build's figures, said only of those about
+/// correctness.
 fn verdict(f: &Figure) -> Option<bool> {
-    if RELEASE { f.met() } else { None }
+    if RELEASE || f.correctness {
+        f.met()
+    } else {
+        None
+    }
+}
+
+/// Fails the run (exit 1) when a section was skipped or a figure about correctness missed its
+/// target, in any build; speed targets missed are reported, not failed.
+fn fail_on_wrong(figures: &[Figure]) {
+    let skipped = skipped();
+    let wrong: Vec<String> = figures
+        .iter()
+        .filter(|f| f.correctness && f.met() == Some(false))
+        .map(|f| format!("{} = {}", f.name, fmt_value(f.value)))
+        .collect();
+    if skipped.is_empty() && wrong.is_empty() {
+        return;
+    }
+    for s in &skipped {
+        eprintln!("bench: skipped, and every section must run: {s}");
+    }
+    for w in &wrong {
+        eprintln!("bench: wrong: {w}");
+    }
+    std::process::exit(1);
 }

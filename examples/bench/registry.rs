@@ -104,9 +104,7 @@ pub(crate) fn section_registry(b: &mut Bench) -> Vec<Figure> {
     };
     let tools = crate::kit::registry::oci_tools();
     if !tools.join("docker-registry").is_file() || !tools.join("bin/wkg").is_file() {
-        progress(
-            "skipped: no registry or wkg under target/oci-tools (run scripts/fetch-oci-tools)",
-        );
+        skip("registry: no registry or wkg under target/oci-tools (run scripts/fetch-oci-tools)");
         return vec![];
     }
     progress(format!(
@@ -285,7 +283,7 @@ impl Phase {
                 self.failed as f64,
                 "calls",
             )
-            .target(Target::AtMost(0.0)),
+            .correct(Target::AtMost(0.0)),
             Figure::new(S, format!("{what}_request_{lang}_ms"), req, "ms"),
             Figure::new(S, format!("{what}_first_{to}_{lang}_ms"), first, "ms"),
         ]

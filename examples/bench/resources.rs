@@ -185,8 +185,8 @@ fn read_rows(b: &mut Bench) -> Vec<Figure> {
 fn list_content(b: &mut Bench) -> Vec<Figure> {
     let remote_bin = kit::example("remote_app");
     if !remote_bin.is_file() {
-        progress(format!(
-            "listing skipped: no {} (cargo build{} --example remote_app)",
+        skip(format!(
+            "resources (listing): no {} (cargo build{} --example remote_app)",
             remote_bin.display(),
             crate::RELEASE_FLAG
         ));

@@ -346,7 +346,7 @@ fn shared_copies(s: &Server, client: &AsyncClient, plugins: &Path, idle_ms: u64)
     const S: &str = "wasm";
     let file = plugins.join("units.wasm");
     if !file.is_file() {
-        progress("skipped the shared copies: no units.wasm (run scripts/build-plugins)");
+        skip("wasm (the shared copies): no units.wasm (run scripts/build-plugins)");
         return vec![];
     }
     for i in 0..5 {
@@ -487,8 +487,8 @@ pub(crate) fn built_plugins(components: &[&str]) -> Option<PathBuf> {
     if missing.is_empty() {
         return Some(plugins);
     }
-    progress(format!(
-        "skipped: no {} in {} (run scripts/build-plugins)",
+    skip(format!(
+        "no {} in {} (run scripts/build-plugins)",
         missing.join(", "),
         plugins.display()
     ));

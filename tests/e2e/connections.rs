@@ -104,11 +104,11 @@ fn idle_connections_are_capped_and_closed_while_health_and_writes_answer() {
     );
     assert!(idle.len() > n / 2, "only {} of {n} connected", idle.len());
 
-    // Health and a write still answer, each within a second.
+    // Health and a write still answer (a hang guard of 5 s each: how fast is the benchmark's).
     for i in 0..5 {
         let (st, took) = raw(addr, "GET", "/datanotes/health", None, "");
         assert_eq!(st, 200);
-        assert!(took < Duration::from_secs(1), "health took {took:?}");
+        assert!(took < Duration::from_secs(5), "health took {took:?}");
         let body = format!(r#"{{"table": "{TASKS}", "values": {{"title": "under load {i}"}}}}"#);
         let (st, took) = raw(
             addr,
@@ -118,7 +118,7 @@ fn idle_connections_are_capped_and_closed_while_health_and_writes_answer() {
             &body,
         );
         assert_eq!(st, 200);
-        assert!(took < Duration::from_secs(1), "insert took {took:?}");
+        assert!(took < Duration::from_secs(5), "insert took {took:?}");
     }
     // The server holds at most its cap (and the reserve) of them.
     let fds = open_fds(&s);
@@ -161,7 +161,8 @@ fn at_the_cap_with_every_connection_busy_health_and_the_owner_still_get_through(
     // Health and the owner get through; an anonymous request is told the server is busy.
     let (st, took) = raw(addr, "GET", "/datanotes/health", None, "");
     assert_eq!(st, 200);
-    assert!(took < Duration::from_secs(1), "{took:?}");
+    // Well before the polls' 5 s: it did not wait for a connection to free up.
+    assert!(took < Duration::from_secs(3), "{took:?}");
     let (st, _) = raw(
         addr,
         "POST",

@@ -1534,8 +1534,10 @@ fn spinning_guests_do_not_hold_up_the_server() {
             "while 8 guests spin: /health p50 {:?} max {:?}; insert_row p50 {:?} max {:?}",
             health[10], health[19], writes[10], writes[19]
         );
-        assert!(health[10] < Duration::from_millis(50), "{health:?}");
-        assert!(writes[10] < Duration::from_millis(250), "{writes:?}");
+        // Each answers (a hang guard): how fast is the benchmark's (`wasm_cancel`,
+        // `health_while_8_spin_p50_ms` and `insert_while_8_spin_p50_ms`).
+        assert!(health[19] < Duration::from_secs(5), "{health:?}");
+        assert!(writes[19] < Duration::from_secs(5), "{writes:?}");
         for t in spinning {
             let e = t.join().unwrap();
             assert!(e.contains("CPU time"), "{e}");

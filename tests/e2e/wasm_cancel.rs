@@ -23,8 +23,9 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-/// How soon after its cancellation a call's instance must be gone.
-const FREED_WITHIN: Duration = Duration::from_millis(100);
+/// How soon after its cancellation a call's instance must be gone: a hang guard (the time it
+/// takes is the benchmark's `wasm_cancel` section, with its target of 100 ms at p99).
+const FREED_WITHIN: Duration = Duration::from_secs(5);
 
 /// A server (the shared compile cache) with `hostile` installed: one instance at most, and
 /// limits no call of these tests reaches; its instance made and warm.

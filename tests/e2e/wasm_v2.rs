@@ -186,11 +186,9 @@ fn a_guest_learns_it_was_cancelled_and_returns() {
             instances(&s)
         );
     };
+    // How soon is the benchmark's (`wasm_cancel`, `cancel_cooperative_to_warm`); the loop
+    // above is the hang guard.
     eprintln!("cancel -> instance back, warm, in {dt:?}");
-    assert!(
-        dt <= Duration::from_millis(100),
-        "back {dt:?} after the cancel"
-    );
     let mut ev = vec![];
     eventually("the cancelled call's event", || {
         let page = s.ok_route("changes", json!({"since": since, "ops": ["tool_call"]}));
