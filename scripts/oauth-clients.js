@@ -456,14 +456,19 @@ async function typescriptFlow(asMeta) {
     });
 
     await run("a write tool (insert_row) is refused", async () => {
-      let r, err;
-      try {
-        r = await within(TIMEOUT, client.callTool({ name: "insert_row", arguments: { table: "personal.tasks.items", values: { title: "written through OAuth" } } }), "tools/call insert_row");
-      } catch (e) {
-        err = e;
-      }
-      check(err || toolError(r), `insert_row was not refused: ${short(r)}`);
-      return short(err ? `error ${err.code}: ${err.message}` : `isError: ${toolError(r)}`, 160);
+      const title = `written through OAuth (${C})`;
+      const r = await within(TIMEOUT, client.callTool({ name: "insert_row", arguments: { table: "personal.tasks.items", values: { title } } }), "tools/call insert_row");
+      // The refusal is the tool's answer (isError), naming the tool: not a transport error.
+      const err = toolError(r);
+      check(err && err.includes("may not call the tool insert_row"), `insert_row was not refused as a tool it may not call: ${short(r)}`);
+      const rows = await getJson(`${base}/datanotes/select_rows/`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ownerToken}`, "content-type": "application/json" },
+        body: JSON.stringify({ table: "personal.tasks.items", where: [{ column: "title", op: "=", value: title }] }),
+      });
+      check(rows.status === 200 && Array.isArray(rows.body && rows.body.rows), `the owner's select_rows answered ${rows.status}: ${short(rows.text)}`);
+      check(rows.body.rows.length === 0, `the refused insert_row wrote a row: ${short(rows.text)}`);
+      return short(`isError: ${err}; no row written`, 160);
     });
 
     await run(`after the access token expires (${ttl} s) the SDK refreshes it and the call succeeds`, async () => {

@@ -162,6 +162,15 @@ async def drive_consent(url: str) -> dict[str, object]:
     return answer
 
 
+async def owner_select(args: dict) -> list:
+    """`select_rows` with the owner's token over HTTP: the rows."""
+    headers = {"Authorization": f"Bearer {os.environ['OWNER_TOKEN']}"}
+    async with create_mcp_http_client(headers=headers) as http:
+        r = await http.post(f"{BASE}/datanotes/select_rows/", json=args)
+    check(r.status_code == 200, f"the owner's select_rows answered {r.status_code}: {short(r.text)}")
+    return r.json()["rows"]
+
+
 def tool_error(result) -> str | None:
     if getattr(result, "isError", None) or getattr(result, "is_error", None):
         return " ".join(getattr(c, "text", "") for c in result.content)
@@ -271,19 +280,22 @@ async def main() -> None:
             record(step, True, short(json.dumps(structured(r)) if structured(r) else "ok", 80))
 
             step = "a write tool (insert_row) is refused"
-            detail = None
-            try:
-                r = await asyncio.wait_for(
-                    session.call_tool("insert_row", {"table": "personal.tasks.items", "values": {"title": "written through OAuth"}}),
-                    TIMEOUT,
-                )
-                detail = tool_error(r) and f"isError: {tool_error(r)}"
-                check(detail, f"insert_row was not refused: {short(r.model_dump(), 300)}")
-            except Fail:
-                raise
-            except Exception as e:  # the SDK raises McpError for a JSON-RPC error
-                detail = f"error: {e}"
-            record(step, True, short(detail, 160))
+            title = f"written through OAuth ({CLIENT})"
+            r = await asyncio.wait_for(
+                session.call_tool("insert_row", {"table": "personal.tasks.items", "values": {"title": title}}),
+                TIMEOUT,
+            )
+            # The refusal is the tool's answer (isError), naming the tool: not a transport error.
+            err = tool_error(r)
+            check(
+                err and "may not call the tool insert_row" in err,
+                f"insert_row was not refused as a tool it may not call: {short(r.model_dump(), 300)}",
+            )
+            rows = await owner_select(
+                {"table": "personal.tasks.items", "where": [{"column": "title", "op": "=", "value": title}]}
+            )
+            check(rows == [], f"the refused insert_row wrote a row: {short(rows)}")
+            record(step, True, short(f"isError: {err}; no row written", 160))
 
             step = f"after the access token expires ({TTL:g} s) the SDK refreshes it and the call succeeds"
             before = len(storage.saved)
