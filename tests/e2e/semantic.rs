@@ -559,3 +559,93 @@ fn a_wasm_app_searches_by_meaning_through_the_host_import() {
     );
     assert_eq!(v["hits"][0]["id"], "2026-11-28", "{v}");
 }
+
+/// The journal vacuumed past what the index had followed while the server ran without its
+/// model: at the next start with the model, the index reconciles every table with the files
+/// (not the journal), so that it holds exactly the rows there are, at their versions.
+#[test]
+fn an_index_behind_a_vacuumed_journal_catches_up_from_the_tables() {
+    let mut s = Server::start_semantic(&[]);
+    seed(&s);
+    s.indexed();
+    let through = s.semantic()["indexedThrough"].as_i64().unwrap();
+    s.stop();
+    // Without the model: the index stays where it was while rows change.
+    let mut plain = Server::start_in(&s.dir);
+    plain.ok(
+        "update_row",
+        json!({"table": NOTES, "id": "bike", "body": "Book a flight to Lisbon for the conference."}),
+    );
+    plain.ok("delete_row", json!({"table": NOTES, "id": "oat-milk"}));
+    note(
+        &plain,
+        "garden",
+        "Garden",
+        "Plant tomatoes and basil in the raised beds.",
+    );
+    let v = plain.ok("vacuum", json!({"before_seq": plain.seq() + 1}));
+    assert!(v["removed"].as_i64().unwrap() > 0, "{v}");
+    assert!(
+        v["feed_starts_at"].as_i64().unwrap() > through + 1,
+        "the vacuum did not reach past the index: {v}"
+    );
+    plain.stop();
+    // With the model again.
+    let s = s.restart();
+    assert_consistent(&s, &[NOTES]);
+    let first = |q: &str| {
+        search(&s, json!({"query": q, "mode": "semantic", "limit": 1}))["hits"][0].clone()
+    };
+    let h = first("airline tickets for a trip to Portugal");
+    assert_eq!(
+        (h["id"].as_str(), h["version"].as_i64()),
+        (Some("bike"), Some(2)),
+        "{h}"
+    );
+    assert_eq!(first("vegetable gardening")["id"], "garden");
+    let all = search(
+        &s,
+        json!({"query": "oat milk bread apples", "mode": "semantic", "limit": 10}),
+    );
+    assert!(!ids(&all).contains(&"oat-milk".to_string()), "{all}");
+    assert_eq!(s.semantic()["rows"], 4);
+}
+
+/// The journal vacuumed while the running index is behind it (a burst of long notes it is still
+/// embedding): the history it would follow is gone, so it goes over every table instead, and
+/// ends holding exactly the rows there are.
+#[test]
+fn a_vacuum_while_the_index_is_behind_reaches_it() {
+    let s = Server::start_semantic(&[]);
+    seed(&s);
+    s.indexed();
+    let mut tried = vec![];
+    for (attempt, n) in [300, 1200, 4800].into_iter().enumerate() {
+        let prefix = format!("v{attempt}");
+        bulk_long(&s, n, 8, &prefix, 6);
+        s.ok(
+            "delete_row",
+            json!({"table": NOTES, "id": format!("{prefix}-0")}),
+        );
+        let v = s.ok("vacuum", json!({"before_seq": s.seq() + 1}));
+        let start = v["feed_starts_at"].as_i64().unwrap();
+        // Still behind what the vacuum removed: the index can only catch up from the tables.
+        let through = s.semantic()["indexedThrough"].as_i64().unwrap_or(0);
+        tried.push(format!(
+            "{n} notes: indexed through {through}, history from {start}"
+        ));
+        if through < start - 1 {
+            assert_consistent(&s, &[NOTES]);
+            let v = search(
+                &s,
+                json!({"query": "cooking", "mode": "semantic", "limit": 1000}),
+            );
+            assert!(
+                !ids(&v).contains(&format!("{prefix}-0")),
+                "a deleted note is found"
+            );
+            return;
+        }
+    }
+    panic!("the index was never behind the vacuum: {tried:#?}");
+}

@@ -24,14 +24,20 @@ fn without_a_model_search_is_full_text_and_says_so() {
         Some("mode"),
         "mode",
     );
+    assert_eq!(e["code"], "semantic_unavailable", "{e}");
     assert!(e["message"].as_str().unwrap().contains("no model"), "{e}");
     assert!(e["hint"].as_str().unwrap().contains("fetch-model"), "{e}");
-    s.refused_nochange(
-        "similar_notes",
-        json!({"table": NOTES, "id": "oat-milk"}),
-        409,
-    );
-    s.refused_nochange("rebuild_semantic_index", json!({}), 409);
+    for (op, args) in [
+        ("similar_notes", json!({"table": NOTES, "id": "oat-milk"})),
+        ("rebuild_semantic_index", json!({})),
+    ] {
+        let e = s.refused_nochange(op, args, 409);
+        assert_eq!(e["code"], "semantic_unavailable", "{op}: {e}");
+        assert!(
+            e["hint"].as_str().unwrap().contains("fetch-model"),
+            "{op}: {e}"
+        );
+    }
     let st = s.semantic();
     assert_eq!(st["state"], "unavailable", "{st}");
     assert!(
