@@ -407,7 +407,6 @@ fn sse_event_ids_are_seqs_and_last_event_id_resumes_exactly() {
     }
     let tok = s.token.clone();
     let open = |q: &str, h: &[(&str, &str)]| s.sse(q, Some(&tok), h).unwrap();
-    let quiet = Duration::from_millis(300);
 
     let all = open("since=0", &[]);
     let ev = all.take(4);
@@ -436,7 +435,7 @@ fn sse_event_ids_are_seqs_and_last_event_id_resumes_exactly() {
         ev.iter().map(SseEvent::seq).collect::<Vec<_>>(),
         vec![3, 4, 5]
     );
-    assert!(resumed.next(quiet).is_none(), "no duplicate, nothing extra");
+    // No duplicate, nothing extra: the next event is the next write's.
     let s6 = insert(&s, "a.b.c", "r4");
     assert_eq!(resumed.take(1)[0].seq(), s6);
     assert_eq!(all.take(1)[0].seq(), s6);
@@ -447,7 +446,6 @@ fn sse_event_ids_are_seqs_and_last_event_id_resumes_exactly() {
 
     // No cursor: from now on only.
     let fresh = open("", &[]);
-    assert!(fresh.next(quiet).is_none());
     let s7 = insert(&s, "a.b.c", "r5");
     assert_eq!(fresh.take(1)[0].seq(), s7);
 
@@ -464,7 +462,9 @@ fn sse_event_ids_are_seqs_and_last_event_id_resumes_exactly() {
         c2.take(3).iter().map(SseEvent::seq).collect::<Vec<_>>(),
         missed
     );
-    assert!(c2.next(quiet).is_none());
+    // Nothing more: the next event is the next write's.
+    let m3 = insert(&s, "a.b.c", "m3");
+    assert_eq!(c2.take(1)[0].seq(), m3);
 
     // Filters as query parameters.
     let upd = s.ok(
@@ -480,7 +480,14 @@ fn sse_event_ids_are_seqs_and_last_event_id_resumes_exactly() {
         f.take(3).iter().map(SseEvent::seq).collect::<Vec<_>>(),
         vec![1, upd, zi - 1]
     );
-    assert!(f.next(quiet).is_none());
+    // Nothing else matched: the next event is the next update.
+    let upd2 = s.ok(
+        "update_row",
+        json!({"table": "a.b.c", "id": "r1", "values": {"title": "one"}}),
+    )["seq"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(f.take(1)[0].seq(), upd2);
     let f = open("since=0&tables=z.*", &[]);
     assert_eq!(
         f.take(2).iter().map(SseEvent::seq).collect::<Vec<_>>(),
@@ -488,7 +495,9 @@ fn sse_event_ids_are_seqs_and_last_event_id_resumes_exactly() {
     );
     let f = open(&format!("since={upd}&tables=a.b.*,z.q.r&ops=insert"), &[]);
     assert_eq!(f.take(1)[0].seq(), zi);
-    assert!(f.next(quiet).is_none());
+    // Not the update since: the next event is the next insert.
+    let z2 = insert(&s, "z.q.r", "z2");
+    assert_eq!(f.take(1)[0].seq(), z2);
 
     // Refusals.
     assert_eq!(s.sse("since=0", None, &[]).err().unwrap().0, 401);
@@ -534,7 +543,9 @@ fn sse_resumes_with_last_event_id_across_a_restart() {
         st.take(3).iter().map(SseEvent::seq).collect::<Vec<_>>(),
         later
     );
-    assert!(st.next(Duration::from_millis(300)).is_none());
+    // No duplicate after the restart: the next event is the next write's.
+    let next = insert(&s, "a.b.c", "r4");
+    assert_eq!(st.take(1)[0].seq(), next);
 }
 
 // ---- tool-call events ----
@@ -618,7 +629,11 @@ fn tool_call_events_reach_only_consumers_that_ask_and_are_cut() {
     assert_eq!(ev[0].json(), cs[0]);
     let row = insert(&s, "a.b.c", "after-tools");
     assert_eq!(plain.take(1)[0].seq(), row);
-    assert!(tools.next(Duration::from_millis(300)).is_none());
+    // ... and the tool stream not the row: its next event is the next tool call.
+    let (st, v) = s.call_as(Some(&s.token), "tool-calls/record", &small, &[]);
+    assert_eq!(st, 200, "{v}");
+    eventually("the tool call is committed", || s.seq() > row);
+    assert_eq!(tools.take(1)[0].seq(), s.seq());
 
     // Missing or mistyped fields: 400, nothing recorded.
     let before = s.seq();
@@ -1251,7 +1266,6 @@ fn concurrent_writers_and_consumers_see_every_change_once_in_order() {
     let all: Vec<i64> = (1..=total).collect();
     let ev = stream.take(total as usize);
     assert_eq!(ev.iter().map(SseEvent::seq).collect::<Vec<_>>(), all);
-    assert!(stream.next(Duration::from_millis(300)).is_none());
     assert_eq!(poller.join().unwrap(), all);
     let (paged, _) = all_changes(&s, 0, json!({}), 7);
     assert_eq!(
@@ -1261,6 +1275,9 @@ fn concurrent_writers_and_consumers_see_every_change_once_in_order() {
             .collect::<Vec<_>>(),
         all
     );
+    // Nothing extra on the stream: its next event is the next write's.
+    let next = insert(&s, "a.b.c", "after");
+    assert_eq!(stream.take(1)[0].seq(), next);
 }
 
 #[test]
