@@ -2,7 +2,7 @@
 //! committed, or from the journal's stored columns), and the ring of recent changes the writer
 //! fills after each commit. The engine publishes here; the feed (`crate::feed`) reads.
 
-use super::journal::{Migration, Op};
+use super::journal::{Migration, Op, Stored};
 use crate::error::{Error, Result};
 use rusqlite::Connection;
 use serde::Serialize;
@@ -50,28 +50,6 @@ impl<J: Serialize, A: Serialize, C: Serialize> Wire<'_, J, A, C> {
             op: self.op,
             table,
             json,
-        })
-    }
-}
-
-/// A migration's JSON columns, as the journal stores them (no text for null).
-pub(crate) struct Stored {
-    pub(crate) before: Option<String>,
-    pub(crate) after: Option<String>,
-    pub(crate) actor: String,
-    pub(crate) call: Option<String>,
-}
-
-impl Stored {
-    /// The columns of a migration about to be journaled.
-    pub(crate) fn of(m: &Migration) -> Result<Stored> {
-        let js = |v: &serde_json::Value| (!v.is_null()).then(|| v.to_string());
-        Ok(Stored {
-            before: js(&m.before),
-            after: js(&m.after),
-            actor: serde_json::to_string(&m.actor)
-                .map_err(|e| Error::internal(format!("the actor cannot be written: {e}")))?,
-            call: m.call.as_ref().map(|c| c.get().to_owned()),
         })
     }
 }

@@ -41,7 +41,7 @@ impl VaultUri {
     pub fn parse(uri: &str) -> Option<Result<VaultUri>> {
         let rest = uri.strip_prefix("datanotes://")?;
         let bad = |why: &str| {
-            Error::invalid(format!("{why}: {}", crate::feed::cut(uri, 200)))
+            Error::invalid(format!("{why}: {}", super::journal::cut(uri, 200)))
                 .column("uri")
                 .hint(format!(
                     "the vault's resources are {TABLE_TEMPLATE} and {ROW_TEMPLATE}"

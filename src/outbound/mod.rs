@@ -17,6 +17,18 @@ mod ranges;
 mod resolver;
 
 pub use ranges::{is_loopback, is_public, not_public};
+
+/// Whether `host` (`name`, `name:port`, `ip`, `[ipv6]:port`) names this machine: `localhost` or
+/// a loopback address (in any spelling [`is_loopback`] takes).
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = match host.rsplit_once(':') {
+        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !h.ends_with(':') => h,
+        _ => host,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(is_loopback)
+}
 pub use resolver::{Guard, Lookup, NOT_CONNECTED, System};
 
 use std::net::IpAddr;

@@ -14,9 +14,7 @@ use crate::apps::plain::{self, Peer};
 use rmcp::model::{ClientRequest, ServerResult};
 use serde_json::{Value, json};
 
-/// The most bytes of one answer to a read (a resource, a prompt, a completion):
-/// `DATANOTES_APP_MAX_RESOURCE_BYTES`, 16 MiB by default. A bigger answer is refused unread.
-pub(crate) const MAX_ANSWER_BYTES: usize = 16 << 20;
+pub(crate) use super::raw::MAX_ANSWER_BYTES;
 
 /// The three listings beside the tools: method, the key of the items, capability.
 const LISTINGS: [(&str, &str); 3] = [

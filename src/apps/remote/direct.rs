@@ -16,6 +16,7 @@
 //! given a progress token only when the caller gave one. A call whose app sends nothing costs
 //! nothing more.
 
+use super::pending::{Abandon, Events};
 use super::raw::{Posted, RawError};
 use super::{
     ActorClient, ActorHeader, BackendError, CallContext, CallToolRequestParams, ClientChannel,
@@ -24,11 +25,9 @@ use super::{
     StreamableHttpError, error_result, plain,
 };
 use futures_util::StreamExt;
-use futures_util::stream::BoxStream;
 use rmcp::model::{CallToolResult, CustomResult, ProgressToken};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -109,9 +108,6 @@ fn drain(client: &ActorClient, mut events: Events) {
 const MAX_RESUMES: usize = 100;
 /// The longest wait before resuming that an app may ask for (its SSE `retry`).
 const MAX_RETRY: Duration = Duration::from_secs(5);
-
-pub(super) type Events =
-    BoxStream<'static, Result<sse_stream::Sse, rmcp::transport::streamable_http_client::SseError>>;
 
 impl RemoteApp {
     /// Posts one `tools/call` on the session's route and reads its answer.
@@ -387,59 +383,5 @@ impl RemoteApp {
             )
             .await;
         true
-    }
-}
-
-/// A call posted directly whose answer is not read yet: dropped armed (its caller cancelled
-/// it, or hung up), it tells the app with `notifications/cancelled` for the call's request, so
-/// that the app stops working on it. Posting that waits for nothing on the caller's path.
-pub(super) struct Abandon<'a> {
-    app: &'a RemoteApp,
-    client: &'a ActorClient,
-    pub(super) route: Route,
-    id: NumberOrString,
-    pub(super) armed: bool,
-}
-
-impl<'a> Abandon<'a> {
-    /// Armed for the request `id` posted on `route`.
-    pub(super) fn new(
-        app: &'a RemoteApp,
-        client: &'a ActorClient,
-        route: Route,
-        id: &NumberOrString,
-    ) -> Abandon<'a> {
-        Abandon {
-            app,
-            client,
-            route,
-            id: id.clone(),
-            armed: true,
-        }
-    }
-}
-
-impl Drop for Abandon<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let Ok(msg) = serde_json::from_value::<ClientJsonRpcMessage>(serde_json::json!({
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": {"requestId": self.id, "reason": "the caller cancelled the call"},
-        })) else {
-            return;
-        };
-        let http = self.client.http().clone();
-        let uri: Arc<str> = self.app.url.as_str().into();
-        let (session, headers) = (self.route.session.clone(), self.route.headers.clone());
-        let token = self.app.bearer_now();
-        rt.spawn(async move {
-            let _ = http.post_message(uri, msg, session, token, headers).await;
-        });
     }
 }

@@ -6,6 +6,7 @@ mod client;
 mod content;
 mod direct;
 pub(crate) mod oauth;
+mod pending;
 mod raw;
 mod relay;
 mod sessions;

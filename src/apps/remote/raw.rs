@@ -7,7 +7,7 @@
 //! sends on the stream before its answer is handled as during a call (see `direct.rs`).
 
 use super::client::HttpErr;
-use super::direct::{Abandon, Events};
+use super::pending::{Abandon, Events};
 use super::{ActorClient, BackendError, CallContext, ClientChannel, RemoteApp, Route, secs};
 use crate::apps::backend::AppRequest;
 use crate::apps::plain::{self, Peer};
@@ -18,6 +18,10 @@ use serde_json::{Value, json};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
+
+/// The most bytes of one answer to a read (a resource, a prompt, a completion): 16 MiB. A
+/// bigger answer is refused unread.
+pub(crate) const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// An answer to a request posted raw.
 pub(super) enum Posted {
@@ -371,7 +375,7 @@ impl RemoteApp {
             }
         }
         let channel = ctx.channel();
-        let max = super::content::MAX_ANSWER_BYTES;
+        let max = MAX_ANSWER_BYTES;
         let sent = self.post_request(&open.client, route, what, params, channel, max);
         let limit = self.timeouts.call;
         let r = tokio::select! {
@@ -426,7 +430,7 @@ impl RawError {
             )),
             RawError::TooBig => BackendError(format!(
                 "{what} failed: the app's answer is over {} bytes",
-                super::content::MAX_ANSWER_BYTES
+                MAX_ANSWER_BYTES
             )),
             RawError::Failed(why) => BackendError(format!("{what} failed: {why}")),
         }

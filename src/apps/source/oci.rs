@@ -22,15 +22,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Whether a registry (`host[:port]`) is on a loopback address: reached over plain HTTP, as
 /// docker and oras do for localhost. Any other registry only over HTTPS.
 pub fn is_loopback(registry: &str) -> bool {
-    let host = match registry.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !h.ends_with(':') => h,
-        _ => registry,
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(crate::outbound::is_loopback)
+    crate::outbound::is_loopback_host(registry)
 }
 
 /// The client for a registry.

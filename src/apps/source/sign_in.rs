@@ -75,7 +75,7 @@ pub async fn sign_in(
 
 /// The registry's `/v2/` challenge (`WWW-Authenticate`), if it sends one.
 async fn challenge(registry: &str) -> Result<Option<String>> {
-    let scheme = if super::oci::is_loopback(registry) {
+    let scheme = if crate::outbound::is_loopback_host(registry) {
         "http"
     } else {
         "https"

@@ -30,7 +30,7 @@ fn bad(url: &str, why: impl std::fmt::Display) -> Error {
 /// Whether a URL's host is a loopback address or `localhost`.
 fn loopback_host(u: &reqwest::Url) -> bool {
     u.host_str()
-        .is_some_and(|h| super::oci::is_loopback(h.trim_matches(['[', ']'])))
+        .is_some_and(|h| crate::outbound::is_loopback_host(h))
 }
 
 /// Checks a URL's form: https, or http to a loopback address; no credentials.

@@ -2,14 +2,12 @@
 //! ([`GuestLimits`], wasmtime's `ResourceLimiter`), and CPU time counted in epoch ticks.
 
 use super::error::WasmError;
-use super::host::Host;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-use wasmtime::Store;
 
 /// Epoch ticks: the CPU deadline is counted in these.
 pub(super) const TICK: Duration = Duration::from_millis(10);
@@ -434,28 +432,4 @@ pub(super) fn start_ticker(engine: &wasmtime::Engine) -> std::io::Result<Arc<Tic
     });
     let _ = tx.send(ticker.clone());
     Ok(ticker)
-}
-
-/// Puts a new store under its limits: the memory budget, and `cpu_ms` counted in epoch ticks.
-pub(super) fn limit(store: &mut Store<Host>) {
-    store.limiter(|h| &mut h.limits);
-    // Called at the first epoch tick that passes while guest code runs: the call has used
-    // one more tick of its CPU time. Trap once all are used, else yield to the executor (so
-    // a spinning guest shares its thread, and a timeout can cancel it) and count the next.
-    // A guest blocked in a host call runs no code: a wait in an engine call costs it
-    // nothing (the tick seen after it is not charged), one in a WASI sleep or an HTTP
-    // request at most one tick; `timeout_ms` bounds them.
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|mut ctx| {
-        let h = ctx.data_mut();
-        if std::mem::take(&mut h.waited) {
-            return Ok(wasmtime::UpdateDeadline::Yield(1));
-        }
-        Ok(if h.ticks_left <= 1 {
-            wasmtime::UpdateDeadline::Interrupt
-        } else {
-            h.ticks_left -= 1;
-            wasmtime::UpdateDeadline::Yield(1)
-        })
-    });
 }

@@ -122,7 +122,7 @@ impl Inner {
             stderr,
         };
         let mut store = Store::new(&self.rt.engine, host);
-        limits::limit(&mut store);
+        limit(&mut store);
         let app = match pre.instantiate_async(&mut store).await {
             Ok(app) => app,
             Err(e)
@@ -335,4 +335,28 @@ impl Inner {
         }
         next
     }
+}
+
+/// Puts a new store under its limits: the memory budget, and `cpu_ms` counted in epoch ticks.
+fn limit(store: &mut Store<Host>) {
+    store.limiter(|h| &mut h.limits);
+    // Called at the first epoch tick that passes while guest code runs: the call has used
+    // one more tick of its CPU time. Trap once all are used, else yield to the executor (so
+    // a spinning guest shares its thread, and a timeout can cancel it) and count the next.
+    // A guest blocked in a host call runs no code: a wait in an engine call costs it
+    // nothing (the tick seen after it is not charged), one in a WASI sleep or an HTTP
+    // request at most one tick; `timeout_ms` bounds them.
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx| {
+        let h = ctx.data_mut();
+        if std::mem::take(&mut h.waited) {
+            return Ok(wasmtime::UpdateDeadline::Yield(1));
+        }
+        Ok(if h.ticks_left <= 1 {
+            wasmtime::UpdateDeadline::Interrupt
+        } else {
+            h.ticks_left -= 1;
+            wasmtime::UpdateDeadline::Yield(1)
+        })
+    });
 }

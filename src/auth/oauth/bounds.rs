@@ -7,7 +7,7 @@
 //!   `DATANOTES_OAUTH_REQUESTS_PER_ADDRESS` (32) per address; each stays valid for its 10
 //!   minutes unless the owner decides it;
 //! - registrations: `DATANOTES_OAUTH_REGISTER_PER_ADDRESS` (100) per address in an hour, and
-//!   [`super::store::MAX_CLIENTS`] kept in all, where only a client registered over
+//!   [`MAX_CLIENTS`] kept in all, where only a client registered over
 //!   [`UNUSED_AFTER`] ago and never used (no grant, no code, no request waiting) makes room.
 //!
 //! An address is the peer's IP address (an IPv6 address's /64, which one host holds whole), as
@@ -28,7 +28,9 @@ pub(super) const UNUSED_AFTER: i64 = 3600;
 const REGISTER_WINDOW: Duration = Duration::from_secs(3600);
 /// The most registrations remembered for the per-address bound (beyond, refused until the
 /// oldest leaves the window).
-const MAX_REMEMBERED: usize = 4 * super::store::MAX_CLIENTS;
+const MAX_REMEMBERED: usize = 4 * MAX_CLIENTS;
+/// The most clients registered dynamically (see `Store::add_client`).
+pub(super) const MAX_CLIENTS: usize = 1000;
 
 /// Authorization requests waiting per address (`DATANOTES_OAUTH_REQUESTS_PER_ADDRESS`, 32).
 pub(super) fn requests_per_address() -> usize {

@@ -144,7 +144,7 @@ impl OAuth {
                 super::bounds::busy(
                     format!(
                         "{} clients are registered, and none is over an hour old and unused",
-                        super::store::MAX_CLIENTS
+                        super::bounds::MAX_CLIENTS
                     ),
                     Duration::from_secs(secs),
                 )

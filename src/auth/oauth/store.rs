@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-/// The most clients registered dynamically (see [`Store::add_client`]).
-pub(super) const MAX_CLIENTS: usize = 1000;
+use super::bounds::MAX_CLIENTS;
 /// The most access tokens alive per grant (a refresh adds one; the oldest goes first).
 const MAX_ACCESS_PER_GRANT: usize = 8;
 /// The most retired refresh tokens remembered per grant (to recognise a stolen one reused).

@@ -1,7 +1,9 @@
 //! Typed components: any component that does not export `datanotes:app/tools`. Every exported
 //! function (of the world, or of an exported interface) is a tool, its JSON Schemas derived from
 //! its WIT types (`schema.rs`), its arguments checked and converted before the guest runs and
-//! its result converted back (`convert.rs`, `call.rs`).
+//! its result converted back (`convert.rs`, `call.rs`). A typed component is compiled and shared
+//! by the runtime (`runtime.rs` holds the [`Shared`] ones; this module compiles with its engine):
+//! the two know each other by design.
 //!
 //! Names: `<app>_<function>`, the function's kebab-case name with `-` as `_` (`get-point` in app
 //! `geo` is `geo_get_point`); when two exported interfaces have a function of the same name,
