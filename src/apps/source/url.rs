@@ -29,8 +29,7 @@ fn bad(url: &str, why: impl std::fmt::Display) -> Error {
 
 /// Whether a URL's host is a loopback address or `localhost`.
 fn loopback_host(u: &reqwest::Url) -> bool {
-    u.host_str()
-        .is_some_and(|h| crate::outbound::is_loopback_host(h))
+    u.host_str().is_some_and(crate::outbound::is_loopback_host)
 }
 
 /// Checks a URL's form: https, or http to a loopback address; no credentials.
