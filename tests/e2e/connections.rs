@@ -259,17 +259,15 @@ fn the_servers_request_threads_ask_for_a_short_time_slice() {
     let slices = |env: &[(&str, &str)], ready: &dyn Fn(&[u64], &[u64]) -> bool| {
         let mut started = Launch::new(dir.path()).envs(env).spawn();
         let pid = started.child.id();
-        let t0 = std::time::Instant::now();
-        let r = loop {
-            let r = (
+        let mut r = (vec![], vec![]);
+        let every = std::time::Duration::from_millis(20);
+        poll(std::time::Duration::from_secs(10), every, || {
+            r = (
                 slices_of(pid, "tokio-rt-worker"),
                 slices_of(pid, "datanotes-write"),
             );
-            if ready(&r.0, &r.1) || t0.elapsed() > std::time::Duration::from_secs(10) {
-                break r;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
+            ready(&r.0, &r.1).then_some(())
+        });
         let _ = started.child.kill();
         let _ = started.child.wait();
         r

@@ -103,7 +103,7 @@ impl Shelf {
                 let uri = p["uri"].as_str().unwrap_or("").to_string();
                 let push = self.push.clone();
                 tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    fake_app::take_time(Duration::from_millis(300)).await;
                     let n = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
                                    "params": {"uri": uri}});
                     let _ = push.send(n.to_string());
