@@ -146,7 +146,15 @@ fn a_hand_edit_is_picked_up_while_writes_never_stop() {
             i
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    let seq = s.seq();
+    eventually_ok("the writes are going on", || {
+        let now = s.seq();
+        if now >= seq + 10 {
+            Ok(())
+        } else {
+            Err(format!("seq {now}, was {seq}"))
+        }
+    });
     let path = s.row_path(TASKS, "edited");
     let text = std::fs::read_to_string(&path).unwrap();
     write_by_hand(&path, &text.replace("before", "edited by hand"));
@@ -1567,16 +1575,13 @@ fn run_to_end(args: &[&std::ffi::OsStr]) -> (bool, String, Duration) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("datanotes {args:?} still runs after 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let exited = poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        child.try_wait().unwrap()
+    });
+    let Some(status) = exited else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("datanotes {args:?} still runs after 20 s");
     };
     let mut err = String::new();
     child
