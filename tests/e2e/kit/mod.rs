@@ -249,17 +249,33 @@ impl Server {
         Server::start_with_env(&all)
     }
 
-    /// The semantic index's status in `/datanotes/health` (as the owner sees it).
-    pub fn semantic(&self) -> Value {
-        let v: Value = self
-            .http
+    /// `/datanotes/health` as the owner sees it.
+    pub fn health(&self) -> Value {
+        self.http
             .get(format!("{}/datanotes/health", self.url))
             .bearer_auth(&self.token)
             .send()
             .expect("health")
             .json()
-            .expect("health JSON");
-        v["semantic"].clone()
+            .expect("health JSON")
+    }
+
+    /// The semantic index's status in `/datanotes/health` (as the owner sees it).
+    pub fn semantic(&self) -> Value {
+        self.health()["semantic"].clone()
+    }
+
+    /// Waits until `n` long polls (`changes/` with `wait_ms`) wait for a first change
+    /// (`feed.waiting` in the owner's health).
+    pub fn polls_waiting(&self, n: u64) {
+        eventually_ok(&format!("{n} long polls waiting"), || {
+            let h = self.health();
+            if h["feed"]["waiting"] == n {
+                Ok(())
+            } else {
+                Err(h.to_string())
+            }
+        })
     }
 
     /// Waits until the semantic index is ready and covers every commit so far; answers its status.
