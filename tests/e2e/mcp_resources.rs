@@ -308,7 +308,19 @@ fn the_vault_is_resources_paged_read_completed_and_followed() {
         "update_row",
         json!({"table": "work.crm.tasks", "id": "t002", "values": {"title": "changed"}}),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Then t001 again: once its second update is seen, one of t002 would have been too.
+    s.ok(
+        "update_row",
+        json!({"table": "work.crm.tasks", "id": "t001", "values": {"title": "changed again"}}),
+    );
+    eventually_ok("the row's second update", || {
+        let seen = u.0.lock().unwrap().clone();
+        if seen.iter().filter(|x| *x == row).count() >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    });
     assert!(
         !u.0.lock().unwrap().iter().any(|x| x.ends_with("/t002")),
         "no update of a row nobody subscribed to"

@@ -154,7 +154,7 @@ fn a_guest_learns_it_was_cancelled_and_returns() {
     // One instance, and limits far above the test's time: only the cancellation ends the call.
     let s = server(json!({"cpu_ms": 120_000, "timeout_ms": 120_000, "max_instances": 1}));
     let rt = runtime();
-    let (c, _) = connect(&rt, &s);
+    let (c, progress) = connect(&rt, &s);
     let since = s.seq();
     let handle = rt
         .block_on(
@@ -170,7 +170,15 @@ fn a_guest_learns_it_was_cancelled_and_returns() {
     eventually("the call runs in the app's instance", || {
         instances(&s) == (1, 0)
     });
-    std::thread::sleep(Duration::from_millis(100));
+    // Past its first step: the guest's loop reports its second progress (0.1 s in).
+    eventually_ok("the guest's second progress", || {
+        let n = progress.0.lock().unwrap().len();
+        if n >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{n} progress notifications"))
+        }
+    });
     assert_eq!(instances(&s), (1, 0), "the call still runs");
     let cancelled_at = Instant::now();
     rt.block_on(handle.cancel(Some("enough".into()))).unwrap();
