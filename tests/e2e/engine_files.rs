@@ -1626,8 +1626,10 @@ fn a_second_server_on_the_same_folder_is_refused_and_touches_nothing() {
         .row_path(TASKS, "t1")
         .with_file_name(format!(".t2.md.{pid}.tmp"));
     write_by_hand(&staged, "---\ntitle: two\n---\n");
-    // Past the writer's idle folder sync (it moves the files' checkpoint in the journal).
-    std::thread::sleep(Duration::from_millis(300));
+    // A hand edit after it: once it is served, the watcher has seen the staged file too, and
+    // the writer has nothing left to do.
+    write_by_hand(&s.row_path(TASKS, "by-hand"), "---\ntitle: by hand\n---\n");
+    eventually("the hand-made row by-hand", || s.has_row(TASKS, "by-hand"));
     let files = snapshot(&s.dir);
     let meta = meta_snapshot(&s.dir);
     let seq = s.seq();

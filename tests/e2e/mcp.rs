@@ -666,8 +666,8 @@ fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
     // lasts, and one when it is over); then the session lists every
     // one of the 50 tools: the final namespace.
     let base = many_apps(&rt);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let before = http.n();
+    let quiet = std::time::Duration::from_millis(500);
+    let before = settled("list_changed", quiet, || http.n());
     let t0 = std::time::Instant::now();
     std::thread::scope(|sc| {
         for t in 0..5 {
@@ -681,8 +681,7 @@ fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
         }
     });
     let took = t0.elapsed();
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let got = http.n() - before;
+    let got = settled("list_changed", quiet, || http.n()) - before;
     // The first, one a second, the last.
     let most = 3 + took.as_secs() as usize;
     assert!(

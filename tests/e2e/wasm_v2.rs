@@ -554,16 +554,16 @@ fn call_with_progress(
     let r = serde_json::to_value(rt.block_on(handle.await_response()).unwrap()).unwrap();
     assert_ne!(r["isError"], true, "{tool}: {r}");
     // rmcp's client hands each notification to its handler in a task of its own: the last
-    // progress, sent before the result, may be noted after it. Noted once none came for 200 ms.
-    let mut seen = (progress.0.lock().unwrap().len(), Instant::now());
-    while seen.1.elapsed() < Duration::from_millis(200) {
-        std::thread::sleep(Duration::from_millis(20));
-        let n = progress.0.lock().unwrap().len();
-        if n != seen.0 {
-            seen = (n, Instant::now());
+    // progress, sent before the result, may be noted after it. These tools' last one reaches
+    // the total.
+    let got = eventually_ok("the last progress (at the total)", || {
+        let got = progress.0.lock().unwrap().clone();
+        if got.iter().any(|p| p.total == Some(p.progress)) {
+            Ok(got)
+        } else {
+            Err(format!("{got:?}"))
         }
-    }
-    let got = progress.0.lock().unwrap().clone();
+    });
     assert!(got.iter().all(|p| p.progress_token == token), "{got:?}");
     (r["structuredContent"].clone(), got)
 }

@@ -119,6 +119,32 @@ pub fn eventually_ok<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) ->
     })
 }
 
+/// Waits until `f` answers the same for `quiet` (up to [`patience`]) and answers it: for what
+/// is defined by a quiet time, like the coalesced `list_changed` notifications (the first at
+/// once, the rest once a burst has been quiet for 200 ms).
+pub fn settled<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    quiet: Duration,
+    mut f: impl FnMut() -> T,
+) -> T {
+    let mut last = (f(), Instant::now());
+    let mut stable = false;
+    poll(patience(), Duration::from_millis(20), || {
+        let v = f();
+        if v != last.0 {
+            last = (v, Instant::now());
+        }
+        stable = last.1.elapsed() >= quiet;
+        stable.then_some(())
+    });
+    assert!(
+        stable,
+        "{what} never stayed the same for {quiet:?}: {:?}",
+        last.0
+    );
+    last.0
+}
+
 /// Waits until `f` holds (for things the server does in the background, like the file watcher),
 /// up to [`patience`]. ([`eventually_ok`] also says what it saw last.)
 pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
