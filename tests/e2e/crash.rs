@@ -1055,6 +1055,7 @@ fn crash_round(base: &Path, case: &Case, kill: Option<Duration>, round: usize) -
     let killed = match kill {
         Some(d) if d == Duration::MAX => false,
         Some(d) => {
+            // The kill lands `d` into the operation: a time by design (the rounds sweep it).
             std::thread::sleep(d);
             signal(pid, 9);
             true

@@ -621,7 +621,8 @@ fn without_the_watcher_rebuild_index_finds_hand_edits() {
     let s = s.restart();
     write_by_hand(&s.row_path(TASKS, "a"), "---\ntitle: A by hand\n---\n");
     write_by_hand(&s.row_path(TASKS, "b"), "---\ntitle: B by hand\n---\n");
-    // Nothing watches: still the old state (give a watcher, were there one, time to act).
+    // Nothing watches: still the old state (give a watcher, were there one, time to act). No
+    // later event can stand for it: with the watcher off, nothing reports that files were seen.
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(get(&s, "a").unwrap()["values"]["title"], "A");
     assert!(get(&s, "b").is_none());

@@ -1331,6 +1331,8 @@ fn a_watcher_scan_batched_after_an_insert_is_not_a_hand_edit() {
         let start = s.seq();
         let (big_id, x_id) = (format!("big{attempt}"), format!("x{attempt}"));
         // The writer is busy with a large row (its full-text indexing takes a while)...
+        // (Times: nothing shows the writer busy or the insert queued; an attempt that lost the
+        // race is seen below and tried again.)
         let big = post(big_id.clone(), body.clone());
         std::thread::sleep(Duration::from_millis(500 + 400 * attempt));
         // ... a small insert queues behind it ...

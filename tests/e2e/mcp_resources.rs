@@ -698,6 +698,8 @@ fn two_2026_listens_to_one_resource_unsubscribe_at_the_app_when_the_last_goes() 
                "params": {"uri": "file:///a.txt"}})
         .to_string(),
     );
+    // Time, not an event: that the first listen ended has no effect to see by design (that is
+    // what is checked), and the server notices it only when it next writes to it.
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
         count("resources/unsubscribe"),

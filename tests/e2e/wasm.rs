@@ -1217,6 +1217,7 @@ impl Web {
                     let head = String::from_utf8_lossy(&head).into_owned();
                     let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
                     if let Some(ms) = path.strip_prefix("/slow?ms=") {
+                        // A slow peer: its delay is what the test asks of it.
                         std::thread::sleep(Duration::from_millis(ms.parse().unwrap()));
                     }
                     let body = format!("hello {path}");
@@ -1527,6 +1528,7 @@ fn spinning_guests_do_not_hold_up_the_server() {
         eventually_ok("the 8 guests spin", || in_calls(&s, 8));
         let mut health = vec![];
         let mut writes = vec![];
+        // Samples 50 ms apart, spread over a second of spinning: a pace, not a wait for a state.
         for i in 0..20 {
             let t = Instant::now();
             let (st, _) = s.get("/datanotes/health");

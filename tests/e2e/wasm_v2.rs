@@ -333,6 +333,8 @@ fn resources_templates_and_prompts_join_the_namespace() {
     );
     assert!(r.get("error").is_none(), "{r}");
     call(&rt, &c, "planning_list_tasks", json!({}));
+    // Time, not an event: the call's own event is committed after its answer, and any later
+    // change of the vault (the only event that could follow it) notifies the subscriber too.
     std::thread::sleep(Duration::from_millis(300));
     assert!(seen.1.lock().unwrap().is_empty(), "{:?}", seen.1);
     call(&rt, &c, "planning_add_task", json!({"title": "Buy stamps"}));
