@@ -203,6 +203,31 @@ pub fn read(engine: &Engine, since: i64, limit: usize, filter: &Filter) -> Resul
     })
 }
 
+/// Long polls (`wait_ms`) of this process waiting now for a first matching change; the owner's
+/// `/datanotes/health` shows them (`feed.waiting`).
+static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many long polls wait now for a first matching change.
+pub fn waiting() -> usize {
+    WAITING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// One long poll counted in [`WAITING`] while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn new() -> Waiting {
+        WAITING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Reads a page, waiting up to `wait_ms` for a first matching change.
 pub async fn read_wait(
     engine: Arc<Engine>,
@@ -225,10 +250,10 @@ pub async fn read_wait(
             return Ok(page);
         }
         since = page.next;
-        if tokio::time::timeout_at(deadline, rx.changed())
-            .await
-            .is_err()
-        {
+        let waiting = Waiting::new();
+        let woken = tokio::time::timeout_at(deadline, rx.changed()).await;
+        drop(waiting);
+        if woken.is_err() {
             return Ok(Page {
                 changes: vec![],
                 next: since,

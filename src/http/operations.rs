@@ -40,6 +40,7 @@ pub(super) async fn health(State(s): State<Shared>, headers: axum::http::HeaderM
             "wasmInstances": m.instances(),
             "wasmMemoryBytes": m.bytes(),
         });
+        v["feed"] = json!({"waiting": crate::feed::waiting()});
     }
     Json(v).into_response()
 }

@@ -134,6 +134,7 @@ fn round(p: &Published, warm: bool, delay: Duration) -> (Landed, bool) {
         let v: Value = r.json().ok()?;
         Some((status, v))
     });
+    // The kill lands `delay` into the upgrade: a time by design (the rounds sweep the delays).
     std::thread::sleep(delay);
     let stored_at_kill = stored_new.exists();
     let mut s = s;

@@ -127,7 +127,15 @@ fn idle_connections_are_capped_and_closed_while_health_and_writes_answer() {
 
     // Past the header timeout every idle connection is closed; past the idle timeout, the
     // keep-alive one too.
-    std::thread::sleep(Duration::from_millis(3500));
+    eventually_ok("every idle connection closed", || {
+        let still = idle.iter().filter(|c| !closed(c)).count();
+        match (still, closed(&kept)) {
+            (0, true) => Ok(()),
+            (n, k) => Err(format!(
+                "{n} idle still open; the keep-alive one closed: {k}"
+            )),
+        }
+    });
     let still = idle.iter().filter(|c| !closed(c)).count();
     assert_eq!(still, 0, "{still} idle connections still open");
     assert!(
@@ -142,6 +150,7 @@ fn idle_connections_are_capped_and_closed_while_health_and_writes_answer() {
 fn at_the_cap_with_every_connection_busy_health_and_the_owner_still_get_through() {
     let s = Server::start_with_env(&[("DATANOTES_MAX_CONNECTIONS", "4")]);
     let addr: SocketAddr = s.url.trim_start_matches("http://").parse().unwrap();
+    let fds0 = open_fds(&s);
     // Four long polls hold every connection with a request in flight.
     let polls: Vec<_> = (0..4)
         .map(|_| {
@@ -157,7 +166,15 @@ fn at_the_cap_with_every_connection_busy_health_and_the_owner_still_get_through(
             c
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // Once the server has taken them (a request to see would take a connection itself).
+    eventually_ok("the server holds the 4 connections", || {
+        let fds = open_fds(&s);
+        if fds >= fds0 + 4 {
+            Ok(())
+        } else {
+            Err(format!("{fds} open files, {fds0} before"))
+        }
+    });
     // Health and the owner get through; an anonymous request is told the server is busy.
     let (st, took) = raw(addr, "GET", "/datanotes/health", None, "");
     assert_eq!(st, 200);
@@ -263,17 +280,15 @@ fn the_servers_request_threads_ask_for_a_short_time_slice() {
     let slices = |env: &[(&str, &str)], ready: &dyn Fn(&[u64], &[u64]) -> bool| {
         let mut started = Launch::new(dir.path()).envs(env).spawn();
         let pid = started.child.id();
-        let t0 = std::time::Instant::now();
-        let r = loop {
-            let r = (
+        let mut r = (vec![], vec![]);
+        let every = std::time::Duration::from_millis(20);
+        poll(std::time::Duration::from_secs(10), every, || {
+            r = (
                 slices_of(pid, "tokio-rt-worker"),
                 slices_of(pid, "datanotes-write"),
             );
-            if ready(&r.0, &r.1) || t0.elapsed() > std::time::Duration::from_secs(10) {
-                break r;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
+            ready(&r.0, &r.1).then_some(())
+        });
         let _ = started.child.kill();
         let _ = started.child.wait();
         r

@@ -505,12 +505,13 @@ fn kill_9_loses_no_acknowledged_write() {
             .collect();
         // Let the stream run, then kill the server in its middle: once it has acknowledged a
         // write, however long the first one takes on a loaded machine.
+        // The random point in the stream is a time by design (no event marks "the middle").
         let wait = Duration::from_millis(300 + rng.below(900));
         let t0 = Instant::now();
         std::thread::sleep(wait);
-        while acked.load(Ordering::Relaxed) == 0 && t0.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        poll(Duration::from_secs(60), Duration::from_millis(5), || {
+            (acked.load(Ordering::Relaxed) > 0).then_some(())
+        });
         s.kill();
         stop.store(true, Ordering::Relaxed);
         for h in handles {
@@ -849,15 +850,13 @@ fn kill_at_first_file_change(root: &Path, pid: u32, limit: Duration) -> bool {
         (dir.exists(), files)
     };
     let first = look();
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if look() != first {
-            signal(pid, 9);
-            return true;
-        }
-        std::thread::sleep(Duration::from_micros(100));
+    let changed = poll(limit, Duration::from_micros(100), || {
+        (look() != first).then_some(())
+    });
+    if changed.is_some() {
+        signal(pid, 9);
     }
-    false
+    changed.is_some()
 }
 
 /// After a restart: the server serves one consistent state.
@@ -1056,6 +1055,7 @@ fn crash_round(base: &Path, case: &Case, kill: Option<Duration>, round: usize) -
     let killed = match kill {
         Some(d) if d == Duration::MAX => false,
         Some(d) => {
+            // The kill lands `d` into the operation: a time by design (the rounds sweep it).
             std::thread::sleep(d);
             signal(pid, 9);
             true

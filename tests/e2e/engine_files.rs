@@ -146,7 +146,15 @@ fn a_hand_edit_is_picked_up_while_writes_never_stop() {
             i
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    let seq = s.seq();
+    eventually_ok("the writes are going on", || {
+        let now = s.seq();
+        if now >= seq + 10 {
+            Ok(())
+        } else {
+            Err(format!("seq {now}, was {seq}"))
+        }
+    });
     let path = s.row_path(TASKS, "edited");
     let text = std::fs::read_to_string(&path).unwrap();
     write_by_hand(&path, &text.replace("before", "edited by hand"));
@@ -613,7 +621,8 @@ fn without_the_watcher_rebuild_index_finds_hand_edits() {
     let s = s.restart();
     write_by_hand(&s.row_path(TASKS, "a"), "---\ntitle: A by hand\n---\n");
     write_by_hand(&s.row_path(TASKS, "b"), "---\ntitle: B by hand\n---\n");
-    // Nothing watches: still the old state (give a watcher, were there one, time to act).
+    // Nothing watches: still the old state (give a watcher, were there one, time to act). No
+    // later event can stand for it: with the watcher off, nothing reports that files were seen.
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(get(&s, "a").unwrap()["values"]["title"], "A");
     assert!(get(&s, "b").is_none());
@@ -1574,16 +1583,13 @@ fn run_to_end(args: &[&std::ffi::OsStr]) -> (bool, String, Duration) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("datanotes {args:?} still runs after 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let exited = poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        child.try_wait().unwrap()
+    });
+    let Some(status) = exited else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("datanotes {args:?} still runs after 20 s");
     };
     let mut err = String::new();
     child
@@ -1628,8 +1634,10 @@ fn a_second_server_on_the_same_folder_is_refused_and_touches_nothing() {
         .row_path(TASKS, "t1")
         .with_file_name(format!(".t2.md.{pid}.tmp"));
     write_by_hand(&staged, "---\ntitle: two\n---\n");
-    // Past the writer's idle folder sync (it moves the files' checkpoint in the journal).
-    std::thread::sleep(Duration::from_millis(300));
+    // A hand edit after it: once it is served, the watcher has seen the staged file too, and
+    // the writer has nothing left to do.
+    write_by_hand(&s.row_path(TASKS, "by-hand"), "---\ntitle: by hand\n---\n");
+    eventually("the hand-made row by-hand", || s.has_row(TASKS, "by-hand"));
     let files = snapshot(&s.dir);
     let meta = meta_snapshot(&s.dir);
     let seq = s.seq();

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Node's path and the everything server's entry point, installed once per test run.
 fn node_and_server() -> (PathBuf, PathBuf) {
@@ -51,19 +51,15 @@ impl Everything {
             .stderr(Stdio::null())
             .spawn()
             .expect("the everything server");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let port = loop {
-            if let Ok(p) = std::fs::read_to_string(&portfile)
-                && !p.trim().is_empty()
-            {
-                break p.trim().to_string();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the everything server did not start"
+        let port =
+            eventually_ok(
+                "the everything server writes its port",
+                || match std::fs::read_to_string(&portfile) {
+                    Ok(p) if !p.trim().is_empty() => Ok(p.trim().to_string()),
+                    Ok(_) => Err("an empty port file".into()),
+                    Err(e) => Err(format!("no port file: {e}")),
+                },
             );
-            std::thread::sleep(Duration::from_millis(50));
-        };
         Everything {
             child,
             url: format!("http://127.0.0.1:{port}/mcp"),
@@ -104,14 +100,10 @@ fn a_2026_client_answers_what_the_everything_servers_task_asks() {
         .as_str()
         .expect("a task id")
         .to_string();
-    // Polled until it ends, answering what it asks.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Polled until it ends (every 300 ms: the app's task state, which has no event to wait on),
+    // answering what it asks.
     let (mut asked, mut statuses) = (vec![], vec![]);
-    let done = loop {
-        assert!(
-            Instant::now() < deadline,
-            "the task did not end: {statuses:?}"
-        );
+    let done = poll(Duration::from_secs(30), Duration::from_millis(300), || {
         let g = ask("tasks/get", json!({"taskId": id}));
         let t = g["result"].clone();
         let status = t["status"]
@@ -142,11 +134,13 @@ fn a_2026_client_answers_what_the_everything_servers_task_asks() {
                     );
                     assert!(u.get("error").is_none(), "{u}");
                 }
+                None
             }
-            "working" => std::thread::sleep(Duration::from_millis(300)),
-            _ => break t,
+            "working" => None,
+            _ => Some(t),
         }
-    };
+    })
+    .unwrap_or_else(|| panic!("the task did not end: {statuses:?}"));
     assert_eq!(asked.len(), 1, "asked once: {asked:?}");
     assert_eq!(done["status"], "completed", "{done}");
     let report = done["result"]["content"][0]["text"].as_str().unwrap_or("");

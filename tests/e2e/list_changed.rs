@@ -21,10 +21,12 @@ fn wait_tools(s: &Server, app: &str, tools: &[&str]) -> Value {
     e
 }
 
-/// The count once the notifications of earlier changes have arrived (after 200 ms of quiet).
+/// The count once the notifications of earlier changes have arrived (after 500 ms of quiet;
+/// the server's own quiet time is 200 ms).
 fn settled(agent: &Agent) -> usize {
-    std::thread::sleep(Duration::from_millis(500));
-    agent.list_changed()
+    crate::kit::settled("list_changed", Duration::from_millis(500), || {
+        agent.list_changed()
+    })
 }
 
 #[test]

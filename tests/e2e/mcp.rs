@@ -666,8 +666,8 @@ fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
     // lasts, and one when it is over); then the session lists every
     // one of the 50 tools: the final namespace.
     let base = many_apps(&rt);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let before = http.n();
+    let quiet = std::time::Duration::from_millis(500);
+    let before = settled("list_changed", quiet, || http.n());
     let t0 = std::time::Instant::now();
     std::thread::scope(|sc| {
         for t in 0..5 {
@@ -681,8 +681,7 @@ fn open_sessions_get_list_changed_coalesced_also_through_stdio() {
         }
     });
     let took = t0.elapsed();
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let got = http.n() - before;
+    let got = settled("list_changed", quiet, || http.n()) - before;
     // The first, one a second, the last.
     let most = 3 + took.as_secs() as usize;
     assert!(
@@ -1640,6 +1639,7 @@ fn probes_of_a_failing_app_back_off() {
         "{e}"
     );
     let n0 = app_stats(&app)["lists"].as_u64().unwrap();
+    // A rate: the probes counted over 6 s of time (no state marks the end of a window).
     std::thread::sleep(std::time::Duration::from_secs(6));
     let n1 = app_stats(&app)["lists"].as_u64().unwrap();
     eprintln!("probes of a failing app: {n0} then {n1} after 6 s");
@@ -1754,7 +1754,8 @@ fn mcp_sessions_are_capped_per_token_and_in_all_and_expire_when_idle() {
         .count();
     assert_eq!(still, 2);
 
-    // Idle for longer than 3 s: expired, and said so.
+    // Idle for longer than 3 s: expired, and said so. Time itself: a poll would use the session
+    // and keep it alive.
     std::thread::sleep(std::time::Duration::from_millis(3500));
     let (st, body) = ping(&s, &http, &s.token, &mine[3]);
     assert_eq!(st, 404);

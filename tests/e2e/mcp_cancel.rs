@@ -38,7 +38,7 @@ async fn post(seen: Arc<Mutex<Seen>>, body: Value) -> Response {
             let ms = body.pointer("/params/arguments/ms").and_then(Value::as_u64);
             let ms = ms.unwrap_or(60_000);
             let answer = async move {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
+                fake_app::take_time(Duration::from_millis(ms)).await;
                 let r = json!({"jsonrpc": "2.0", "id": id, "result": {
                     "content": [{"type": "text", "text": format!("waited {ms} ms")}]}});
                 Ok::<_, std::convert::Infallible>(format!("data: {r}\n\n"))

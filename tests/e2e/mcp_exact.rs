@@ -56,7 +56,7 @@ async fn post(v: Value) -> Response {
         // Slow: the engine may go away while it answers.
         Some("resources/read") => {
             SLOW_READS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            fake_app::take_time(std::time::Duration::from_millis(1500)).await;
             fake_app::rpc(
                 &id,
                 json!({"contents": [{"uri": "file:///n", "text": "slow"}]}),
@@ -66,7 +66,7 @@ async fn post(v: Value) -> Response {
             fake_app::rpc(&id, app_result())
         }
         Some("tools/call") if v["params"]["name"] == "exact_slow" => {
-            tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+            fake_app::take_time(std::time::Duration::from_millis(700)).await;
             fake_app::rpc(&id, app_result())
         }
         Some("tools/call") => {
@@ -373,12 +373,12 @@ fn answers_owed_when_stdin_closes_are_written_before_the_relay_exits() {
     }
     answered.sort();
     assert_eq!(answered, [2, 3]);
-    let exited = std::time::Instant::now();
-    while io.child.try_wait().unwrap().is_none() {
-        assert!(exited.elapsed().as_secs() < 10, "the relay did not exit");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(io.child.try_wait().unwrap().unwrap().success());
+    let status = poll(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(20),
+        || io.child.try_wait().unwrap(),
+    );
+    assert!(status.expect("the relay did not exit").success());
 }
 
 /// A 2026-07-28 call through `datanotes mcp` carries, besides its method and name, the

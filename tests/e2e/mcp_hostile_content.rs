@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 /// The app: counts the pages it was asked for; floods the subscribers' streams.
 struct Flood {
     pages: AtomicUsize,
+    /// Floods whose every update is queued on the app's stream.
+    flooded: AtomicUsize,
     push: tokio::sync::broadcast::Sender<String>,
 }
 
@@ -58,7 +60,7 @@ impl Flood {
                 )
             }
             "resources/subscribe" => {
-                let push = self.push.clone();
+                let (push, app) = (self.push.clone(), self.clone());
                 let uri = body["params"]["uri"].as_str().unwrap_or("").to_string();
                 tokio::spawn(async move {
                     let n = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
@@ -69,6 +71,7 @@ impl Flood {
                             tokio::task::yield_now().await;
                         }
                     }
+                    app.flooded.fetch_add(1, Ordering::SeqCst);
                 });
                 rpc(&id, json!({}))
             }
@@ -80,6 +83,7 @@ impl Flood {
 fn serve_app(rt: &tokio::runtime::Runtime) -> (String, Arc<Flood>) {
     let flood = Arc::new(Flood {
         pages: AtomicUsize::new(0),
+        flooded: AtomicUsize::new(0),
         push: tokio::sync::broadcast::channel(200_000).0,
     });
     let app = flood.clone();
@@ -164,11 +168,21 @@ fn a_hostile_apps_resources_are_bounded_and_its_tools_still_served() {
         "another agent waited {:?}",
         t0.elapsed()
     );
-    std::thread::sleep(Duration::from_secs(2));
+    // The whole flood queued, and the engine has read 40,000 updates of it from the app's stream
+    // (about what it reads in 2 s here; then it slows down to the agent's pace).
+    eventually_ok("the engine reads 40,000 updates of the flood", || {
+        let (flooded, unread) = (flood.flooded.load(Ordering::SeqCst), flood.push.len());
+        if flooded > 0 && unread <= 60_000 {
+            Ok(())
+        } else {
+            Err(format!("{flooded} floods queued, {unread} updates unread"))
+        }
+    });
     let rss = s.mib("VmRSS");
     assert!(rss < rss0 + 150, "RSS {rss0} MiB → {rss} MiB");
     eprintln!(
-        "flood: {} updates reached the agent; RSS {rss0} → {rss} MiB",
-        count.0.load(Ordering::Relaxed)
+        "flood: {} updates reached the agent, {} unread; RSS {rss0} → {rss} MiB",
+        count.0.load(Ordering::Relaxed),
+        flood.push.len()
     );
 }

@@ -409,7 +409,7 @@ impl Needy {
                 let result = async move {
                     let answer = rx.await.unwrap_or(Value::Null);
                     // Its status says completed before the result is out.
-                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                    fake_app::take_time(std::time::Duration::from_millis(300)).await;
                     let name = answer["result"]["content"]["name"].as_str().unwrap_or("?");
                     json!({"jsonrpc": "2.0", "id": id, "result": {"content": [
                         {"type": "text", "text": format!("hello {name}")}]}})

@@ -224,7 +224,17 @@ fn the_log_says_once_per_change_that_an_app_is_down_or_back() {
         for _ in 0..3 {
             assert!(is_error(&agent.call("planning_echo", json!({}))));
         }
-        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // Five failed probes more (each notes the time of its error).
+        let mut probes = std::collections::BTreeSet::new();
+        eventually_ok("5 more probes of the app while it is down", || {
+            let e = entry(&s, "planning");
+            probes.insert(e["lastErrorAt"].to_string());
+            if probes.len() > 5 {
+                Ok(())
+            } else {
+                Err(format!("{} errors noted, the last: {e}", probes.len()))
+            }
+        });
         app.restart();
         eventually("back", || entry(&s, "planning")["reachable"] == true);
     }

@@ -231,18 +231,16 @@ fn a_new_model_is_built_in_the_background_and_kept() {
         json!({"settings": {"semantic_model": other}}),
     );
     // Searches keep being answered by meaning until the switch, and after it.
-    let mut switched = false;
-    for _ in 0..400 {
+    eventually_ok("the new model's index takes over", || {
         let v = search(&s, json!({"query": "fixing a bicycle", "mode": "semantic"}));
         assert_eq!(ids(&v)[0], "bike", "{v}");
         let st = s.semantic();
         if st["fingerprint"] != before["fingerprint"] && st["state"] == "ready" {
-            switched = true;
-            break;
+            Ok(())
+        } else {
+            Err(st.to_string())
         }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    assert!(switched, "the new model's index never took over");
+    });
     let st = s.indexed();
     assert!(st["model"].as_str().unwrap().ends_with("/other"), "{st}");
     assert_eq!(st["rows"], 304);

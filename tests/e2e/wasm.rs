@@ -783,14 +783,15 @@ fn the_server_starts_before_its_components_are_compiled() {
             .and_then(|r| r.json())
             .unwrap_or_else(|e| panic!("journal_read after the restart: {e}"))
     };
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while read()["ok"] != true {
-        assert!(
-            Instant::now() < deadline,
-            "journal never answered after the restart"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut last = Value::Null;
+    let answered = poll(Duration::from_secs(600), Duration::from_millis(50), || {
+        last = read();
+        (last["ok"] == true).then_some(())
+    });
+    assert!(
+        answered.is_some(),
+        "journal never answered after the restart: {last}"
+    );
     let compiled = started.elapsed();
     let day = s2.tool_ok("journal_read", json!({"date": "2026-11-01"}));
     assert_eq!(day["entries"].as_array().unwrap().len(), 1, "{day}");
@@ -1005,6 +1006,17 @@ fn cpu_ms_counts_guest_code_not_time_blocked_in_host_calls() {
     );
 }
 
+/// `Ok` once `n` instances of the app `hostile` are in calls (live, none warm); else what its
+/// runtime shows.
+fn in_calls(s: &Server, n: u64) -> Result<(), String> {
+    let r = s.app("hostile")["runtime"].clone();
+    if r["instances"] == n && r["warm"] == 0 {
+        Ok(())
+    } else {
+        Err(r.to_string())
+    }
+}
+
 #[test]
 fn a_call_whose_caller_goes_away_still_finishes() {
     use std::io::Write;
@@ -1027,7 +1039,7 @@ fn a_call_whose_caller_goes_away_still_finishes() {
         body.len()
     )
     .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    eventually_ok("the sleep runs in the only instance", || in_calls(&s, 1));
     drop(c);
     // The call goes on (only its timeout cancels it): the next call waits for the only instance,
     // and gets it back after the sleep, warm.
@@ -1205,6 +1217,7 @@ impl Web {
                     let head = String::from_utf8_lossy(&head).into_owned();
                     let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
                     if let Some(ms) = path.strip_prefix("/slow?ms=") {
+                        // A slow peer: its delay is what the test asks of it.
                         std::thread::sleep(Duration::from_millis(ms.parse().unwrap()));
                     }
                     let body = format!("hello {path}");
@@ -1512,9 +1525,10 @@ fn spinning_guests_do_not_hold_up_the_server() {
         let spinning: Vec<_> = (0..8)
             .map(|_| scope.spawn(|| s.tool_err("hostile_spin", json!({}))))
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        eventually_ok("the 8 guests spin", || in_calls(&s, 8));
         let mut health = vec![];
         let mut writes = vec![];
+        // Samples 50 ms apart, spread over a second of spinning: a pace, not a wait for a state.
         for i in 0..20 {
             let t = Instant::now();
             let (st, _) = s.get("/datanotes/health");

@@ -55,6 +55,8 @@ fn wait_in_call(s: &Server) {
     eventually("the call runs in the app's instance", || {
         instances(s) == (1, 0)
     });
+    // Time, not a state: `cancelled_event` checks the call ran over 50 ms, and a guest blocked
+    // in a host call (hostile_sleep) shows nothing that moves while it waits.
     std::thread::sleep(Duration::from_millis(60));
     assert_eq!(instances(s), (1, 0), "the call still runs");
 }

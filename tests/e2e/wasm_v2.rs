@@ -154,7 +154,7 @@ fn a_guest_learns_it_was_cancelled_and_returns() {
     // One instance, and limits far above the test's time: only the cancellation ends the call.
     let s = server(json!({"cpu_ms": 120_000, "timeout_ms": 120_000, "max_instances": 1}));
     let rt = runtime();
-    let (c, _) = connect(&rt, &s);
+    let (c, progress) = connect(&rt, &s);
     let since = s.seq();
     let handle = rt
         .block_on(
@@ -170,7 +170,15 @@ fn a_guest_learns_it_was_cancelled_and_returns() {
     eventually("the call runs in the app's instance", || {
         instances(&s) == (1, 0)
     });
-    std::thread::sleep(Duration::from_millis(100));
+    // Past its first step: the guest's loop reports its second progress (0.1 s in).
+    eventually_ok("the guest's second progress", || {
+        let n = progress.0.lock().unwrap().len();
+        if n >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{n} progress notifications"))
+        }
+    });
     assert_eq!(instances(&s), (1, 0), "the call still runs");
     let cancelled_at = Instant::now();
     rt.block_on(handle.cancel(Some("enough".into()))).unwrap();
@@ -323,6 +331,8 @@ fn resources_templates_and_prompts_join_the_namespace() {
     );
     assert!(r.get("error").is_none(), "{r}");
     call(&rt, &c, "planning_list_tasks", json!({}));
+    // Time, not an event: the call's own event is committed after its answer, and any later
+    // change of the vault (the only event that could follow it) notifies the subscriber too.
     std::thread::sleep(Duration::from_millis(300));
     assert!(seen.1.lock().unwrap().is_empty(), "{:?}", seen.1);
     call(&rt, &c, "planning_add_task", json!({"title": "Buy stamps"}));
@@ -544,16 +554,16 @@ fn call_with_progress(
     let r = serde_json::to_value(rt.block_on(handle.await_response()).unwrap()).unwrap();
     assert_ne!(r["isError"], true, "{tool}: {r}");
     // rmcp's client hands each notification to its handler in a task of its own: the last
-    // progress, sent before the result, may be noted after it. Noted once none came for 200 ms.
-    let mut seen = (progress.0.lock().unwrap().len(), Instant::now());
-    while seen.1.elapsed() < Duration::from_millis(200) {
-        std::thread::sleep(Duration::from_millis(20));
-        let n = progress.0.lock().unwrap().len();
-        if n != seen.0 {
-            seen = (n, Instant::now());
+    // progress, sent before the result, may be noted after it. These tools' last one reaches
+    // the total.
+    let got = eventually_ok("the last progress (at the total)", || {
+        let got = progress.0.lock().unwrap().clone();
+        if got.iter().any(|p| p.total == Some(p.progress)) {
+            Ok(got)
+        } else {
+            Err(format!("{got:?}"))
         }
-    }
-    let got = progress.0.lock().unwrap().clone();
+    });
     assert!(got.iter().all(|p| p.progress_token == token), "{got:?}");
     (r["structuredContent"].clone(), got)
 }

@@ -62,7 +62,12 @@ fn hand_edits_in_new_and_old_catalogs_are_seen() {
     });
     // Only the hand edits are journaled as such (rows already in a table folder when its
     // definition appears are indexed with it).
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // A last hand edit: once it is served, a hand edit journaled by mistake for what came
+    // before would be too.
+    std::fs::write(s.dir.join("a/b/c/last.md"), "---\ntitle: last\n---\n").unwrap();
+    eventually("the last hand edit", || {
+        s.call("get_row", json!({"table": "a.b.c", "id": "last"})).0 == 200
+    });
     let m = s.ok("list_migrations", json!({"actor": "hand edit"}));
     let mut rows: Vec<String> = m["migrations"]
         .as_array()
@@ -77,7 +82,14 @@ fn hand_edits_in_new_and_old_catalogs_are_seen() {
     rows.retain(|r| r != "x.y.z/first");
     assert_eq!(
         rows,
-        ["a.b.c/r3", "a.b.c/y", "a.q.r/-", "x.y.z/-", "x.y.z/second"],
+        [
+            "a.b.c/last",
+            "a.b.c/r3",
+            "a.b.c/y",
+            "a.q.r/-",
+            "x.y.z/-",
+            "x.y.z/second"
+        ],
         "{m}"
     );
 }

@@ -124,3 +124,10 @@ pub fn serve_router(rt: &tokio::runtime::Runtime, router: axum::Router) -> Strin
     rt.spawn(async move { axum::serve(listener, router).await });
     format!("http://{addr}")
 }
+
+/// Lets `d` pass before the fake app goes on: a slow app, or one whose next message comes
+/// later. The fake apps' one delay, and no wait on the engine: what it stands for is time
+/// passing at the peer, which no event of the engine's could replace.
+pub async fn take_time(d: std::time::Duration) {
+    tokio::time::sleep(d).await;
+}

@@ -326,9 +326,11 @@ impl Drop for HostileRegistry {
 fn registry_answer(st: &State, c: &mut TcpStream, method: &str, path: &str) {
     st.requests.fetch_add(1, SeqCst);
     if st.hang {
-        while !st.stop.load(SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        // Hangs until the registry is dropped (a day at most: longer than any test).
+        let day = Duration::from_secs(86_400);
+        super::poll(day, Duration::from_millis(50), || {
+            st.stop.load(SeqCst).then_some(())
+        });
         return;
     }
     if let Some(realm) = &st.sign_in {

@@ -82,17 +82,73 @@ pub fn patience() -> Duration {
     Duration::from_secs_f64(20.0 * f)
 }
 
-/// Waits until `f` holds (for things the server does in the background, like the file watcher),
-/// up to [`patience`].
-pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + patience();
-    while Instant::now() < deadline {
-        if f() {
-            return;
+/// Calls `f` every `every` until it answers `Some`, for at most `limit`; answers what it
+/// answered, or None once `limit` has passed. The kit's one poll interval: every wait on
+/// something a test can only look at (a process, a file, an answer) goes through here.
+pub fn poll<T>(limit: Duration, every: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        if Instant::now() >= deadline {
+            return None;
+        }
+        // Polling: the state looked at has no event to wait on.
+        std::thread::sleep(every);
     }
-    panic!("timed out after {:?} waiting for: {what}", patience());
+}
+
+/// Waits until `f` answers `Ok` (for things the server does in the background), up to
+/// [`patience`], and answers its value; `Err` says what `f` saw instead, and the failure message
+/// quotes the last one.
+pub fn eventually_ok<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let mut last = String::new();
+    poll(patience(), Duration::from_millis(50), || match f() {
+        Ok(v) => Some(v),
+        Err(seen) => {
+            last = seen;
+            None
+        }
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "timed out after {:?} waiting for: {what}; last saw: {last}",
+            patience()
+        )
+    })
+}
+
+/// Waits until `f` answers the same for `quiet` (up to [`patience`]) and answers it: for what
+/// is defined by a quiet time, like the coalesced `list_changed` notifications (the first at
+/// once, the rest once a burst has been quiet for 200 ms).
+pub fn settled<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    quiet: Duration,
+    mut f: impl FnMut() -> T,
+) -> T {
+    let mut last = (f(), Instant::now());
+    let mut stable = false;
+    poll(patience(), Duration::from_millis(20), || {
+        let v = f();
+        if v != last.0 {
+            last = (v, Instant::now());
+        }
+        stable = last.1.elapsed() >= quiet;
+        stable.then_some(())
+    });
+    assert!(
+        stable,
+        "{what} never stayed the same for {quiet:?}: {:?}",
+        last.0
+    );
+    last.0
+}
+
+/// Waits until `f` holds (for things the server does in the background, like the file watcher),
+/// up to [`patience`]. ([`eventually_ok`] also says what it saw last.)
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    eventually_ok(what, || if f() { Ok(()) } else { Err("not yet".into()) })
 }
 
 /// An error object has a code, a message and, when present, string table/column/rule/hint.
@@ -219,33 +275,49 @@ impl Server {
         Server::start_with_env(&all)
     }
 
-    /// The semantic index's status in `/datanotes/health` (as the owner sees it).
-    pub fn semantic(&self) -> Value {
-        let v: Value = self
-            .http
+    /// `/datanotes/health` as the owner sees it.
+    pub fn health(&self) -> Value {
+        self.http
             .get(format!("{}/datanotes/health", self.url))
             .bearer_auth(&self.token)
             .send()
             .expect("health")
             .json()
-            .expect("health JSON");
-        v["semantic"].clone()
+            .expect("health JSON")
+    }
+
+    /// The semantic index's status in `/datanotes/health` (as the owner sees it).
+    pub fn semantic(&self) -> Value {
+        self.health()["semantic"].clone()
+    }
+
+    /// Waits until `n` long polls (`changes/` with `wait_ms`) wait for a first change
+    /// (`feed.waiting` in the owner's health).
+    pub fn polls_waiting(&self, n: u64) {
+        eventually_ok(&format!("{n} long polls waiting"), || {
+            let h = self.health();
+            if h["feed"]["waiting"] == n {
+                Ok(())
+            } else {
+                Err(h.to_string())
+            }
+        })
     }
 
     /// Waits until the semantic index is ready and covers every commit so far; answers its status.
     pub fn indexed(&self) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let seq = self.seq();
-            let last = self.semantic();
-            if last["state"] == "ready" && last["indexedThrough"].as_i64() >= Some(seq) {
-                return last;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the semantic index did not catch up with seq {seq}: {last}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut last = (0, Value::Null);
+        poll(Duration::from_secs(120), Duration::from_millis(20), || {
+            last = (self.seq(), self.semantic());
+            let (seq, st) = &last;
+            (st["state"] == "ready" && st["indexedThrough"].as_i64() >= Some(*seq))
+                .then(|| st.clone())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "the semantic index did not catch up with seq {}: {}",
+                last.0, last.1
+            )
+        })
     }
 }

@@ -174,14 +174,12 @@ pub fn kill(child: &mut Child) {
 /// SIGTERM and wait up to `within` for a clean exit, then SIGKILL.
 pub fn stop(child: &mut Child, within: Duration) {
     signal(child.id(), libc::SIGTERM);
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let exited = super::poll(within, Duration::from_millis(10), || {
+        matches!(child.try_wait(), Ok(Some(_))).then_some(())
+    });
+    if exited.is_none() {
+        kill(child);
     }
-    kill(child);
 }
 
 /// A process's state, for failure messages ("exited (zombie ...)", "process state S", ...).

@@ -180,25 +180,30 @@ impl Registry {
             .build()
             .unwrap();
         let url = format!("http://{}/v2/", self.addr());
-        let deadline = Instant::now() + Duration::from_secs(10);
         let read_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
-        loop {
+        // Up: it answers GET /v2/; or it exited.
+        let up = super::poll(Duration::from_secs(10), Duration::from_millis(10), || {
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("(exited: {status})\n{}", read_log()));
+                return Some(Err(format!("(exited: {status})\n{}", read_log())));
             }
             let mut req = http.get(&url);
             if let Some((u, p)) = self.login() {
                 req = req.basic_auth(u, Some(p));
             }
-            if req.send().is_ok_and(|r| r.status() == 200) {
+            req.send()
+                .is_ok_and(|r| r.status() == 200)
+                .then_some(Ok(()))
+        });
+        match up {
+            Some(Ok(())) => {
                 self.child = Some(child);
-                return Ok(());
+                Ok(())
             }
-            if Instant::now() > deadline {
+            Some(Err(e)) => Err(e),
+            None => {
                 process::kill(&mut child);
-                return Err(format!("(no answer to GET /v2/ in 10 s)\n{}", read_log()));
+                Err(format!("(no answer to GET /v2/ in 10 s)\n{}", read_log()))
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }

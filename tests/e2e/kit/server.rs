@@ -144,14 +144,14 @@ impl Server {
             serde_json::to_vec(args).unwrap(),
         );
         if let Some(before) = before.filter(|_| r.0 == 200) {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while self.seq() <= before {
-                assert!(
-                    Instant::now() < deadline,
-                    "a recorded tool call never committed"
-                );
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            let committed = super::poll(Duration::from_secs(10), Duration::from_millis(1), || {
+                (self.seq() > before).then_some(())
+            });
+            assert!(
+                committed.is_some(),
+                "a recorded tool call never committed (the journal is at seq {}, was {before})",
+                self.seq()
+            );
         }
         r
     }

@@ -7,7 +7,6 @@ use super::{documents, refresh};
 use crate::kit::oauth::{self, REDIRECT, decide, open, param, pkce, post_form};
 use crate::kit::*;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// A code's exchange (a public client).
 fn exchange(s: &Server, client: &str, code: &str, verifier: &str) -> (u16, Value) {
@@ -218,13 +217,26 @@ fn errors_for_a_client_never_granted_are_shown_not_redirected() {
 
 #[test]
 fn an_expired_refresh_token_is_refused_at_use() {
-    let s = Server::start_with_env(&[("DATANOTES_OAUTH_REFRESH_TTL", "2")]);
+    let s = Server::start_with_env(&[
+        ("DATANOTES_OAUTH_REFRESH_TTL", "2"),
+        ("DATANOTES_OAUTH_ACCESS_TTL", "2"),
+    ]);
     let t = oauth::connect(&s, "Expiring", json!({"call_tools": ["list_tables"]}));
     let (st, v) = refresh(&s, &t, &t.refresh);
     assert_eq!(st, 200, "{v}");
     let next = v["refresh_token"].as_str().unwrap().to_string();
     // Nothing else is saved meanwhile (nothing prunes it): the use itself must see it expired.
-    std::thread::sleep(Duration::from_millis(3100));
+    // The access token given with it lives as long, from the same second: once /mcp refuses
+    // it (a use that saves nothing), the refresh token has expired too.
+    let access = v["access_token"].as_str().unwrap().to_string();
+    let mcp = format!("{}/mcp", s.url);
+    eventually_ok(
+        "the access token given with it expires",
+        || match super::mcp_initialize(&s, &mcp, Some(&access)) {
+            (401, _, _) => Ok(()),
+            (st, _, body) => Err(format!("{st} {body}")),
+        },
+    );
     let (st, v) = refresh(&s, &t, &next);
     assert_eq!(
         (st, v["error"].as_str()),

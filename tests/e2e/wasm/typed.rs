@@ -622,6 +622,8 @@ enum Answer {
 fn swap_under_calls(s: &Server, to: &str, old: (&str, Value, Value), new: (&str, Value, Value)) {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = AtomicBool::new(false);
+    // The calls answered so far (by every worker).
+    let done = std::sync::atomic::AtomicUsize::new(0);
     let classify = |tool: &str, v: &Value| -> Answer {
         let (ok_value, answer) = if tool == old.0 {
             (&old.2, Answer::Old)
@@ -641,7 +643,7 @@ fn swap_under_calls(s: &Server, to: &str, old: (&str, Value, Value), new: (&str,
     let (calls, began, ended) = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..8)
             .map(|i| {
-                let (stop, old, new) = (&stop, &old, &new);
+                let (stop, old, new, done) = (&stop, &old, &new, &done);
                 scope.spawn(move || {
                     let mut seen = vec![];
                     let mut j = i;
@@ -655,12 +657,24 @@ fn swap_under_calls(s: &Server, to: &str, old: (&str, Value, Value), new: (&str,
                         let t0 = Instant::now();
                         let v = s.tool(tool, args.clone());
                         seen.push((t0, Instant::now(), tool, classify(tool, &v)));
+                        done.fetch_add(1, Ordering::SeqCst);
                     }
                     seen
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        // Calls answered before the update: 16 (old and new tools alike).
+        let answered = |what: &str, n: usize| {
+            eventually_ok(what, || {
+                let d = done.load(Ordering::SeqCst);
+                if d >= n {
+                    Ok(())
+                } else {
+                    Err(format!("{d} calls answered"))
+                }
+            })
+        };
+        answered("16 calls answered before the update", 16);
         let began = Instant::now();
         let (st, v) = s.post(
             "/datanotes/apps/update/",
@@ -668,6 +682,7 @@ fn swap_under_calls(s: &Server, to: &str, old: (&str, Value, Value), new: (&str,
             &json!({"name": "swap", "wasm_path": component(to)}),
         );
         let ended = Instant::now();
+        let done_at_end = done.load(Ordering::SeqCst);
         assert_eq!(st, 200, "{v}");
         // The listing changed with the update's answer.
         let tools: Vec<String> = Agent::owner(s)
@@ -680,7 +695,9 @@ fn swap_under_calls(s: &Server, to: &str, old: (&str, Value, Value), new: (&str,
             tools.iter().any(|t| t == new.0) && !tools.iter().any(|t| t == old.0),
             "tools/list right after the update to {to}: {tools:?}"
         );
-        std::thread::sleep(Duration::from_millis(300));
+        // 16 more answered after it: of those, the 8 workers had at most 8 in flight at its
+        // answer, so 8 at least were called after it.
+        answered("16 calls answered after the update", done_at_end + 16);
         stop.store(true, Ordering::Relaxed);
         let calls: Vec<_> = workers
             .into_iter()
