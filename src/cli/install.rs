@@ -2,11 +2,10 @@
 //! from a file or by reference (an OCI registry or a URL: the plan first, then `--yes`), and the
 //! keys that sign apps (made, used and trusted here; `sign` needs no server).
 
+use super::plan::{origin_line, shown, signature_line};
 use super::{AppArgs, Conn, EntryArgs, post, print};
-use crate::apps::source::oci;
-use crate::apps::source::signature::{self, TrustedKey};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// `datanotes apps install SOURCE ...`.
 #[derive(clap::Args)]
@@ -81,21 +80,6 @@ pub struct UpgradeArgs {
     /// Print the server's answers as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-/// `datanotes apps sign REF --key FILE`.
-#[derive(clap::Args)]
-pub struct SignArgs {
-    /// The app in its registry: [oci://]REGISTRY/REPO:TAG or [oci://]REGISTRY/REPO@sha256:HEX.
-    #[arg(value_name = "REF")]
-    pub reference: String,
-    /// The private key (PREFIX.key from `datanotes apps keygen`, or a cosign.key with
-    /// COSIGN_PASSWORD set).
-    #[arg(long)]
-    pub key: PathBuf,
-    /// The registry's credentials: a Docker config.json.
-    #[arg(long, env = "DATANOTES_REGISTRY_AUTH")]
-    pub registry_auth: Option<PathBuf>,
 }
 
 /// Whether SOURCE is a reference (else a file).
@@ -317,164 +301,6 @@ fn install_reference(conn: &Conn, a: InstallArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Shows a plan (the answer `v` as JSON with `--json`): without `--yes` it stops there, saying
-/// `stop`; with it, answers the plan's confirm body.
-fn shown(
-    v: &Value,
-    plan: &Value,
-    yes: bool,
-    json: bool,
-    stop: &str,
-) -> anyhow::Result<Option<Value>> {
-    match (yes, json) {
-        (false, true) => print(v),
-        (_, false) => plan_lines(plan).iter().for_each(|l| println!("{l}")),
-        (true, true) => {}
-    }
-    if !yes {
-        if !json {
-            println!("{stop}");
-        }
-        return Ok(None);
-    }
-    let confirm = plan["confirm"].clone();
-    if !confirm.is_object() {
-        anyhow::bail!("the server's plan has no confirm body");
-    }
-    Ok(Some(confirm))
-}
-
-/// A signature check (`{status, key, detail}`) as one line.
-fn signature_line(s: &Value) -> String {
-    match s["status"].as_str() {
-        Some("signed") => format!("signed by {}", s["key"].as_str().unwrap_or("?")),
-        Some("unsigned") => "unsigned".into(),
-        Some("untrusted") => match s["detail"].as_str().filter(|d| !d.is_empty()) {
-            Some(d) => format!("signed, but by no trusted key ({d})"),
-            None => "signed, but by no trusted key".into(),
-        },
-        _ => "not checked".into(),
-    }
-}
-
-/// An entry's origin in a few words: `DIGEST, signed by alice`.
-fn origin_line(o: &Value) -> String {
-    format!(
-        "{}, {}",
-        o["digest"].as_str().unwrap_or("?"),
-        signature_line(&o["signature"])
-    )
-}
-
-/// A right's value in a cell: a list joined, yes/no, `-` for nothing.
-fn cell(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        Value::Bool(b) => if *b { "yes" } else { "no" }.into(),
-        Value::String(s) => s.clone(),
-        Value::Array(a) if a.is_empty() => "none".into(),
-        Value::Array(a) => a
-            .iter()
-            .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => v.to_string(),
-    }
-}
-
-/// A plan for people: what, from where, signed or not, the rights asked next to those granted
-/// (each difference marked), the tools.
-fn plan_lines(p: &Value) -> Vec<String> {
-    let mut out = vec![format!("plan for {}:", p["source"].as_str().unwrap_or("?"))];
-    let size = p["size"].as_u64().unwrap_or(0);
-    out.push(format!(
-        "  digest     {}",
-        p["digest"].as_str().unwrap_or("?")
-    ));
-    out.push(format!(
-        "  size       {size} bytes ({:.1} MB)",
-        size as f64 / 1e6
-    ));
-    out.push(format!("  signature  {}", signature_line(&p["signature"])));
-    if let Some(c) = p["signer_change"].as_str() {
-        out.push(format!("  signer     {c}"));
-    }
-    let m = &p["manifest"];
-    if m.is_object() {
-        let mut about = [&m["name"], &m["version"]]
-            .iter()
-            .filter_map(|x| x.as_str())
-            .collect::<Vec<_>>()
-            .join(" ");
-        if let Some(d) = m["description"].as_str() {
-            about = format!("{about}: {d}");
-        }
-        out.push(format!("  app        {}", about.trim_start_matches(": ")));
-    } else {
-        out.push("  app        no manifest (it asks for no rights)".into());
-    }
-    let (asked, granted) = (&p["asked"], &p["granted"]);
-    let mut rows: Vec<(String, Value, Value)> = ["write", "ddl", "maintain", "allow_hosts"]
-        .iter()
-        .map(|k| (k.to_string(), asked[k].clone(), granted[k].clone()))
-        .collect();
-    let mut limit_keys: Vec<&String> = Vec::new();
-    for l in [&asked["limits"], &granted["limits"]] {
-        for k in l.as_object().into_iter().flat_map(|o| o.keys()) {
-            if !limit_keys.contains(&k) {
-                limit_keys.push(k);
-            }
-        }
-    }
-    for k in limit_keys {
-        let (x, y) = (&asked["limits"][k], &granted["limits"][k]);
-        rows.push((format!("limits.{k}"), x.clone(), y.clone()));
-    }
-    let diffs = p["differences"].as_array().cloned().unwrap_or_default();
-    let cells: Vec<[String; 4]> = rows
-        .into_iter()
-        .map(|(right, x, y)| {
-            let mark = diffs
-                .iter()
-                .find(|d| d["right"] == right.as_str())
-                .map(|d| format!("<- {}", d["change"].as_str().unwrap_or("differs")))
-                .unwrap_or_default();
-            [right, cell(&x), cell(&y), mark]
-        })
-        .collect();
-    let head = ["RIGHT", "ASKED", "GRANTED", ""].map(String::from);
-    let mut w = [0usize; 3];
-    for r in std::iter::once(&head).chain(&cells) {
-        for (w, c) in w.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    out.push("  rights:".into());
-    for r in std::iter::once(&head).chain(&cells) {
-        let line = format!(
-            "    {:<w0$}  {:<w1$} | {:<w2$}  {}",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2]
-        );
-        out.push(line.trim_end().to_string());
-    }
-    let tools = p["tools"].as_array().cloned().unwrap_or_default();
-    out.push(format!("  tools ({}):", tools.len()));
-    for t in &tools {
-        let name = t["name"].as_str().or(t.as_str()).unwrap_or("?");
-        match t["description"].as_str().filter(|d| !d.is_empty()) {
-            Some(d) => out.push(format!("    {name}: {d}")),
-            None => out.push(format!("    {name}")),
-        }
-    }
-    out
-}
-
 /// `datanotes apps upgrade NAME [SOURCE]`.
 pub fn upgrade(conn: &Conn, a: UpgradeArgs) -> anyhow::Result<()> {
     let mut body = json!({"name": a.name});
@@ -541,171 +367,12 @@ pub fn rollback(conn: &Conn, name: &str, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// PREFIX with a suffix appended (`keys/alice` → `keys/alice.key`).
-fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
-    let mut s = prefix.as_os_str().to_owned();
-    s.push(suffix);
-    PathBuf::from(s)
-}
-
-/// `datanotes apps keygen PREFIX`: PREFIX.key (0600) and PREFIX.pub, never over existing files.
-pub fn keygen(prefix: &Path) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let (key, public) = (with_suffix(prefix, ".key"), with_suffix(prefix, ".pub"));
-    for p in [&key, &public] {
-        if p.exists() {
-            anyhow::bail!(
-                "{} already exists: it is not overwritten; give another PREFIX",
-                p.display()
-            );
-        }
-    }
-    let (private_pem, public_pem) = signature::keygen()?;
-    let write = |p: &Path, text: &str, mode: u32| -> anyhow::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(p)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {}", p.display(), plain_io(&e)))?;
-        f.write_all(text.as_bytes())
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {}", p.display(), plain_io(&e)))
-    };
-    write(&key, &private_pem, 0o600)?;
-    write(&public, &public_pem, 0o644)?;
-    let encrypted = private_pem.contains("ENCRYPTED");
-    println!(
-        "wrote {} (the private key{}: keep it secret) and {} (the public key, fingerprint {})",
-        key.display(),
-        if encrypted {
-            ", encrypted with COSIGN_PASSWORD"
-        } else {
-            ""
-        },
-        public.display(),
-        signature::fingerprint(&public_pem)
-    );
-    println!(
-        "sign an app:   datanotes apps sign oci://REGISTRY/REPO:TAG --key {}",
-        key.display()
-    );
-    println!(
-        "trust the key: datanotes apps trust NAME --key {} --database DIR",
-        public.display()
-    );
-    Ok(())
-}
-
-/// An I/O error in plain words (no "os error N").
-fn plain_io(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file or folder".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        std::io::ErrorKind::AlreadyExists => "it already exists".into(),
-        _ => {
-            let s = e.to_string();
-            s.split(" (os error").next().unwrap_or(&s).to_string()
-        }
-    }
-}
-
-/// An engine error as the CLI says it: the message, then the hint.
-fn said(e: crate::error::Error) -> anyhow::Error {
-    match &e.hint {
-        Some(h) => anyhow::anyhow!("{}\nhint: {h}", e.message),
-        None => anyhow::anyhow!("{}", e.message),
-    }
-}
-
-/// A small text file the user points to (a key).
-fn read_key(p: &Path) -> anyhow::Result<String> {
-    let b = oci::read_small(p, 64 * 1024)
-        .map_err(|e| anyhow::anyhow!("cannot read the key {}: {}", p.display(), plain_io(&e)))?;
-    String::from_utf8(b).map_err(|_| anyhow::anyhow!("{} is not a PEM key file", p.display()))
-}
-
-/// `datanotes apps sign REF --key FILE`: signs in this process and pushes the `.sig` tag.
-pub fn sign(a: SignArgs) -> anyhow::Result<()> {
-    let r = a.reference.strip_prefix("oci://").unwrap_or(&a.reference);
-    let image = oci::parse_reference(r).map_err(said)?;
-    let key = read_key(&a.key)?;
-    let auth = oci::auth_for(image.registry(), a.registry_auth.as_deref()).map_err(said)?;
-    let client = oci::client_for(image.registry());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let (digest, tag) = rt.block_on(signature::sign(&client, &auth, &image, &key))?;
-    println!("signed {} ({digest})", image.whole());
-    println!(
-        "pushed the signature to {}/{}:{tag}",
-        image.registry(),
-        image.repository()
-    );
-    Ok(())
-}
-
-/// `datanotes apps trust NAME --key FILE.pub`: adds the key to the server's `trusted_keys`.
-pub fn trust(conn: &Conn, name: String, key: &Path) -> anyhow::Result<()> {
-    let public_key = read_key(key)?;
-    if public_key.contains("PRIVATE KEY-----") {
-        anyhow::bail!(
-            "{} is a private key: give the public one (PREFIX.pub), and keep this one secret",
-            key.display()
-        );
-    }
-    let k = TrustedKey { name, public_key };
-    k.check().map_err(said)?;
-    let settings = post(conn, "get_engine_settings", json!({}))?["settings"].clone();
-    let Some(keys) = settings.get("trusted_keys").and_then(Value::as_array) else {
-        anyhow::bail!(
-            "this server has no trusted_keys setting: it predates signed apps; upgrade it"
-        );
-    };
-    let mut keys = keys.clone();
-    let fp = crate::apps::source::signature::fingerprint(&k.public_key);
-    for x in &keys {
-        let same = x["public_key"]
-            .as_str()
-            .is_some_and(|p| signature::fingerprint(p) == fp);
-        match (x["name"] == k.name.as_str(), same) {
-            (true, true) => {
-                println!("{} is already trusted (key {fp})", k.name);
-                return Ok(());
-            }
-            (true, false) => anyhow::bail!(
-                "another key is already trusted as {}: choose another name (or remove it from trusted_keys with set_engine_settings)",
-                k.name
-            ),
-            (false, true) => anyhow::bail!(
-                "this key is already trusted as {}",
-                x["name"].as_str().unwrap_or("?")
-            ),
-            _ => {}
-        }
-    }
-    keys.push(serde_json::to_value(&k)?);
-    post(
-        conn,
-        "set_engine_settings",
-        json!({"settings": {"trusted_keys": keys}}),
-    )?;
-    println!(
-        "trusted {} (key {fp}): apps signed with its private key show \"signed by {}\"",
-        k.name, k.name
-    );
-    if settings["require_signature"] != true {
-        println!(
-            "signatures are not required: to refuse apps not signed by a trusted key, set \
-             require_signature (set_engine_settings {{\"settings\": {{\"require_signature\": true}}}})"
-        );
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::keys::with_suffix;
+    use crate::cli::plan::plan_lines;
+    use std::path::Path;
 
     #[test]
     fn a_plan_marks_each_difference() {

@@ -2,6 +2,8 @@
 //! token (read from the database folder or given).
 
 mod install;
+mod keys;
+mod plan;
 
 use crate::discover::Endpoint;
 use clap::Subcommand;
@@ -198,7 +200,7 @@ pub enum AppsCmd {
         prefix: PathBuf,
     },
     /// Sign an app published in an OCI registry (cosign-compatible); needs no server.
-    Sign(install::SignArgs),
+    Sign(keys::SignArgs),
     /// Trust a public key: apps signed with its private key install as "signed by NAME".
     Trust {
         /// The name to know the signer by.
@@ -315,9 +317,9 @@ pub fn run(conn: Conn, cmd: AppsCmd) -> anyhow::Result<()> {
         AppsCmd::Install(a) => install::install(&conn, a)?,
         AppsCmd::Upgrade(a) => install::upgrade(&conn, a)?,
         AppsCmd::Rollback { name, json } => install::rollback(&conn, &name, json)?,
-        AppsCmd::Keygen { prefix } => install::keygen(&prefix)?,
-        AppsCmd::Sign(a) => install::sign(a)?,
-        AppsCmd::Trust { name, key } => install::trust(&conn, name, &key)?,
+        AppsCmd::Keygen { prefix } => keys::keygen(&prefix)?,
+        AppsCmd::Sign(a) => keys::sign(a)?,
+        AppsCmd::Trust { name, key } => keys::trust(&conn, name, &key)?,
     }
     Ok(())
 }

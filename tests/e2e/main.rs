@@ -24,6 +24,7 @@ mod apps_upgrade_crash;
 mod cli;
 mod connections;
 mod crash;
+mod docs;
 mod engine_files;
 mod engine_history;
 mod engine_ops;
