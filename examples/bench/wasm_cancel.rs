@@ -3,7 +3,23 @@
 
 use super::*;
 use rmcp::model::{CallToolRequest, ClientRequest};
-use rmcp::service::PeerRequestOptions;
+use rmcp::service::{PeerRequestOptions, RequestHandle, RoleClient};
+
+/// Sends a `tools/call` through the client `c`, cancellable.
+fn send_cancellable(
+    rt: &tokio::runtime::Runtime,
+    c: &rmcp::service::RunningService<RoleClient, ()>,
+    tool: &str,
+    args: &Value,
+) -> RequestHandle<RoleClient> {
+    let p = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().expect("arguments").clone());
+    rt.block_on(c.send_cancellable_request(
+        ClientRequest::CallToolRequest(CallToolRequest::new(p)),
+        PeerRequestOptions::no_options(),
+    ))
+    .expect("send the call")
+}
 
 /// On a database of its own, `hostile` (the Rust test component) with one instance at most and
 /// limits no call reaches: an rmcp client through `/mcp` calls `hostile_spin` (guest code that
@@ -50,16 +66,7 @@ pub(crate) fn section_wasm_cancel(b: &mut Bench) -> Vec<Figure> {
     ] {
         let mut freed = vec![];
         for round in 0..rounds {
-            let Value::Object(a) = args.clone() else {
-                unreachable!()
-            };
-            let p = CallToolRequestParams::new(tool).with_arguments(a);
-            let handle = rt
-                .block_on(c.send_cancellable_request(
-                    ClientRequest::CallToolRequest(CallToolRequest::new(p)),
-                    PeerRequestOptions::no_options(),
-                ))
-                .expect("send the call");
+            let handle = send_cancellable(&rt, &c, tool, &args);
             let t0 = Instant::now();
             while instances() != (1, 0) {
                 assert!(t0.elapsed() < Duration::from_secs(10), "{tool} never ran");
@@ -191,15 +198,7 @@ fn cooperative_cancel(b: &Bench, plugins: &Path, n: usize) -> Vec<Figure> {
     let c = kit::mcp::connect_on(&rt, &format!("{}/mcp", s.url), Some(&s.token), None);
     let mut back = vec![];
     for _ in 0..n {
-        let args = json!({"seconds": 600});
-        let p = CallToolRequestParams::new("planning_focus")
-            .with_arguments(args.as_object().unwrap().clone());
-        let handle = rt
-            .block_on(c.send_cancellable_request(
-                ClientRequest::CallToolRequest(CallToolRequest::new(p)),
-                PeerRequestOptions::no_options(),
-            ))
-            .expect("send the call");
+        let handle = send_cancellable(&rt, &c, "planning_focus", &json!({"seconds": 600}));
         let t0 = Instant::now();
         while instances() != (Some(1), Some(0)) {
             assert!(
