@@ -59,7 +59,7 @@ ROOTS = [{"uri": "file:///tmp/fidelity", "name": "fidelity"}]
 # Rows the TypeScript client runs that this one does not, and why.
 NOT_RUN = {
     "JSON numbers (integers stay integers)": "measured with the TypeScript client's bytes only",
-    "tasks: simulate-research-query (taskSupport required)": "the Python SDK's task API is experimental (1.x, deprecated) or an extension (2.x) it does not ship; measured with the TypeScript client, and the tasks extension of 2026-07-28 with raw requests in tests/e2e/everything.rs",
+    "tasks: simulate-research-query (taskSupport required)": "the Python SDK's task API is experimental (1.x, deprecated) or an extension (2.x) it does not ship; measured with the TypeScript client, and the tasks extension of 2026-07-28 with raw requests in tests/e2e/mcp/everything.rs",
     "tasks: simulate-research-query with elicitation (input_required)": "as above",
     "tasks: trigger-sampling-request-async (the client's task)": "as above",
     "tasks: trigger-elicitation-request-async (the client's task)": "as above",

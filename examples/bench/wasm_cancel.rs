@@ -107,7 +107,7 @@ pub(crate) fn section_wasm_cancel(b: &mut Bench) -> Vec<Figure> {
 
 /// `hostile` again, installed anew with 8 instances and a 4 s CPU limit: 8 callers spin in it while
 /// `/health` and `insert_row` are timed (`n` of each), a request every 50 ms (what
-/// `tests/e2e/wasm.rs` checks answers at all). Every spinning call must end on its CPU limit.
+/// `tests/e2e/wasm/mod.rs` checks answers at all). Every spinning call must end on its CPU limit.
 fn while_guests_spin(s: &Server, n: usize) -> Vec<Figure> {
     const S: &str = "wasm_cancel";
     let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins");

@@ -1,6 +1,6 @@
 //! The HTTP door's paths as the router is given them: [`Routes`] puts each route on the router
 //! and remembers its path, so that [`super::paths`] lists exactly what is served. The decision
-//! matrix (`tests/e2e/policy/decision_matrix.rs`) enumerates them: a route without a row fails it.
+//! matrix (`tests/e2e/auth/policy/decision_matrix.rs`) enumerates them: a route without a row fails it.
 
 use axum::Router;
 use axum::routing::MethodRouter;

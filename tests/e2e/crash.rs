@@ -2,8 +2,10 @@
 //! middle of the stream, restarted, and every acknowledged write must be there, the journal must
 //! agree with the index and the files, and the recovery must not invent hand edits.
 
+use crate::engine::semantic::{
+    NOTES, assert_consistent, bulk, bulk_long, ids, notes_table, search,
+};
 use crate::kit::*;
-use crate::semantic::{NOTES, assert_consistent, bulk, bulk_long, ids, notes_table, search};
 use datanotes::engine::files;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo test --test e2e                 # every area
-//! cargo test --test e2e mcp::           # one area (a module below)
+//! cargo test --test e2e mcp::           # one area (a module below: apps, auth, engine, mcp, wasm, ...)
 //! cargo test --test e2e feed::sse_      # the tests of an area whose names start so
 //! ```
 //!
@@ -14,45 +14,15 @@
 
 mod kit;
 
-mod app_oauth;
-mod apps_registry;
-mod apps_scopes;
-mod apps_sign;
-mod apps_sign_in;
-mod apps_tools;
-mod apps_upgrade_crash;
+mod apps;
+mod auth;
 mod cli;
 mod connections;
 mod crash;
 mod docs;
-mod engine_files;
-mod engine_history;
-mod engine_ops;
-mod engine_validation;
-mod everything;
+mod engine;
 mod feed;
-mod list_changed;
 mod mcp;
-mod mcp_cancel;
-mod mcp_exact;
-mod mcp_headers;
-mod mcp_hostile_content;
-mod mcp_relay;
-mod mcp_resources;
-mod mcp_resubscribe;
-mod mcp_rounds;
-mod mcp_shown;
-mod mcp_tasks;
-mod oauth;
-mod oauth_reads;
 mod plain_words;
-mod policy;
-mod python_app;
-mod semantic;
-mod semantic_model;
 mod smoke;
 mod wasm;
-mod wasm_cancel;
-mod wasm_idle;
-mod wasm_v2;
-mod watch_scope;

@@ -1,5 +1,5 @@
 """A remote app written with the official MCP Python SDK 2.x's own server (`MCPServer`), for
-tests/e2e/python_app.rs. It speaks 2026-07-28 to a client that asks for it and 2025-11-25 to one
+tests/e2e/apps/python_app.rs. It speaks 2026-07-28 to a client that asks for it and 2025-11-25 to one
 that initializes (the engine does). Serves streamable HTTP on 127.0.0.1, on a port the system
 picks, and prints `listening on <port>` once it listens.
 """

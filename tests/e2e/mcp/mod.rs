@@ -1,6 +1,19 @@
 //! One MCP for agents, end to end: the real server binary, real remote apps (the
 //! `examples/remote_app` binary, which `cargo test` builds) and real MCP over 127.0.0.1, spoken
 //! with rmcp's client.
+
+mod cancel;
+mod everything;
+mod exact;
+mod headers;
+mod hostile_content;
+mod list_changed;
+mod relay;
+mod resources;
+mod resubscribe;
+mod rounds;
+mod shown;
+mod tasks;
 use crate::kit::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;

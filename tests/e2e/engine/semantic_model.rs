@@ -2,8 +2,8 @@
 //! refused, nothing written), a linked file (not followed), and a new model (built in the
 //! background, then kept).
 
+use crate::engine::semantic::{NOTES, assert_consistent, bulk, ids, search, seed};
 use crate::kit::*;
-use crate::semantic::{NOTES, assert_consistent, bulk, ids, search, seed};
 use serde_json::{Value, json};
 use std::path::Path;
 

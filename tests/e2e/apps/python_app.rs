@@ -1,5 +1,5 @@
 //! A remote app written with the official MCP Python SDK 2.x's own server (`MCPServer`,
-//! `tests/e2e/python_app.py`), a real third-party server of the newest protocol: it speaks
+//! `tests/e2e/apps/python_app.py`), a real third-party server of the newest protocol: it speaks
 //! 2026-07-28 to a client that asks for it, and 2025-11-25 to one that initializes (the engine
 //! does, for a session per agent). Through `/mcp`, a client of either era gets all of it:
 //! - a client of 2025-11-25 (rmcp): the tools, the app's
@@ -39,7 +39,7 @@ struct PyApp {
 
 impl PyApp {
     fn start() -> PyApp {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/python_app.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/apps/python_app.py");
         let mut child = Command::new(python())
             .arg(script)
             .stdout(Stdio::piped())
