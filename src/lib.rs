@@ -6,6 +6,7 @@
 
 pub mod apps;
 pub mod auth;
+pub(crate) mod bounded;
 pub mod cli;
 pub mod demo;
 pub mod discover;

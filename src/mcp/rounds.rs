@@ -252,17 +252,9 @@ impl Rounds {
             }
             keep
         });
-        while all.len() >= MAX_WAITING {
-            let Some(oldest) = all
-                .iter()
-                .min_by_key(|(_, w)| w.until)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some(w) = all.remove(&oldest) {
-                w.call.cancel.cancel();
-            }
+        for (_, w) in crate::bounded::evict_oldest(&mut *all, MAX_WAITING - 1, |_, w| Some(w.until))
+        {
+            w.call.cancel.cancel();
         }
         all.insert(
             state,

@@ -111,24 +111,14 @@ impl Ledger {
                 last: Instant::now(),
             },
         );
-        let oldest = |open: &HashMap<String, Entry>, of: Option<&str>| {
-            open.iter()
-                .filter(|(k, e)| *k != id && of.is_none_or(|t| e.token == t))
-                .min_by_key(|(_, e)| e.last)
-                .map(|(k, _)| k.clone())
-        };
-        while open.values().filter(|e| e.token == token).count() > self.caps.per_token {
-            let Some(k) = oldest(&open, Some(token)) else {
-                break;
-            };
-            open.remove(&k);
-            gone.push(k);
-        }
-        while open.len() > self.caps.total {
-            let Some(k) = oldest(&open, None) else { break };
-            open.remove(&k);
-            gone.push(k);
-        }
+        // The new session stays; the others of its token, then any, make room.
+        let (per_token, total) = (self.caps.per_token.max(1), self.caps.total.max(1));
+        let mine = crate::bounded::evict_oldest(&mut *open, per_token - 1, |k, e| {
+            (k != id && e.token == token).then_some(e.last)
+        });
+        let any =
+            crate::bounded::evict_oldest(&mut *open, total - 1, |k, e| (k != id).then_some(e.last));
+        gone.extend(mine.into_iter().chain(any).map(|(k, _)| k));
         gone
     }
 

@@ -177,17 +177,9 @@ impl TaskInputs {
         if let Some(i) = all.get(&key) {
             return (i.clone(), false);
         }
-        while all.len() >= MAX_INBOXES {
-            let Some(oldest) = all
-                .iter()
-                .min_by_key(|(_, i)| i.made)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            if let Some(i) = all.remove(&oldest) {
-                i.cancel.cancel();
-            }
+        for (_, i) in crate::bounded::evict_oldest(&mut *all, MAX_INBOXES - 1, |_, i| Some(i.made))
+        {
+            i.cancel.cancel();
         }
         let inbox = Arc::new(Inbox {
             asked: Mutex::default(),

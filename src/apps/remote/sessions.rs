@@ -69,16 +69,7 @@ impl RemoteApp {
         }
         // Room first: sessions of agents gone or idle, then the least recently used.
         agents.retain(|_, a| !a.agent.is_closed() && a.used.elapsed() < AGENT_IDLE);
-        while agents.len() >= MAX_AGENTS {
-            let Some(oldest) = agents
-                .iter()
-                .min_by_key(|(_, a)| a.used)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            agents.remove(&oldest);
-        }
+        crate::bounded::evict_oldest(&mut agents, MAX_AGENTS - 1, |_, a| Some(a.used));
         let open = self
             .connect(
                 Purpose::Agent,

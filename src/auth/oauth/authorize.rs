@@ -133,12 +133,7 @@ pub(super) fn bounded<K: std::hash::Hash + Eq + Clone, V>(
     ttl: Duration,
 ) {
     m.retain(|_, v| at(v).elapsed() < ttl);
-    while m.len() >= MAX_HELD {
-        let Some(oldest) = m.iter().min_by_key(|(_, v)| at(v)).map(|(k, _)| k.clone()) else {
-            break;
-        };
-        m.remove(&oldest);
-    }
+    crate::bounded::evict_oldest(m, MAX_HELD - 1, |_, v| Some(at(v)));
 }
 
 /// Whether a redirect URI of a request is one a client registered: the same string, or, for

@@ -116,16 +116,7 @@ pub(crate) async fn start(
         .ok_or("the authorization URL has no state")?;
     let mut pending = PENDING.lock().unwrap();
     pending.retain(|_, p| p.at.elapsed() < PENDING_FOR);
-    while pending.len() >= MAX_PENDING {
-        let Some(k) = pending
-            .iter()
-            .min_by_key(|(_, p)| p.at)
-            .map(|(k, _)| k.clone())
-        else {
-            break;
-        };
-        pending.remove(&k);
-    }
+    crate::bounded::evict_oldest(&mut *pending, MAX_PENDING - 1, |_, p| Some(p.at));
     pending.insert(
         state,
         Pending {
