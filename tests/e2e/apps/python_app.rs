@@ -8,8 +8,8 @@
 //! - a client of 2026-07-28 (no session, raw): the same tools, the app's elicitation turned
 //!   into an input request (multi round-trip) and back, a resource and a prompt.
 //!
-//! The SDK is installed under `target/fidelity/py2` by `scripts/fetch-mcp-python`, run once per
-//! test run (it does nothing when it is there).
+//! The SDK is installed under `target/tools/mcp-python-2.3.0` by `scripts/fetch-mcp-python`, run
+//! once per test run (it does nothing when it is there).
 
 #![allow(deprecated)] // roots (SEP-2577 deprecates them; the app asks for them)
 
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
-/// The Python of `target/fidelity/py2` (the SDK 2.3.0), installed once per test run.
+/// The Python of `target/tools/mcp-python-2.3.0` (the SDK 2.3.0), installed once per test run.
 fn python() -> PathBuf {
     static PY: OnceLock<PathBuf> = OnceLock::new();
     PY.get_or_init(|| installed("fetch-mcp-python", &["2"]).remove(0))

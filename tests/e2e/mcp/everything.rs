@@ -6,7 +6,7 @@
 //! ambiguous: the client gets the app's question as the task's `inputRequests` in `tasks/get`,
 //! answers it with `tasks/update`, and the task ends with a report on the interpretation chosen.
 //!
-//! Node and the server are installed under `target/fidelity` by `scripts/fetch-mcp-node`, run
+//! Node and the server are installed under `target/tools` by `scripts/fetch-mcp-node`, run
 //! once per test run (it does nothing when they are there).
 
 use crate::kit::*;
