@@ -94,15 +94,19 @@ impl FolderLock {
     }
 }
 
-/// Makes `.datanotes/` readable by its owner only: the folder 0700, every file directly in it
-/// 0600 (the databases and their -wal/-shm, settings, apps, webhooks, tokens), whatever modes
-/// they had.
+/// Makes `.datanotes/` readable by its owner only, all the way down: every folder 0700, every
+/// file 0600 (the databases and their -wal/-shm, settings, apps, webhooks, tokens, the apps'
+/// components, listings and compiled code), whatever modes they had. Links are neither followed
+/// nor changed.
 pub fn make_private(meta_dir: &Path) -> std::io::Result<()> {
     set_mode(meta_dir, 0o700)?;
     for entry in std::fs::read_dir(meta_dir)? {
         let entry = entry?;
-        if entry.file_type()?.is_file() {
+        let t = entry.file_type()?;
+        if t.is_file() {
             set_mode(&entry.path(), 0o600)?;
+        } else if t.is_dir() {
+            make_private(&entry.path())?;
         }
     }
     Ok(())

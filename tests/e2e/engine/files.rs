@@ -1695,24 +1695,28 @@ fn a_second_server_on_the_same_folder_is_refused_and_touches_nothing() {
     assert_eq!(get(&s, "t3").unwrap()["values"]["title"], "three");
 }
 
-/// The modes of `.datanotes/` and of every file in it.
+/// The modes of `.datanotes/` and of every file and folder in it, all the way down (paths
+/// relative to it; folders end with `/`).
 fn meta_modes(dir: &std::path::Path) -> (u32, Vec<(String, u32)>) {
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     let meta = dir.join(".datanotes");
-    let mut files: Vec<(String, u32)> = std::fs::read_dir(&meta)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_type().unwrap().is_file())
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                mode(&e.path()),
-            )
-        })
-        .collect();
-    files.sort();
-    (mode(&meta), files)
+    let mut out = vec![];
+    let mut todo = vec![meta.clone()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            let rel = e.path().strip_prefix(&meta).unwrap().display().to_string();
+            if t.is_dir() {
+                out.push((format!("{rel}/"), mode(&e.path())));
+                todo.push(e.path());
+            } else if t.is_file() {
+                out.push((rel, mode(&e.path())));
+            }
+        }
+    }
+    out.sort();
+    (mode(&meta), out)
 }
 
 fn assert_private(dir: &std::path::Path, when: &str) {
@@ -1734,8 +1738,12 @@ fn assert_private(dir: &std::path::Path, when: &str) {
     ] {
         assert!(names.contains(&want), "{when}: {want} is there: {names:?}");
     }
+    for want in ["apps/", "cache/"] {
+        assert!(names.contains(&want), "{when}: {want} is there: {names:?}");
+    }
     for (n, m) in &files {
-        assert_eq!(*m, 0o600, "{when}: .datanotes/{n} is {m:o}");
+        let want = if n.ends_with('/') { 0o700 } else { 0o600 };
+        assert_eq!(*m, want, "{when}: .datanotes/{n} is {m:o}");
     }
 }
 
@@ -1763,10 +1771,8 @@ fn the_engines_folder_and_files_are_private() {
     let set = |p: &std::path::Path, m: u32| {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
     };
-    for e in std::fs::read_dir(&meta).unwrap().flatten() {
-        if e.file_type().unwrap().is_file() {
-            set(&e.path(), 0o644);
-        }
+    for (n, _) in meta_modes(&s.dir).1 {
+        set(&meta.join(&n), if n.ends_with('/') { 0o755 } else { 0o644 });
     }
     set(&meta, 0o755);
     assert_eq!(meta_modes(&s.dir).0, 0o755);

@@ -206,8 +206,10 @@ impl WasmRuntime {
         let cache_dir = std::env::var_os("DATANOTES_CACHE_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| db.meta_dir.join("cache"));
-        std::fs::create_dir_all(&apps_dir)?;
-        std::fs::create_dir_all(&cache_dir)?;
+        for d in [&apps_dir, &cache_dir] {
+            std::fs::create_dir_all(d)?;
+            crate::engine::lock::set_mode(d, 0o700)?;
+        }
         // The epoch ticker: CPU deadlines are counted in its ticks.
         let ticker = limits::start_ticker(&engine)?;
         let listing_key = {
