@@ -111,7 +111,7 @@ impl Registry {
                 return Err(Error::conflict(format!("app {name} already exists"))
                     .column("name")
                     .rule("unique")
-                    .hint("pick another name, or use apps/update"));
+                    .hint("pick another name, or change it with datanotes apps update (over HTTP: apps/update)"));
             }
             apps.push(rec.clone());
             Ok(())
@@ -300,5 +300,5 @@ pub(super) fn not_wasm() -> Error {
 pub fn no_app(name: &str) -> Error {
     Error::not_found(format!("no app {name}"))
         .column("name")
-        .hint("apps/ lists the apps")
+        .hint("datanotes apps status lists the apps (over HTTP: POST /datanotes/apps/)")
 }

@@ -160,6 +160,8 @@ fn each_error_names_what_is_at_fault_and_how_to_fix_it() {
         err.contains("no app ghost") && err.contains(&srv.url) && err.contains("hint: "),
         "{err}"
     );
+    // The hint names the command that helps (and the route, for HTTP clients).
+    assert!(err.contains("datanotes apps status lists the apps"), "{err}");
 }
 
 #[test]
