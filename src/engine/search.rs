@@ -100,19 +100,27 @@ impl Engine {
         }
     }
 
+    /// The rows changed since the semantic index's `through` (at most a million counted), while
+    /// it is ready; `None` while it is not.
+    pub fn semantic_pending(&self) -> Option<i64> {
+        if !self.semantic.ready() {
+            return None;
+        }
+        let through = self.semantic.through();
+        Some(if through >= self.last_seq() {
+            0
+        } else {
+            self.with_journal(|c| journal::rows_touched_after(c, through, 1_000_000))
+                .unwrap_or(0)
+        })
+    }
+
     /// How far the semantic index is: `indexedThrough`, `pending` (rows changed since), and its
     /// state.
     fn index_progress(&self, out: &mut Map<String, Value>) {
         let status = self.semantic.status(false);
-        if self.semantic.ready() {
-            let through = self.semantic.through();
-            let pending = if through >= self.last_seq() {
-                0
-            } else {
-                self.with_journal(|c| journal::rows_touched_after(c, through, 1_000_000))
-                    .unwrap_or(0)
-            };
-            out.insert("indexedThrough".into(), json!(through));
+        if let Some(pending) = self.semantic_pending() {
+            out.insert("indexedThrough".into(), json!(self.semantic.through()));
             out.insert("pending".into(), json!(pending));
         } else {
             out.insert("indexedThrough".into(), Value::Null);

@@ -34,6 +34,8 @@ pub(super) async fn health(State(s): State<Shared>, headers: axum::http::HeaderM
     let owner = s.is_owner(&headers);
     let mut v = json!({"ok": true, "seq": s.engine.last_seq(), "semantic": s.engine.semantic.status(owner)});
     if owner {
+        // The rows the semantic index has still to embed (null while it is not ready).
+        v["semantic"]["pending"] = json!(s.engine.semantic_pending());
         let m = &s.agg.wasm.meter;
         v["memory"] = json!({
             "rssBytes": rss_bytes(),

@@ -161,7 +161,10 @@ fn each_error_names_what_is_at_fault_and_how_to_fix_it() {
         "{err}"
     );
     // The hint names the command that helps (and the route, for HTTP clients).
-    assert!(err.contains("datanotes apps status lists the apps"), "{err}");
+    assert!(
+        err.contains("datanotes apps status lists the apps"),
+        "{err}"
+    );
 }
 
 #[test]

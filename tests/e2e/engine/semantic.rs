@@ -522,6 +522,7 @@ fn a_burst_of_writes_is_caught_up_with_its_lag_reported() {
     bulk(&s, 10_000, 16, "b");
     let st = s.indexed();
     assert_eq!(st["rows"], 10_000, "{st}");
+    assert_eq!(st["pending"], 0, "{st}");
     assert_eq!(st["lagMs"], 0, "{st}");
     let max = st["maxLagMs"].as_u64().unwrap();
     assert!(max > 0 && max < 60_000, "{st}");
