@@ -67,13 +67,33 @@ pub(super) fn operation_tools() -> Vec<Tool> {
     ops::describe_all()
         .iter()
         .filter_map(|o| {
-            let mut t = json!({"name": o["name"], "description": o["description"], "inputSchema": o["inputSchema"]});
+            let mut t = json!({"name": o["name"], "description": o["description"], "inputSchema": o["inputSchema"],
+                               "annotations": annotations(o["name"].as_str()?, o["access"].as_str()?)});
             if o["inputSchema"].get("type").is_none() {
                 t["inputSchema"]["type"] = json!("object");
             }
             serde_json::from_value(t).ok()
         })
         .collect()
+}
+
+/// An operation's MCP tool annotations, from its access class: a read is read-only and
+/// idempotent; a write may destroy (a delete, a drop or an alteration of a table, maintenance),
+/// though the journal can undo it; nothing reaches beyond the vault. The title is the name in
+/// words (`list_tables`: "List tables").
+fn annotations(name: &str, access: &str) -> Value {
+    let mut title = name.replace('_', " ");
+    if let Some(first) = title.get(..1) {
+        title.replace_range(..1, &first.to_uppercase());
+    }
+    let read = access == "read";
+    let destructive = !read
+        && (access == "maintain"
+            || ["delete_", "drop_", "alter_"]
+                .iter()
+                .any(|p| name.starts_with(p)));
+    json!({"title": title, "readOnlyHint": read, "destructiveHint": destructive,
+           "idempotentHint": read, "openWorldHint": false})
 }
 
 impl Aggregator {

@@ -1833,3 +1833,45 @@ fn a_name_an_app_holds_stays_with_it_whatever_the_registration_order() {
         "shared served by alpha"
     );
 }
+
+/// Each engine operation is listed with annotations from its access class, as rmcp's client
+/// reads them: reads are read-only and idempotent, deletes and maintenance may destroy, and
+/// none reaches beyond the vault.
+#[test]
+fn engine_operations_carry_annotations_from_their_access_class() {
+    let s = Server::start();
+    let agent = Agent::owner(&s);
+    let tools = agent.tools();
+    let ann = |name: &str| {
+        let t = tools
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name}"));
+        serde_json::to_value(t.annotations.as_ref().expect("annotations")).unwrap()
+    };
+    assert_eq!(
+        ann("list_tables"),
+        json!({"title": "List tables", "readOnlyHint": true, "destructiveHint": false,
+               "idempotentHint": true, "openWorldHint": false})
+    );
+    assert_eq!(ann("insert_row")["readOnlyHint"], false);
+    assert_eq!(ann("insert_row")["destructiveHint"], false);
+    assert_eq!(ann("delete_row")["destructiveHint"], true);
+    assert_eq!(ann("drop_table")["destructiveHint"], true);
+    assert_eq!(ann("vacuum")["destructiveHint"], true);
+    assert!(
+        tools
+            .iter()
+            .filter(|t| ops_names().contains(&t.name.to_string()))
+            .all(|t| t.annotations.as_ref().is_some_and(|a| a.title.is_some())),
+        "every operation has a title"
+    );
+}
+
+/// The engine's operations, by name.
+fn ops_names() -> Vec<String> {
+    datanotes::ops::describe_all()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap().to_string())
+        .collect()
+}
