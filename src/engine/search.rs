@@ -68,7 +68,7 @@ fn check_query(q: &str) -> Result<()> {
 }
 
 /// What to do when the semantic index has no model.
-const HOW_TO_INSTALL: &str = "install a model (bash scripts/fetch-model) and give it to serve --model DIR, DATANOTES_MODEL or the setting semantic_model";
+const HOW_TO_INSTALL: &str = "run datanotes model install (serve then finds the model by itself), or give one to serve --model DIR, DATANOTES_MODEL or the setting semantic_model";
 
 impl Engine {
     /// The 409 of a search by meaning while the index cannot answer: `what`, and its state.

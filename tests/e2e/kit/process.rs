@@ -80,7 +80,15 @@ impl Launch {
             bin: bin(),
             dir: dir.to_path_buf(),
             args: vec![],
-            env: vec![("DATANOTES_LOG".into(), "warn".into())],
+            // No model from the user's data folder (`datanotes model install`) unless a test
+            // gives one: what this machine's user installed must not change a test.
+            env: vec![
+                ("DATANOTES_LOG".into(), "warn".into()),
+                (
+                    "XDG_DATA_HOME".into(),
+                    dir.with_file_name("no-user-data").display().to_string(),
+                ),
+            ],
             logs: None,
         }
     }

@@ -141,7 +141,7 @@ impl Worker {
             self.model_dir = None;
             self.sem
                 .set_state(State::Unavailable(super::NO_MODEL.into()));
-            self.finish_rebuilds(Err("the semantic index has no model: give serve --model DIR, DATANOTES_MODEL or the setting semantic_model (bash scripts/fetch-model installs one)".into()));
+            self.finish_rebuilds(Err("the semantic index has no model: run datanotes model install (serve then finds it), or give serve --model DIR, DATANOTES_MODEL or the setting semantic_model".into()));
             return Ok(());
         };
         if self.model_dir.as_ref() != Some(&dir) {
