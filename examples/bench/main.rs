@@ -43,6 +43,7 @@ mod select;
 mod semantic;
 mod server;
 mod start;
+mod tools;
 mod typed;
 mod wasm;
 mod wasm_cancel;
@@ -95,6 +96,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("typed", typed::section_typed),
     ("semantic", semantic::section_semantic),
     ("quality", quality::section_quality),
+    ("tools", tools::section_tools),
 ];
 
 /// The server binary: `DATANOTES_BIN`, else `datanotes` beside this example's folder.

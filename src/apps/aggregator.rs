@@ -13,6 +13,7 @@ mod saved;
 mod shared_subscriptions;
 mod shown;
 mod tasks;
+mod tool_index;
 mod view;
 
 use lifecycle::{EVENTS_QUEUE, record};

@@ -96,6 +96,23 @@ pub enum SearchMode {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct SearchTools {
+    /// What the tool should do, in your own words ("open an issue on a repository").
+    pub query: String,
+    /// At most this many tools, 1 to 50 (default 10).
+    #[serde(default)]
+    pub limit: Option<i64>,
+    /// Only the tools of these apps (`engine` for the engine's operations).
+    #[serde(default)]
+    pub apps: Option<Vec<String>>,
+    /// hybrid (default when the server has a model: words and meaning fused), text (words
+    /// only) or semantic (meaning only).
+    #[serde(default)]
+    pub mode: Option<SearchMode>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SimilarNotes {
     /// The table of the row.
     pub table: String,

@@ -24,11 +24,13 @@ pub mod schema;
 mod search;
 pub mod semantic;
 pub(crate) mod settings;
+pub mod tools;
 mod watch;
 mod writer;
 
 use crate::error::{Error, Result};
 use crate::names::{self, TableName};
+pub use args::SearchMode;
 pub use journal::{Actor, Migration, Op, RowState};
 use rusqlite::Connection;
 use schema::Table;
@@ -126,6 +128,8 @@ pub struct Engine {
     pub recent: changes::Recent,
     /// The app tools that declare each table (set by the aggregator), for describe_table.
     table_tools: RwLock<std::collections::HashMap<String, Vec<Value>>>,
+    /// Every tool an agent can reach, searchable (the aggregator keeps it current).
+    tools: tools::ToolIndex,
     _watcher: Mutex<Option<watch::Watcher>>,
     /// The folder's lock (one process per folder), held until `shutdown` or drop.
     lock: Mutex<Option<lock::FolderLock>>,
@@ -192,6 +196,7 @@ impl Engine {
             seq,
             recent: changes::Recent::new(RECENT_CHANGES, RECENT_BYTES),
             table_tools: RwLock::new(Default::default()),
+            tools: Default::default(),
             _watcher: Mutex::new(None),
             lock: Mutex::new(Some(folder_lock)),
             semantic: Default::default(),

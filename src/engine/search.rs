@@ -34,7 +34,7 @@ fn check_limit(limit: Option<i64>, default: i64) -> Result<usize> {
     Ok(limit as usize)
 }
 
-fn check_query(q: &str) -> Result<()> {
+pub(super) fn check_query(q: &str) -> Result<()> {
     let bad = |msg: String, hint: &str| {
         Error::invalid(msg)
             .column("query")

@@ -145,6 +145,19 @@ pub static CATALOG: &[Operation] = &[
         },
     },
     Operation {
+        name: "search_tools",
+        description: "Find the tools that do what you describe, among the engine's operations and every app's tools you may call: {query, limit?, apps?}. Answers {tools: [{name, description, inputSchema, app, score}], indexedAt}, best first; call a tool found by its name.",
+        access: Access::Read,
+        schema: schema::<args::SearchTools>,
+        run: |e, c, a| {
+            let a = parse("search_tools", a)?;
+            let may = |_app: &str, name: &str| {
+                auth::authorize(&c.caller, Access::CallTool, auth::Target::Tool(name)).is_ok()
+            };
+            e.search_tools(a, &may)
+        },
+    },
+    Operation {
         name: "list_migrations",
         description: "The journal, newest first: every write with its seq, op, table, row, before and after states, and actor. Filter by table, actor, app, session, before (a seq).",
         access: Access::Read,
@@ -230,7 +243,7 @@ pub static CATALOG: &[Operation] = &[
     },
     Operation {
         name: "undo_migration",
-        description: "Undo one migration (by seq), as a new migration. Refused if what it changed has changed again since.",
+        description: "Undo one change (a migration of the journal, by seq: list_migrations shows them) by writing its reverse as a new migration. Refused if what it changed has changed again since.",
         access: Access::Maintain,
         schema: schema::<args::SeqArg>,
         run: |e, c, a| write(e, c, Cmd::Undo(parse("undo_migration", a)?)),
@@ -334,7 +347,7 @@ mod tests {
     /// read operation must be put in one or the other.
     #[test]
     fn the_operations_that_read_rows_are_known() {
-        const NO_ROWS: &[&str] = &["list_tables", "get_engine_settings"];
+        const NO_ROWS: &[&str] = &["list_tables", "get_engine_settings", "search_tools"];
         for op in CATALOG.iter().filter(|o| o.access == Access::Read) {
             let rows = auth::oauth::ROW_READS.contains(&op.name);
             assert!(

@@ -195,6 +195,7 @@ impl Aggregator {
             }
         }
         self.engine.set_table_tools(per_table);
+        self.index_tools(&ns);
         let mut cur = self.ns.write().unwrap();
         let changed = cur.tools != ns.tools;
         let content_changed = cur.content != ns.content;

@@ -287,6 +287,11 @@ impl Semantic {
         v
     }
 
+    /// The model the index runs on, once it is loaded.
+    pub fn model(&self) -> Option<Arc<Model>> {
+        Some(self.live.read().unwrap().as_ref()?.model.clone())
+    }
+
     /// The `k` rows nearest in meaning to `text`, in the tables `allowed` accepts, never
     /// `except` (a row); `None` when the index is not ready.
     pub fn nearest(

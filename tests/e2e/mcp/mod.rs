@@ -12,6 +12,7 @@ mod relay;
 mod resources;
 mod resubscribe;
 mod rounds;
+mod search_tools;
 mod shown;
 mod tasks;
 use crate::kit::*;

@@ -81,6 +81,7 @@ const OPS: &[(&str, Rule)] = &[
     ("select_rows", Rule::Read),
     ("search_notes", Rule::Read),
     ("similar_notes", Rule::Read),
+    ("search_tools", Rule::Read),
     ("list_migrations", Rule::Read),
     ("get_engine_settings", Rule::Read),
     ("insert_row", Rule::Write),

@@ -1,0 +1,320 @@
+//! The tool index: every tool an agent can reach through the engine (its operations and each
+//! app's tools), searchable by words and by meaning, so an agent finds the right one among
+//! thousands without listing them all (operation `search_tools`).
+//!
+//! The aggregator hands the index each app's listing whenever the namespace changes
+//! ([`ToolIndex::set_apps`]); the engine's operations are an app named `engine`. Each app is a
+//! [`Segment`] of its own: its words ([`words`]) in an inverted index ranked by BM25, and one
+//! vector per tool from the semantic index's model (when it has one). A changed listing is
+//! applied at the next search, at most once a second per app (an app that floods
+//! `list_changed` costs one rebuild a second); a removed app leaves at once. Nothing here is
+//! saved: the listings the aggregator keeps are the truth, and the index is rebuilt from them
+//! at start.
+
+mod segment;
+mod words;
+
+use crate::engine::Engine;
+use crate::engine::args::{SearchMode, SearchTools};
+use crate::engine::semantic::{self, model::Model};
+use crate::error::{Error, Result};
+use segment::{Segment, ToolDoc};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+pub use segment::ToolDoc as Tool;
+
+/// The most tools one answer holds.
+pub const MAX_LIMIT: u64 = 50;
+/// How often an app's changed listing is applied at most.
+const MIN_REBUILD: Duration = Duration::from_secs(1);
+
+/// The index (the engine holds one).
+#[derive(Default)]
+pub struct ToolIndex {
+    /// The applied segments, by app.
+    segments: RwLock<BTreeMap<String, Arc<Segment>>>,
+    /// The listings not applied yet.
+    pending: Mutex<Pending>,
+    /// When the index last changed (ms since the epoch).
+    changed_at: std::sync::atomic::AtomicI64,
+}
+
+/// The apps listed last, and their listings not applied yet (their app's last rebuild was
+/// under a second ago, or no search came since).
+#[derive(Default)]
+struct Pending {
+    listed: std::collections::HashSet<String>,
+    waiting: HashMap<String, (u64, Vec<ToolDoc>)>,
+}
+
+/// One tool found (tool `doc` of `segment`, the app `app`'s), with its fused score and where
+/// it ranked by words and by meaning.
+pub struct Hit {
+    /// The app that serves it (`engine` for operations).
+    pub app: String,
+    doc: usize,
+    segment: Arc<Segment>,
+    /// Its fused score.
+    pub score: f64,
+    /// Its rank by words, if they found it.
+    pub text_rank: Option<usize>,
+    /// Its rank by meaning, if it found it.
+    pub meaning_rank: Option<usize>,
+    /// The query's words the tool holds.
+    pub words: Vec<String>,
+}
+
+impl Hit {
+    /// The tool.
+    pub fn tool(&self) -> &ToolDoc {
+        &self.segment.docs[self.doc]
+    }
+}
+
+impl ToolIndex {
+    /// The listings now, every app's (its tools, in order): an app not named is removed at
+    /// once; a changed one is applied at the next search (at most once a second per app).
+    pub fn set_apps(&self, apps: Vec<(String, Vec<ToolDoc>)>) {
+        let mut pending = self.pending.lock().unwrap();
+        pending.listed = apps.iter().map(|(a, _)| a.clone()).collect();
+        let Pending { listed, waiting } = &mut *pending;
+        {
+            let mut segs = self.segments.write().unwrap();
+            let before = segs.len();
+            segs.retain(|app, _| listed.contains(app));
+            if segs.len() != before {
+                self.touch();
+            }
+        }
+        waiting.retain(|app, _| listed.contains(app));
+        let segs = self.segments.read().unwrap();
+        for (app, docs) in apps {
+            let hash = segment::hash(&docs);
+            if segs.get(&app).is_some_and(|s| s.hash == hash) {
+                waiting.remove(&app);
+            } else if waiting.get(&app).is_none_or(|p| p.0 != hash) {
+                waiting.insert(app, (hash, docs));
+            }
+        }
+    }
+
+    fn touch(&self) {
+        let now = chrono::Utc::now().timestamp_millis();
+        self.changed_at
+            .store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Applies the pending listings that are due, and gives vectors of `model` to segments
+    /// that have none of it.
+    fn apply_due(&self, model: Option<&Arc<Model>>) {
+        let due: Vec<(String, u64, Vec<ToolDoc>)> = {
+            let mut pending = self.pending.lock().unwrap();
+            let segs = self.segments.read().unwrap();
+            let ready: Vec<String> = pending
+                .waiting
+                .keys()
+                .filter(|app| {
+                    segs.get(*app)
+                        .is_none_or(|s| s.built.elapsed() >= MIN_REBUILD)
+                })
+                .cloned()
+                .collect();
+            ready
+                .into_iter()
+                .filter_map(|app| pending.waiting.remove(&app).map(|(h, d)| (app, h, d)))
+                .collect()
+        };
+        let stale: Vec<(String, Arc<Segment>)> = {
+            let segs = self.segments.read().unwrap();
+            segs.iter()
+                .filter(|(_, s)| model.is_some_and(|m| !s.has_vectors_of(m)))
+                .map(|(a, s)| (a.clone(), s.clone()))
+                .collect()
+        };
+        if due.is_empty() && stale.is_empty() {
+            return;
+        }
+        let built: Vec<(String, Segment)> = due
+            .into_iter()
+            .map(|(app, hash, docs)| {
+                let s = Segment::build(hash, docs, model.map(|m| &**m));
+                (app, s)
+            })
+            .chain(stale.into_iter().map(|(app, s)| {
+                let s = s.with_vectors(model.map(|m| &**m));
+                (app, s)
+            }))
+            .collect();
+        let mut segs = self.segments.write().unwrap();
+        let pending = self.pending.lock().unwrap();
+        for (app, s) in built {
+            // Removed while it was built: it stays removed.
+            if pending.listed.contains(&app) {
+                segs.insert(app, Arc::new(s));
+            }
+        }
+        drop(pending);
+        drop(segs);
+        self.touch();
+    }
+
+    /// Tools by words, and by meaning when `model` is given: the `limit` best of the tools
+    /// `may` accepts (app, tool name), in the apps `only` names (all if none).
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        only: Option<&[String]>,
+        may: &dyn Fn(&str, &str) -> bool,
+        model: Option<&Arc<Model>>,
+        mode: SearchMode,
+    ) -> Vec<Hit> {
+        self.apply_due(model);
+        let segs: Vec<(String, Arc<Segment>)> = self
+            .segments
+            .read()
+            .unwrap()
+            .iter()
+            .filter(|(app, _)| only.is_none_or(|o| o.iter().any(|a| a == *app)))
+            .map(|(a, s)| (a.clone(), s.clone()))
+            .collect();
+        let forms = words::forms(query);
+        let q: Vec<String> = forms.iter().map(|(_, w)| w.clone()).collect();
+        // Keys: (segment, doc) of the tools the caller may call.
+        let ok: Vec<Vec<bool>> = segs
+            .iter()
+            .map(|(app, s)| s.docs.iter().map(|d| may(app, &d.name)).collect())
+            .collect();
+        let depth = semantic::FUSION_DEPTH.max(limit);
+        let by_text = match mode {
+            SearchMode::Semantic => vec![],
+            _ => segment::bm25(&segs, &ok, &q, depth),
+        };
+        let by_meaning = model
+            .filter(|_| mode != SearchMode::Text)
+            .and_then(|m| semantic::embed_mean(m, query).map(|v| (m, v)))
+            .map(|(m, v)| segment::nearest(&segs, &ok, m, &v, depth))
+            .unwrap_or_default();
+        let (k, text_weight) = semantic::fusion();
+        let fused = semantic::fuse(&[(&by_text, text_weight), (&by_meaning, 1.0)], k);
+        fused
+            .into_iter()
+            .take(limit)
+            .map(|((si, di), score, ranks)| {
+                let (app, s) = &segs[si];
+                Hit {
+                    app: app.clone(),
+                    doc: di,
+                    segment: s.clone(),
+                    score,
+                    text_rank: ranks[0],
+                    meaning_rank: ranks.get(1).copied().flatten(),
+                    words: s.matched(di, &forms),
+                }
+            })
+            .collect()
+    }
+
+    /// How many tools it holds (applied), and about how many bytes.
+    pub fn size(&self) -> (usize, usize) {
+        let segs = self.segments.read().unwrap();
+        segs.values()
+            .fold((0, 0), |(n, b), s| (n + s.docs.len(), b + s.bytes()))
+    }
+
+    /// Whether an app's listing is waiting to be applied.
+    pub fn pending(&self) -> usize {
+        self.pending.lock().unwrap().waiting.len()
+    }
+}
+
+impl Engine {
+    /// Operation `search_tools`: the tools `may` accepts (the caller's `call_tools`, its
+    /// rights), best first.
+    pub fn search_tools(&self, a: SearchTools, may: &dyn Fn(&str, &str) -> bool) -> Result<Value> {
+        super::search::check_query(&a.query)?;
+        let limit = a.limit.unwrap_or(10);
+        if !(1..=MAX_LIMIT as i64).contains(&limit) {
+            return Err(Error::invalid(format!("limit {limit} is out of range"))
+                .column("limit")
+                .rule("limit")
+                .hint(format!("give a limit from 1 to {MAX_LIMIT}")));
+        }
+        if let Some(apps) = &a.apps {
+            let pending = self.tools.pending.lock().unwrap();
+            if let Some(bad) = apps.iter().find(|a| !pending.listed.contains(*a)) {
+                return Err(Error::invalid(format!("no app named {bad:?} lists tools"))
+                    .column("apps")
+                    .rule("apps")
+                    .hint("name apps that list tools (each tool found names its app), or engine for the engine's operations"));
+            }
+        }
+        let model = self.semantic.model();
+        let mode = match (a.mode, &model) {
+            (Some(SearchMode::Semantic), None) => {
+                return Err(Error::invalid(format!(
+                    "tools cannot be found by meaning: the semantic index is {}",
+                    self.semantic.state().text()
+                ))
+                .column("mode")
+                .rule("mode")
+                .hint("leave mode out (words only), or give the server a model"));
+            }
+            (Some(m), Some(_)) => m,
+            (_, None) => SearchMode::Text,
+            (None, Some(_)) => SearchMode::Hybrid,
+        };
+        let hits = self.tools.search(
+            &a.query,
+            limit as usize,
+            a.apps.as_deref(),
+            may,
+            model.as_ref(),
+            mode,
+        );
+        let tools: Vec<Value> = hits
+            .iter()
+            .map(|h| {
+                let d = h.tool();
+                let mut ranks = serde_json::Map::new();
+                if let Some(r) = h.text_rank {
+                    ranks.insert("text".into(), json!(r));
+                }
+                if let Some(r) = h.meaning_rank {
+                    ranks.insert("semantic".into(), json!(r));
+                }
+                json!({
+                    "name": d.name,
+                    "description": d.description,
+                    "inputSchema": d.input_schema,
+                    "app": h.app,
+                    "score": (h.score * 10_000.0).round() / 10_000.0,
+                    "ranks": ranks,
+                    "words": h.words,
+                })
+            })
+            .collect();
+        let at = self
+            .tools
+            .changed_at
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let indexed_at = chrono::DateTime::from_timestamp_millis(at)
+            .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        let mut out = json!({"tools": tools, "indexedAt": indexed_at, "mode": mode});
+        if model.is_none() {
+            out["note"] = json!(format!(
+                "ranked by words only: the semantic index is {}",
+                self.semantic.state().text()
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The tool index (the aggregator keeps it current).
+    pub fn tools(&self) -> &ToolIndex {
+        &self.tools
+    }
+}
