@@ -17,8 +17,8 @@ mod tool_index;
 mod view;
 
 use lifecycle::{EVENTS_QUEUE, record};
+pub use namespace::{CALL_TOOL, declared_tables, valid_tool_name};
 use namespace::{Namespace, operation_tools, tool_json};
-pub use namespace::{declared_tables, valid_tool_name};
 pub use view::ToolList;
 
 use super::backend::{AppBackend, AppEvent, BackendError, Listing};

@@ -73,6 +73,27 @@ pub struct AppRecord {
     /// The last change of `mcp_url`: when, what it was, who changed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url_change: Option<UrlChange>,
+    /// What its token is listed on `/mcp`: every tool, or the search listing.
+    #[serde(default, skip_serializing_if = "ToolListing::is_all")]
+    pub tool_listing: ToolListing,
+}
+
+/// What a token is listed on `/mcp` (set by the owner).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolListing {
+    /// Every tool it may call (the default).
+    #[default]
+    All,
+    /// The search listing: `search_tools`, `call_tool`, and what its session's searches
+    /// found (as `/mcp?tools=search`).
+    Search,
+}
+
+impl ToolListing {
+    fn is_all(&self) -> bool {
+        *self == ToolListing::All
+    }
 }
 
 /// The rights on tables an upgrade grants with its new version.
@@ -136,6 +157,7 @@ impl AppRecord {
             "ddl": self.ddl,
             "maintain": self.maintain,
             "call_tools": self.call_tools,
+            "tool_listing": self.tool_listing,
             "mcp_url": self.mcp_url,
             "self_url": self.self_url,
             "self_url_private": self.self_url_private,
@@ -194,6 +216,8 @@ pub struct AppFields {
     pub self_url: Option<bool>,
     /// See [`AppRecord::self_url_private`].
     pub self_url_private: Option<bool>,
+    /// See [`AppRecord::tool_listing`].
+    pub tool_listing: Option<ToolListing>,
     /// A component by reference: `oci://...` or an `https://` URL (see `source/`).
     pub source: Option<String>,
     /// A URL source's SHA-256.
@@ -232,6 +256,8 @@ impl AppFields {
             Some("self_url")
         } else if self.self_url_private.is_some() {
             Some("self_url_private")
+        } else if self.tool_listing.is_some() {
+            Some("tool_listing")
         } else {
             None
         }

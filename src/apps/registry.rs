@@ -105,6 +105,7 @@ impl Registry {
             self_url: f.self_url.unwrap_or(true),
             self_url_private: f.self_url_private.unwrap_or(false),
             url_change: None,
+            tool_listing: f.tool_listing.unwrap_or_default(),
         };
         self.modify(|apps| {
             if apps.iter().any(|a| a.name == name) {
@@ -197,6 +198,9 @@ impl Registry {
             }
             if let Some(v) = f.self_url_private {
                 a.self_url_private = v;
+            }
+            if let Some(v) = f.tool_listing {
+                a.tool_listing = v;
             }
             if let Some(v) = f.mcp_token {
                 a.mcp_token = v;

@@ -231,6 +231,25 @@ pub enum Access {
 /// or where the engine reads files (the semantic model's folder).
 pub const OWNER_SETTINGS: &[&str] = &["trusted_keys", "require_signature", "semantic_model"];
 
+/// Whether `caller` could pass a check of class `access` on any target at all: listings leave
+/// out the operations a token's rights can never pass (an empty write scope never writes, no
+/// `ddl` never changes a schema, no `maintain` never maintains). [`authorize`] still decides
+/// each call.
+pub fn may_ever(caller: &Caller, access: Access) -> bool {
+    let scope = match caller {
+        Caller::Owner => return true,
+        Caller::App(a) => &**a,
+        Caller::Grant(g) => &g.scope,
+    };
+    match access {
+        Access::RowWrite => !scope.write.is_empty(),
+        Access::SchemaChange => scope.ddl && !scope.write.is_empty(),
+        Access::Maintain => scope.maintain,
+        Access::Owner => false,
+        _ => true,
+    }
+}
+
 /// The one permission check: may `caller` run something of class `access` on `target`?
 pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> {
     // Who, as an answer names them, and how the owner widens their rights.

@@ -153,6 +153,8 @@ pub(super) async fn serve_call(
     cancel: CancellationToken,
     agent: Option<Arc<dyn AgentChannel>>,
 ) -> Result<Served, ErrorData> {
+    // `call_tool {name, arguments}` is the call of the tool it names.
+    let (tool, args) = super::listing::unwrap(tool, args)?;
     let started = Instant::now();
     let hung_up = cancel.clone().drop_guard();
     let call = server.agg.call_with(

@@ -84,6 +84,7 @@ impl ServerHandler for Mcp {
             subs: Mutex::default(),
             tasks: Mutex::default(),
             answers: Arc::default(),
+            found: Mutex::default(),
         };
         self.sessions
             .open
@@ -106,9 +107,16 @@ impl ServerHandler for Mcp {
             (None, Some(c)) => agg.hidden_from_declared(json!(c)).await,
             (None, None) => Arc::default(),
         };
-        Ok(ListToolsResult::with_all_items(
-            self.server.agg.tools(&ctx.caller, &hidden),
-        ))
+        let tools = self.server.agg.tools(&ctx.caller, &hidden);
+        let parts = rc.extensions.get::<http::request::Parts>();
+        if parts.is_some_and(|p| listing::search_mode(&self.server, p, &ctx.caller)) {
+            let session = self.session_of(&rc).await;
+            return Ok(ListToolsResult::with_all_items(listing::tools(
+                tools,
+                session.as_deref(),
+            )));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -146,10 +154,18 @@ impl ServerHandler for Mcp {
                 )
                 .await;
         }
+        let parts = rc.extensions.get::<http::request::Parts>();
+        let search = parts.is_some_and(|p| listing::search_mode(&self.server, p, &ctx.caller));
+        let found = (search && name == "search_tools")
+            .then(|| session.clone())
+            .flatten();
         let client = self.channel(&rc, session);
         let cancel = rc.ct.clone();
         let served =
             calls::serve_call(&self.server, ctx, name, args, client, cancel, agent).await?;
+        if let Some(s) = found {
+            listing::found(&s, &served.result).await;
+        }
         if let (Some(exact), Some(app)) = (exact::Exact::of(&rc), served.written(rounds::era(&rc)))
         {
             exact.result(app);

@@ -65,7 +65,13 @@ impl Door {
                 let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
                 let agent = session.clone() as Arc<dyn AgentChannel>;
                 let hidden = server.agg.hidden_from(&agent).await;
-                to_answer(rpc_id, &server.agg.tool_list(&ctx.caller, &hidden))?
+                if listing::search_mode(server, parts, &ctx.caller) {
+                    let visible = server.agg.tools(&ctx.caller, &hidden);
+                    let tools = listing::tools(visible, Some(&session));
+                    to_answer(rpc_id, &json!({"tools": tools}))?
+                } else {
+                    to_answer(rpc_id, &server.agg.tool_list(&ctx.caller, &hidden))?
+                }
             }
             "resources/read" | "resources/list" | "resources/templates/list" | "prompts/list" => {
                 let ctx = self.mcp.server_ctx(parts, session.client.as_deref()).ok()?;
@@ -96,8 +102,13 @@ impl Door {
                 let flight = InFlight::new(&session, rpc_id);
                 let cancel = flight.cancel.clone();
                 let agent = Some(session.clone() as Arc<dyn AgentChannel>);
+                let search =
+                    listing::search_mode(server, parts, &ctx.caller) && tool == "search_tools";
                 let result = calls::serve_call(server, ctx, tool, args, None, cancel, agent).await;
                 drop(flight);
+                if let (true, Ok(served)) = (search, &result) {
+                    listing::found(&session, &served.result).await;
+                }
                 let served = match result {
                     Ok(r) => r,
                     Err(e) => {

@@ -33,6 +33,7 @@ mod headers;
 pub mod hosts;
 mod lean;
 mod listen;
+mod listing;
 mod outgoing;
 mod rounds;
 mod sessions;
@@ -102,6 +103,9 @@ pub(crate) struct Session {
     tasks: Mutex<tasks::Made>,
     /// The client's answers to apps' requests, as it wrote them, until the relay takes them.
     answers: Arc<answers::Answers>,
+    /// The tools its searches found, in search mode (`listing.rs`), at most
+    /// [`listing::MAX_FOUND`].
+    found: Mutex<Vec<String>>,
 }
 
 impl Session {
@@ -149,7 +153,11 @@ impl Mcp {
                 .mcp_caller(&parts.headers)
                 .map_err(|e| ErrorData::invalid_request(e.message.clone(), None))?,
         };
-        Ok(client_actor(ctx, &parts.headers, client))
+        let mut ctx = client_actor(ctx, &parts.headers, client);
+        if listing::search_mode(&self.server, parts, &ctx.caller) {
+            ctx.caller = listing::widen(ctx.caller);
+        }
+        Ok(ctx)
     }
 }
 

@@ -151,8 +151,16 @@ pub static CATALOG: &[Operation] = &[
         schema: schema::<args::SearchTools>,
         run: |e, c, a| {
             let a = parse("search_tools", a)?;
-            let may = |_app: &str, name: &str| {
-                auth::authorize(&c.caller, Access::CallTool, auth::Target::Tool(name)).is_ok()
+            // What the caller may call: its `call_tools`, and for an operation, rights that
+            // can pass it (never this operation itself: whoever asks has it).
+            let may = |app: &str, name: &str| {
+                let op = (app == "engine").then(|| find(name)).flatten();
+                if op.is_some_and(|o| o.name == "search_tools") {
+                    return false;
+                }
+                op.is_none_or(|o| auth::may_ever(&c.caller, o.access))
+                    && auth::authorize(&c.caller, Access::CallTool, auth::Target::Tool(name))
+                        .is_ok()
             };
             e.search_tools(a, &may)
         },

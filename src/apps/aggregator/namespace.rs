@@ -22,6 +22,10 @@ pub(super) struct Namespace {
     pub(super) content: resources::Content,
 }
 
+/// The name of `/mcp`'s meta-tool of the search listing (`call_tool {name, arguments}`): no
+/// app may hold it.
+pub const CALL_TOOL: &str = "call_tool";
+
 /// A tool name an MCP client accepts: 1 to 64 of `[A-Za-z0-9_-]`.
 pub fn valid_tool_name(n: &str) -> bool {
     !n.is_empty()
@@ -111,6 +115,7 @@ impl Aggregator {
         let mut taken: HashMap<String, String> = ops::CATALOG
             .iter()
             .map(|o| (o.name.to_string(), "engine".to_string()))
+            .chain([(CALL_TOOL.to_string(), "engine".to_string())])
             .collect();
         // Why each tool of each app cannot be listed whoever holds its name (name, size).
         let unfit: Vec<Vec<Option<Value>>> = slots

@@ -58,13 +58,18 @@ impl Aggregator {
     fn picks(&self, caller: &Caller, ns: &Namespace, hidden: &HashSet<String>) -> Vec<usize> {
         let may =
             |t: &Tool| auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok();
-        let apps = ns.tools.iter().map(|(_, t)| t);
+        // An operation the caller's rights can never pass is not listed.
+        let ops = self.op_tools.iter().map(|t| {
+            let ever = crate::ops::find(&t.name).is_none_or(|o| auth::may_ever(caller, o.access));
+            (t, ever)
+        });
+        let apps = ns.tools.iter().map(|(_, t)| (t, true));
         // An operation's name is no app tool's: only apps' tools are hidden.
-        self.op_tools
-            .iter()
-            .chain(apps)
+        ops.chain(apps)
             .enumerate()
-            .filter(|(_, t)| (hidden.is_empty() || !hidden.contains(t.name.as_ref())) && may(t))
+            .filter(|(_, (t, ever))| {
+                *ever && (hidden.is_empty() || !hidden.contains(t.name.as_ref())) && may(t)
+            })
             .map(|(i, _)| i)
             .collect()
     }
@@ -122,12 +127,22 @@ impl Aggregator {
             .filter(|(app, _)| shown(app))
             .map(|(_, i)| i.as_str())
             .collect();
+        // What the caller can do, and no more.
         let mut s = String::from(
             "datanotes: Markdown notes as typed tables named catalog.schema.table. Start with list_tables and \
-             describe_table; read with select_rows, get_row and search_notes; write with insert_row, update_row \
-             and delete_row. Every write is validated (errors say which value broke which rule and how to fix \
-             it), journaled and can be undone (list_migrations, undo_migration).",
+             describe_table; read with select_rows, get_row and search_notes; find a tool with search_tools.",
         );
+        if auth::may_ever(caller, Access::RowWrite) {
+            s.push_str(
+                " Write with insert_row, update_row and delete_row. Every write is validated (errors say \
+                 which value broke which rule and how to fix it) and journaled (list_migrations)",
+            );
+            s.push_str(if auth::may_ever(caller, Access::Maintain) {
+                "; it can be undone (undo_migration)."
+            } else {
+                "."
+            });
+        }
         if !sections.is_empty() {
             s.push_str("\n\n");
             s.push_str(&sections.join("\n\n"));

@@ -140,6 +140,17 @@ impl Agent {
 
     /// `tools/call` with an object of arguments; panics on a protocol error (a tool's error is
     /// a result: see [`is_error`]).
+    /// `tools/call`, its JSON-RPC error as text if it answered one.
+    pub fn try_call(&self, tool: &str, args: Value) -> Result<CallToolResult, String> {
+        let Value::Object(a) = args else {
+            panic!("arguments must be an object")
+        };
+        let p = CallToolRequestParams::new(tool.to_string()).with_arguments(a);
+        self.rt
+            .block_on(self.client().call_tool(p))
+            .map_err(|e| e.to_string())
+    }
+
     pub fn call(&self, tool: &str, args: Value) -> CallToolResult {
         let Value::Object(a) = args else {
             panic!("arguments must be an object")

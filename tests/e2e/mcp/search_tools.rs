@@ -221,12 +221,7 @@ fn a_caller_finds_only_the_tools_it_may_call() {
     assert_eq!(v.0, 200, "{v:?}");
     let mut found = names(&v.1);
     found.sort();
-    assert_eq!(
-        found,
-        ["create_event", "list_tables", "search_tools"],
-        "{}",
-        v.1
-    );
+    assert_eq!(found, ["create_event", "list_tables"], "{}", v.1);
     // The owner finds them all.
     let v = s.ok_route(
         "search_tools",
@@ -306,4 +301,166 @@ fn bad_input_is_refused_naming_the_field() {
         v.to_string().contains("`hybrid`, `text`, `semantic`"),
         "{v}"
     );
+}
+
+/// `/mcp?tools=search` with rmcp's client: two tools whatever the number behind the address;
+/// what a session's search finds joins its listing (and the client is told); `call_tool`
+/// calls any tool the caller may call, as a direct call would, and refuses the others naming
+/// them.
+#[test]
+fn the_search_listing_lists_two_tools_and_grows_with_what_a_session_finds() {
+    let s = Server::start();
+    let rt = runtime();
+    two_apps(&s, &rt);
+    let url = format!("{}/mcp?tools=search", s.url);
+    let agent = Agent::connect(&url, Some(&s.token), None);
+    assert_eq!(agent.names(), ["search_tools", "call_tool"]);
+    let bytes = serde_json::to_string(&agent.tools()).unwrap().len();
+    assert!(bytes <= 6000, "{bytes} bytes");
+    // The whole listing is still the address's without the query.
+    assert!(Agent::owner(&s).names().len() > 20);
+
+    let r = agent.call(
+        "search_tools",
+        json!({"query": "schedule a meeting", "limit": 1}),
+    );
+    assert_eq!(names(&structured(&r)), ["create_event"]);
+    eventually("list_changed after a search found a tool", || {
+        agent.list_changed() > 0
+    });
+    assert_eq!(agent.names(), ["search_tools", "call_tool", "create_event"]);
+    // Called directly, and through call_tool: the same answer.
+    assert_eq!(
+        text(&agent.call("create_event", json!({}))),
+        "ran \"create_event\""
+    );
+    let r = agent.call(
+        "call_tool",
+        json!({"name": "create_issue", "arguments": {"title": "t"}}),
+    );
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(text(&r), "ran \"create_issue\"");
+    // An engine operation through call_tool, and its write journaled as a direct one's.
+    let r = agent.call(
+        "call_tool",
+        json!({"name": "create_table", "arguments": {"table": "t.s.notes", "columns": {"title": {"type": "text"}}}}),
+    );
+    assert!(!is_error(&r), "{}", text(&r));
+    let m = s.migrations(json!({}));
+    let last = m.last().unwrap();
+    assert_eq!(last["op"], "create_table", "{m:?}");
+    assert_eq!(last["table"], "t.s.notes", "{m:?}");
+    assert!(last["actor"]["session"].is_string(), "{m:?}");
+
+    // An app's token in search mode: both tools whatever its call_tools; it finds and calls
+    // only what they allow, and a refusal names the tool refused.
+    let token = create_app(
+        &s,
+        json!({"name": "helper", "call_tools": ["create_event"]}),
+    );
+    let agent = Agent::connect(&url, Some(&token), None);
+    assert_eq!(agent.names(), ["search_tools", "call_tool"]);
+    let r = agent.call(
+        "search_tools",
+        json!({"query": "create an issue or an event", "limit": 50}),
+    );
+    assert_eq!(names(&structured(&r)), ["create_event"]);
+    let r = agent.call(
+        "call_tool",
+        json!({"name": "create_issue", "arguments": {}}),
+    );
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("create_issue"), "{}", text(&r));
+    let r = agent.call("call_tool", json!({"name": "create_event"}));
+    assert_eq!(text(&r), "ran \"create_event\"");
+    // call_tool's own arguments are checked.
+    let err = agent
+        .try_call("call_tool", json!({"arguments": {}}))
+        .unwrap_err();
+    assert!(err.contains("name"), "{err}");
+}
+
+/// A token's listing leaves out the engine operations its rights can never pass, and the
+/// instructions say only what it can do.
+#[test]
+fn a_listing_leaves_out_operations_the_rights_never_pass() {
+    let s = Server::start();
+    let token = create_app(
+        &s,
+        json!({"name": "writer", "write": ["*"], "call_tools": ["*"]}),
+    );
+    let agent = Agent::engine(&s, &token, None);
+    let listed = agent.names();
+    for op in ["insert_row", "update_row", "search_tools", "list_tables"] {
+        assert!(listed.contains(&op.to_string()), "{op}: {listed:?}");
+    }
+    for op in [
+        "undo_migration",
+        "create_table",
+        "vacuum",
+        "set_engine_settings",
+    ] {
+        assert!(!listed.contains(&op.to_string()), "{op}: {listed:?}");
+    }
+    let i = agent.instructions();
+    assert!(
+        i.contains("insert_row") && !i.contains("undo_migration"),
+        "{i}"
+    );
+    let reader = create_app(&s, json!({"name": "reader", "call_tools": ["*"]}));
+    let agent = Agent::engine(&s, &reader, None);
+    assert!(!agent.names().contains(&"insert_row".to_string()));
+    assert!(!agent.instructions().contains("insert_row"));
+    // search_tools finds what the token may run, no more.
+    let (status, v) = s.call_as(
+        Some(&token),
+        "search_tools",
+        &json!({"query": "undo a change, create a table, vacuum", "limit": 50}),
+        &[],
+    );
+    assert_eq!(status, 200, "{v}");
+    let found = names(&v);
+    assert!(
+        !found
+            .iter()
+            .any(|n| ["undo_migration", "create_table", "vacuum"].contains(&&n[..])),
+        "{found:?}"
+    );
+    // The owner sees them all.
+    assert!(
+        Agent::owner(&s)
+            .names()
+            .contains(&"undo_migration".to_string())
+    );
+}
+
+/// An app entry set to `tool_listing: "search"` by the owner is served the search listing on
+/// plain `/mcp`; the app itself may not change it.
+#[test]
+fn an_apps_entry_chooses_the_search_listing() {
+    let s = Server::start();
+    let token = create_app(
+        &s,
+        json!({"name": "agentic", "tool_listing": "search", "call_tools": ["list_tables"]}),
+    );
+    let v = s.ok_route("apps/get", json!({"name": "agentic"}));
+    assert_eq!(v["app"]["tool_listing"], "search", "{v}");
+    let agent = Agent::engine(&s, &token, None);
+    assert_eq!(agent.names(), ["search_tools", "call_tool"]);
+    let r = agent.call("call_tool", json!({"name": "list_tables"}));
+    assert!(!is_error(&r), "{}", text(&r));
+    // Only the owner sets it.
+    let (status, v) = s.call_as(
+        Some(&token),
+        "apps/update",
+        &json!({"name": "agentic", "tool_listing": "all"}),
+        &[],
+    );
+    assert_eq!(status, 403, "{v}");
+    s.ok_route(
+        "apps/update",
+        json!({"name": "agentic", "tool_listing": "all"}),
+    );
+    let agent = Agent::engine(&s, &token, None);
+    assert_eq!(agent.names(), ["list_tables"]);
 }
