@@ -162,6 +162,17 @@ async function main() {
   check(/tools it may call: \*/.test(planning), `the tools the app may call are not shown: ${planning}`);
   ok("install a .wasm by upload: its tools are listed", `${Date.now() - t0} ms`);
 
+  step = "find a tool with the search box";
+  await page.click('a[data-view="tools"]');
+  await page.fill("#tool-query", "add a new task");
+  await page.click("#tool-search button[type=submit]");
+  await page.waitForSelector("#tool-hits li.tool-hit");
+  const firstHit = await page.locator("#tool-hits li.tool-hit").first();
+  check((await firstHit.getAttribute("data-tool")) === "planning_add_task", `the first tool found is ${await firstHit.getAttribute("data-tool")}`);
+  check(/words: /.test(await firstHit.textContent()), "the words that matched are not shown");
+  check(/text #\d/.test(await firstHit.textContent()), "the rankings that found it are not shown");
+  ok("find a tool: search_tools from the Tools view");
+
   step = "call a tool from the form";
   await page.click('a[data-view="tools"]');
   const tool = page.locator('details[data-tool="planning_add_task"]');

@@ -165,6 +165,8 @@ function appCard(a) {
     a.ddl ? "ddl" : null,
     a.maintain ? "maintain" : null,
     a.call_tools ? `tools it may call: ${a.call_tools.length ? a.call_tools.join(", ") : "none"}` : null,
+    a.tool_prefix ? `tools listed as ${a.tool_prefix}…` : null,
+    a.tool_listing === "search" ? "listed on /mcp: search_tools and call_tool" : null,
   ].filter(Boolean).join(" · ");
   const card = h("article", { class: "card app", "data-app": a.name },
     h("div", { class: "row" },
@@ -429,6 +431,33 @@ function tryForm(t) {
   return h("div", {}, f, out);
 }
 
+/** The search box of the Tools view: search_tools, each tool found with its app, score, the
+ * rankings that found it (ranksText, search.js) and which of the query's words it holds. */
+function toolSearch() {
+  const input = h("input", { id: "tool-query", type: "search", placeholder: "what should the tool do? e.g. undo a change", "aria-label": "find a tool" });
+  const out = h("div", { id: "tool-hits" });
+  const form = h("form", { id: "tool-search", class: "row" }, input, h("button", { type: "submit", class: "primary" }, "Find"));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    out.textContent = "searching…";
+    try {
+      const a = await api("search_tools", { query: input.value, limit: 10 });
+      const tools = a.tools || [];
+      out.replaceChildren(
+        h("p", { class: "muted" }, `mode: ${a.mode} · ${tools.length} tool${tools.length === 1 ? "" : "s"}`),
+        a.note ? h("p", { class: "note", role: "note" }, a.note) : "",
+        h("ol", { class: "hits" }, tools.map((t) => h("li", { class: "hit tool-hit", "data-tool": t.name, "data-ranks": Object.keys(t.ranks || {}).join(" ") },
+          h("div", { class: "row" },
+            h("code", {}, t.name), h("span", { class: "muted" }, t.app === "engine" ? "operation" : `app ${t.app}`),
+            h("span", { class: "badge" }, `score ${scoreText(t.score)}`),
+            h("span", { class: "hit-ranks", title: "the rankings that found it, and its place in each" }, ranksText(t.ranks))),
+          (t.words || []).length ? h("p", { class: "muted tool-words" }, "words: ", t.words.map((w) => h("mark", {}, w))) : null,
+          h("p", {}, (t.description || "").split("\n")[0])))));
+    } catch (e) { out.replaceChildren(h("p", { class: "error" }, errorText(e))); }
+  });
+  return h("section", {}, form, out);
+}
+
 async function toolsView() {
   const v = await api("apps/tools");
   if (state.view !== "tools") return;
@@ -438,7 +467,7 @@ async function toolsView() {
     if (!cur || cur.app !== t.app) groups.push((cur = { app: t.app, tools: [] }));
     cur.tools.push(t);
   }
-  show(h("h1", {}, "Tools"), h("p", { class: "muted" }, `${v.tools.length} tools, in the order agents see them: the engine's operations, then each app's.`),
+  show(h("h1", {}, "Tools"), toolSearch(), h("p", { class: "muted" }, `${v.tools.length} tools, in the order agents see them: the engine's operations, then each app's.`),
     groups.map((g) => h("section", {}, h("h2", {}, g.app === "engine" ? "Operations" : `App ${g.app}`),
       g.tools.map((t) => h("details", { class: "card tool", "data-tool": t.name },
         h("summary", {}, h("code", {}, t.name), h("span", { class: "muted" }, ` — ${(t.description || "").split("\n")[0]}`)),
