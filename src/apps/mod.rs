@@ -76,6 +76,10 @@ pub struct AppRecord {
     /// What its token is listed on `/mcp`: every tool, or the search listing.
     #[serde(default, skip_serializing_if = "ToolListing::is_all")]
     pub tool_listing: ToolListing,
+    /// What its tools' names are listed with in front (`gh_`: its `search` is `gh_search`),
+    /// set by the owner so that two apps' tools of one name both stay reachable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_prefix: Option<String>,
 }
 
 /// What a token is listed on `/mcp` (set by the owner).
@@ -158,6 +162,7 @@ impl AppRecord {
             "maintain": self.maintain,
             "call_tools": self.call_tools,
             "tool_listing": self.tool_listing,
+            "tool_prefix": self.tool_prefix,
             "mcp_url": self.mcp_url,
             "self_url": self.self_url,
             "self_url_private": self.self_url_private,
@@ -218,6 +223,9 @@ pub struct AppFields {
     pub self_url_private: Option<bool>,
     /// See [`AppRecord::tool_listing`].
     pub tool_listing: Option<ToolListing>,
+    #[serde(default, deserialize_with = "some")]
+    /// See [`AppRecord::tool_prefix`]; `null` removes it.
+    pub tool_prefix: Option<Option<String>>,
     /// A component by reference: `oci://...` or an `https://` URL (see `source/`).
     pub source: Option<String>,
     /// A URL source's SHA-256.
@@ -258,6 +266,8 @@ impl AppFields {
             Some("self_url_private")
         } else if self.tool_listing.is_some() {
             Some("tool_listing")
+        } else if self.tool_prefix.is_some() {
+            Some("tool_prefix")
         } else {
             None
         }
@@ -272,6 +282,13 @@ pub fn valid_name(n: &str) -> bool {
         && b[0].is_ascii_lowercase()
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+}
+
+/// A tool prefix: 1 to 20 of the characters a tool name may have.
+fn valid_prefix(p: &str) -> bool {
+    (1..=20).contains(&p.len())
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// An http(s) URL with a host.
@@ -326,6 +343,16 @@ pub fn check(f: &AppFields) -> Result<()> {
     }
     if let Some(h) = &f.allow_hosts {
         net::allow_hosts(h)?;
+    }
+    if let Some(Some(p)) = &f.tool_prefix
+        && !valid_prefix(p)
+    {
+        return Err(Error::invalid(format!("invalid tool_prefix {p:?}"))
+            .column("tool_prefix")
+            .rule("pattern")
+            .hint(
+                "a tool prefix is 1 to 20 of a-z, A-Z, 0-9, _ and -, e.g. \"gh_\"; null removes it",
+            ));
     }
     for (k, v) in [
         ("description", &f.description),

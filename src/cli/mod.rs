@@ -92,6 +92,14 @@ pub struct EntryArgs {
     /// Whether an mcp_url the app sets for itself may be a loopback or private address.
     #[arg(long)]
     pub self_url_private: Option<bool>,
+    /// What the app's tools are listed with in front of their names (e.g. `gh_`), so that two
+    /// apps' tools of one name both stay reachable; `''` removes it.
+    #[arg(long)]
+    pub tool_prefix: Option<String>,
+    /// What the app's token is listed on /mcp: `all` (every tool it may call) or `search`
+    /// (search_tools and call_tool).
+    #[arg(long)]
+    pub tool_listing: Option<String>,
 }
 
 impl EntryArgs {
@@ -116,11 +124,17 @@ impl EntryArgs {
                 v[k] = x.into();
             }
         }
+        match self.tool_prefix.as_deref() {
+            Some("") => v["tool_prefix"] = Value::Null,
+            Some(p) => v["tool_prefix"] = json!(p),
+            None => {}
+        }
         for (k, x) in [
             ("mcp_url", &self.mcp_url),
             ("mcp_token", &self.mcp_token),
             ("description", &self.description),
             ("instructions", &self.instructions),
+            ("tool_listing", &self.tool_listing),
         ] {
             if let Some(x) = x {
                 v[k] = x.clone().into();
@@ -379,9 +393,14 @@ fn status_line(a: &Value, now: chrono::DateTime<chrono::Utc>) -> String {
         (Some(n), Some(b)) => format!("{n} ({:.1} MiB)", b as f64 / 1048576.0),
         _ => "-".to_string(),
     };
+    // The name, and the prefix its tools are listed with.
+    let name = match a["tool_prefix"].as_str() {
+        Some(p) => format!("{} ({p}*)", a["name"].as_str().unwrap_or("?")),
+        None => a["name"].as_str().unwrap_or("?").to_string(),
+    };
     let mut line = format!(
         "{:<20} {:<7} {:<15} {:>5} {:>7}  {:<14}",
-        a["name"].as_str().unwrap_or("?"),
+        name,
         kind,
         reach,
         a["tools"].as_array().map_or(0, Vec::len),

@@ -93,7 +93,8 @@ impl Aggregator {
         };
         let cc = context_of(&ctx, client, agent, cancel);
         let t0 = std::time::Instant::now();
-        let r = backend.call(tool, args, &cc).await;
+        // Called by the name the app gave it (listed with its app's prefix).
+        let r = backend.call(ns.own_name(i), args, &cc).await;
         tracing::debug!(app = %app, tool, us = t0.elapsed().as_micros() as u64, ok = r.is_ok(), "app call");
         // The slot of this backend (not of a newer one, after an update): an answer from an app
         // known to be reachable only moves `last_seen` (under the read lock); anything else

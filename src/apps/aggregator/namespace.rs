@@ -20,6 +20,19 @@ pub(super) struct Namespace {
     pub(super) instructions: Vec<(String, String)>,
     /// The apps' resources, templates and prompts.
     pub(super) content: resources::Content,
+    /// The app's own name of each tool of `tools` (by index) listed under another (its
+    /// app's `tool_prefix` in front).
+    pub(super) own: HashMap<usize, String>,
+}
+
+impl Namespace {
+    /// The name the app gave tool `i` of `tools` (what it is called with).
+    pub(super) fn own_name(&self, i: usize) -> &str {
+        match self.own.get(&i) {
+            Some(n) => n,
+            None => &self.tools[i].1.name,
+        }
+    }
 }
 
 /// The name of `/mcp`'s meta-tool of the search listing (`call_tool {name, arguments}`): no
@@ -125,10 +138,18 @@ impl Aggregator {
                 tools.iter().map(|t| self.unfit(t)).collect()
             })
             .collect();
-        let held = self.held(&slots, &unfit, newcomer);
+        // Each app's tool prefix (set by the owner; none: "").
+        let prefixes: Vec<String> = slots
+            .iter()
+            .map(|s| {
+                let rec = self.registry.get(&s.name);
+                rec.and_then(|r| r.tool_prefix).unwrap_or_default()
+            })
+            .collect();
+        let held = self.held(&slots, &unfit, &prefixes, newcomer);
         let mut ns = Namespace::default();
         let mut instructions = vec![];
-        for (s, unfit) in slots.iter().zip(&unfit) {
+        for ((s, unfit), prefix) in slots.iter().zip(&unfit).zip(&prefixes) {
             let Some(l) = &s.listing else { continue };
             // What the app itself could not offer (a typed function with a resource, say).
             for v in &l.skipped {
@@ -143,9 +164,12 @@ impl Aggregator {
             }
             let mut seen = HashSet::new();
             for (t, unfit) in l.tools.iter().zip(unfit) {
-                let name = t.name.to_string();
+                let name = format!("{prefix}{}", t.name);
                 let skip = if let Some(v) = unfit {
                     Some(v.clone())
+                } else if !valid_tool_name(&name) {
+                    Some(json!({"name": name, "takenBy": null,
+                                "reason": "with the app's tool_prefix the name is over 64 characters"}))
                 } else if let Some(by) = held.get(&name).filter(|by| **by != s.name) {
                     Some(json!({"name": name, "takenBy": by}))
                 } else if let Some(by) = taken.get(&name) {
@@ -160,12 +184,16 @@ impl Aggregator {
                 match skip {
                     Some(v) => ns.skipped.entry(s.name.clone()).or_default().push(v),
                     None => {
-                        if let Some(f) = l.fields.get(&name) {
+                        if let Some(f) = l.fields.get(t.name.as_ref()) {
                             ns.fields.insert(ns.tools.len(), f.clone());
                         }
                         taken.insert(name.clone(), s.name.clone());
-                        ns.by_name.insert(name, ns.tools.len());
                         let mut t = t.clone();
+                        if !prefix.is_empty() {
+                            ns.own.insert(ns.tools.len(), t.name.to_string());
+                            t.name = name.clone().into();
+                        }
+                        ns.by_name.insert(name, ns.tools.len());
                         if let Some(m) = t.meta.as_mut() {
                             resources::name_tool_ui(&s.name, m);
                         }
@@ -228,27 +256,29 @@ impl Aggregator {
     }
 
     /// The names apps hold in the namespace now and still list (fit): they stay theirs.
+    /// (Names as listed: with each app's prefix, `prefixes`, in front.)
     pub(super) fn held(
         &self,
         slots: &[Slot],
         unfit: &[Vec<Option<Value>>],
+        prefixes: &[String],
         newcomer: Option<&str>,
     ) -> HashMap<String, String> {
         let cur = self.ns.read().unwrap().clone();
         let mut held = HashMap::new();
-        for (s, unfit) in slots.iter().zip(unfit) {
+        for ((s, unfit), prefix) in slots.iter().zip(unfit).zip(prefixes) {
             let Some(l) = &s.listing else { continue };
             for (t, unfit) in l.tools.iter().zip(unfit) {
                 if unfit.is_some() {
                     continue;
                 }
-                let name = t.name.as_ref();
+                let name = format!("{prefix}{}", t.name);
                 if cur
                     .by_name
-                    .get(name)
+                    .get(&name)
                     .is_some_and(|&i| cur.tools[i].0 == s.name)
                 {
-                    held.insert(name.to_string(), s.name.clone());
+                    held.insert(name, s.name.clone());
                 }
             }
         }
@@ -258,9 +288,14 @@ impl Aggregator {
             && let Some(l) = &c.1.listing
         {
             for (t, unfit) in l.tools.iter().zip(&unfit[c.0]) {
-                let name = t.name.as_ref();
-                if unfit.is_none() && held.get(name).and_then(|h| pos(h)).is_some_and(|h| c.0 < h) {
-                    held.remove(name);
+                let name = format!("{}{}", prefixes[c.0], t.name);
+                if unfit.is_none()
+                    && held
+                        .get(&name)
+                        .and_then(|h| pos(h))
+                        .is_some_and(|h| c.0 < h)
+                {
+                    held.remove(&name);
                 }
             }
         }

@@ -84,8 +84,8 @@ impl Aggregator {
         let mut hidden = HashSet::new();
         for (app, listed) in futures_util::future::join_all(asks).await {
             let Some(listed) = listed else { continue };
-            for (a, t) in &ns.tools {
-                if a == app && !listed.contains(t.name.as_ref()) {
+            for (i, (a, t)) in ns.tools.iter().enumerate() {
+                if a == app && !listed.contains(ns.own_name(i)) {
                     hidden.insert(t.name.to_string());
                 }
             }

@@ -43,10 +43,12 @@ impl Aggregator {
         &self,
         ctx: &Ctx,
         agent: Agent<'_>,
-        params: Value,
+        mut params: Value,
         cancel: CancellationToken,
     ) -> Result<(String, Value)> {
         let tool = params.get("name").and_then(Value::as_str).unwrap_or("");
+        let tool = tool.to_string();
+        let tool = tool.as_str();
         auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool))?;
         if ops::find(tool).is_some() {
             return Err(not_a_task(tool));
@@ -66,6 +68,8 @@ impl Aggregator {
             ) {
                 return Err(not_a_task(tool));
             }
+            // The app is asked by the name it gave the tool.
+            params["name"] = Value::from(ns.own_name(i));
             ns.tools[i].0.clone()
         };
         let backend = self

@@ -2,6 +2,7 @@
 //! engine (`cargo test --test e2e apps::`).
 
 mod oauth;
+mod prefix;
 mod python_app;
 mod registry;
 mod scopes;

@@ -131,3 +131,37 @@ pub fn serve_router(rt: &tokio::runtime::Runtime, router: axum::Router) -> Strin
 pub async fn take_time(d: std::time::Duration) {
     tokio::time::sleep(d).await;
 }
+
+/// A remote app whose `tools/list` answers the tools the test holds in `tools` now, and whose
+/// `tools/call` answers `ran "<name>"` (the name it was called by); served on `rt`.
+pub fn tool_app(rt: &tokio::runtime::Runtime, tools: Arc<std::sync::Mutex<Vec<Value>>>) -> String {
+    let post: Post = Arc::new(move |v: Value| {
+        let tools = tools.clone();
+        Box::pin(async move {
+            let id = v["id"].clone();
+            match v["method"].as_str().unwrap_or("") {
+                "initialize" => {
+                    initialized(&id, "tools", json!({"tools": {"listChanged": true}}), "s-1")
+                }
+                "tools/list" => rpc(&id, json!({"tools": *tools.lock().unwrap()})),
+                "tools/call" => {
+                    let text = format!("ran {}", v["params"]["name"]);
+                    rpc(&id, json!({"content": [{"type": "text", "text": text}]}))
+                }
+                _ if id.is_null() => StatusCode::ACCEPTED.into_response(),
+                _ => rpc(&id, json!({})),
+            }
+        })
+    });
+    serve(rt, post, None)
+}
+
+/// A tool as an app lists it: string parameters with their descriptions.
+pub fn tool(name: &str, description: &str, params: &[(&str, &str)]) -> Value {
+    let props: serde_json::Map<String, Value> = params
+        .iter()
+        .map(|(p, d)| (p.to_string(), json!({"type": "string", "description": d})))
+        .collect();
+    json!({"name": name, "description": description,
+           "inputSchema": {"type": "object", "properties": props}})
+}

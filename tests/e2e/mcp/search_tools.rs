@@ -4,47 +4,11 @@
 //! call; the index follows an app's new listing and forgets a deleted app before its next
 //! search; bad input is refused naming the field, and changes nothing.
 
-use crate::kit::fake_app::{self, rpc};
 use crate::kit::*;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 
-/// A remote app whose `tools/list` answers the tools the test holds in `tools` now.
-fn tool_app(rt: &tokio::runtime::Runtime, tools: Arc<Mutex<Vec<Value>>>) -> String {
-    let post: fake_app::Post = Arc::new(move |v: Value| {
-        let tools = tools.clone();
-        Box::pin(async move {
-            let id = v["id"].clone();
-            match v["method"].as_str().unwrap_or("") {
-                "initialize" => fake_app::initialized(
-                    &id,
-                    "tools",
-                    json!({"tools": {"listChanged": true}}),
-                    "s-1",
-                ),
-                "tools/list" => rpc(&id, json!({"tools": *tools.lock().unwrap()})),
-                "tools/call" => rpc(
-                    &id,
-                    json!({"content": [{"type": "text", "text": format!("ran {}", v["params"]["name"])}]}),
-                ),
-                _ if id.is_null() => axum::http::StatusCode::ACCEPTED.into_response(),
-                _ => rpc(&id, json!({})),
-            }
-        })
-    });
-    fake_app::serve(rt, post, None)
-}
-
-use axum::response::IntoResponse;
-
-fn tool(name: &str, description: &str, params: &[(&str, &str)]) -> Value {
-    let props: serde_json::Map<String, Value> = params
-        .iter()
-        .map(|(p, d)| (p.to_string(), json!({"type": "string", "description": d})))
-        .collect();
-    json!({"name": name, "description": description,
-           "inputSchema": {"type": "object", "properties": props}})
-}
+use crate::kit::fake_app::{tool, tool_app};
 
 /// Tools of a code host and of a calendar, as real servers word them.
 fn code_host() -> Vec<Value> {
