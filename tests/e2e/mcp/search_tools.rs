@@ -428,3 +428,74 @@ fn an_apps_entry_chooses_the_search_listing() {
     let agent = Agent::engine(&s, &token, None);
     assert_eq!(agent.names(), ["list_tables"]);
 }
+
+/// What an official SDK's client saw on `/mcp?tools=search` (its script's JSON): two tools, a
+/// search, the `list_changed` it follows, the tool found in its listing, called directly and
+/// through `call_tool`.
+fn followed(out: std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the script's JSON");
+    assert_eq!(v["before"], json!(["search_tools", "call_tool"]), "{v}");
+    assert_eq!(v["found"], json!(["create_event"]), "{v}");
+    assert!(v["changed"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(
+        v["after"],
+        json!(["search_tools", "call_tool", "create_event"]),
+        "{v}"
+    );
+    assert_eq!(v["direct"], "ran \"create_event\"", "{v}");
+    assert_eq!(v["via"], "ran \"create_event\"", "{v}");
+}
+
+/// The official Python SDK's client (1.x) follows the search listing (`search_listing.py`;
+/// the SDK from `scripts/fetch-mcp-python`).
+#[test]
+fn the_python_sdk_follows_the_search_listing() {
+    let s = Server::start();
+    let rt = runtime();
+    two_apps(&s, &rt);
+    let python = installed("fetch-mcp-python", &["1"]).remove(0);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mcp/search_listing.py");
+    let out = std::process::Command::new(python)
+        .arg(script)
+        .env("URL", format!("{}/mcp?tools=search", s.url))
+        .env("TOKEN", &s.token)
+        .env("QUERY", "schedule a meeting")
+        .output()
+        .expect("python");
+    followed(out);
+}
+
+/// The official TypeScript SDK's client follows the search listing (`search_listing.cjs`;
+/// Node and the SDK from `scripts/fetch-mcp-node`).
+#[test]
+fn the_typescript_sdk_follows_the_search_listing() {
+    let s = Server::start();
+    let rt = runtime();
+    two_apps(&s, &rt);
+    let mut paths = installed("fetch-mcp-node", &[]);
+    let entry = paths.pop().expect("the everything server's path");
+    let node = paths.pop().expect("Node's path");
+    // The SDK sits beside the everything server, in its node_modules.
+    let modules = entry
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "node_modules"))
+        .expect("a node_modules folder")
+        .to_path_buf();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/mcp/search_listing.cjs");
+    let out = std::process::Command::new(node)
+        .arg(script)
+        .env("NODE_PATH", modules)
+        .env("URL", format!("{}/mcp?tools=search", s.url))
+        .env("TOKEN", &s.token)
+        .env("QUERY", "schedule a meeting")
+        .output()
+        .expect("node");
+    followed(out);
+}
