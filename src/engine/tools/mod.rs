@@ -127,9 +127,11 @@ impl ToolIndex {
                 .filter_map(|app| pending.waiting.remove(&app).map(|(h, d)| (app, h, d)))
                 .collect()
         };
+        // Segments without vectors of this model (but those built anew just below).
         let stale: Vec<(String, Arc<Segment>)> = {
             let segs = self.segments.read().unwrap();
             segs.iter()
+                .filter(|(a, _)| !due.iter().any(|(d, _, _)| d == *a))
                 .filter(|(_, s)| model.is_some_and(|m| !s.has_vectors_of(m)))
                 .map(|(a, s)| (a.clone(), s.clone()))
                 .collect()
@@ -148,16 +150,17 @@ impl ToolIndex {
                 (app, s)
             }))
             .collect();
-        let mut segs = self.segments.write().unwrap();
+        // The locks in the order `set_apps` takes them: the listings, then the segments.
         let pending = self.pending.lock().unwrap();
+        let mut segs = self.segments.write().unwrap();
         for (app, s) in built {
             // Removed while it was built: it stays removed.
             if pending.listed.contains(&app) {
                 segs.insert(app, Arc::new(s));
             }
         }
-        drop(pending);
         drop(segs);
+        drop(pending);
         self.touch();
     }
 
@@ -316,5 +319,80 @@ impl Engine {
     /// The tool index (the aggregator keeps it current).
     pub fn tools(&self) -> &ToolIndex {
         &self.tools
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(names: &[&str]) -> Vec<ToolDoc> {
+        let context = ToolDoc::context("app", "");
+        names
+            .iter()
+            .map(|n| ToolDoc::new(n, &format!("{n} things"), json!({}), context.clone()))
+            .collect()
+    }
+
+    fn found(index: &ToolIndex, query: &str) -> Vec<String> {
+        let hits = index.search(query, 10, None, &|_, _| true, None, SearchMode::Text);
+        hits.iter().map(|h| h.tool().name.clone()).collect()
+    }
+
+    /// A new app is searchable at once; a changed listing is applied at most once a second
+    /// (an app that floods its listing costs one rebuild a second); a removed app leaves at
+    /// once.
+    #[test]
+    fn listings_are_applied_at_most_once_a_second_and_removals_at_once() {
+        let index = ToolIndex::default();
+        index.set_apps(vec![("a".into(), app(&["list_issues"]))]);
+        assert_eq!(found(&index, "issues"), ["list_issues"]);
+        for n in 0..50 {
+            let name = format!("create_issue_{n}");
+            index.set_apps(vec![("a".into(), app(&["list_issues", &name]))]);
+        }
+        // Within the second: the first listing still, the last one waiting.
+        assert_eq!(found(&index, "issues"), ["list_issues"]);
+        assert_eq!(index.pending(), 1);
+        std::thread::sleep(MIN_REBUILD);
+        let now = found(&index, "issues");
+        assert_eq!(now.len(), 2, "{now:?}");
+        assert!(now.contains(&"create_issue_49".to_string()), "{now:?}");
+        assert_eq!(index.pending(), 0);
+        index.set_apps(vec![]);
+        assert!(found(&index, "issues").is_empty());
+        assert_eq!(index.size().0, 0);
+    }
+
+    /// Only what the caller may call is found, and only in the apps asked.
+    #[test]
+    fn a_search_answers_only_what_may_be_called_in_the_apps_asked() {
+        let index = ToolIndex::default();
+        index.set_apps(vec![
+            ("a".into(), app(&["read_notes", "write_notes"])),
+            ("b".into(), app(&["read_mail"])),
+        ]);
+        let may = |_: &str, name: &str| name != "write_notes";
+        let hits = index.search(
+            "read write notes mail",
+            10,
+            None,
+            &may,
+            None,
+            SearchMode::Text,
+        );
+        let names: Vec<&str> = hits.iter().map(|h| h.tool().name.as_str()).collect();
+        assert!(!names.contains(&"write_notes"), "{names:?}");
+        assert!(names.contains(&"read_mail"), "{names:?}");
+        let only = ["b".to_string()];
+        let hits = index.search(
+            "read",
+            10,
+            Some(&only),
+            &|_, _| true,
+            None,
+            SearchMode::Text,
+        );
+        assert!(hits.iter().all(|h| h.app == "b"));
     }
 }
