@@ -151,17 +151,9 @@ pub static CATALOG: &[Operation] = &[
         schema: schema::<args::SearchTools>,
         run: |e, c, a| {
             let a = parse("search_tools", a)?;
-            // What the caller may call: its `call_tools`, and for an operation, rights that
-            // can pass it (never this operation itself: whoever asks has it).
-            let may = |app: &str, name: &str| {
-                let op = (app == "engine").then(|| find(name)).flatten();
-                if op.is_some_and(|o| o.name == "search_tools") {
-                    return false;
-                }
-                op.is_none_or(|o| auth::may_ever(&c.caller, o.access))
-                    && auth::authorize(&c.caller, Access::CallTool, auth::Target::Tool(name))
-                        .is_ok()
-            };
+            // What the caller's listing shows (never this operation itself: whoever asks
+            // has it).
+            let may = |_app: &str, name: &str| name != "search_tools" && listed(&c.caller, name);
             e.search_tools(a, &may)
         },
     },
@@ -293,6 +285,14 @@ pub static CATALOG: &[Operation] = &[
         },
     },
 ];
+
+/// Whether a caller's listing shows the tool `name` (an operation or an app's tool): its
+/// `call_tools` pass it, and for an operation, its rights can pass the operation's access class
+/// (`auth::may_ever`). `auth::authorize` still decides each call.
+pub fn listed(caller: &Caller, name: &str) -> bool {
+    find(name).is_none_or(|o| auth::may_ever(caller, o.access))
+        && auth::authorize(caller, Access::CallTool, auth::Target::Tool(name)).is_ok()
+}
 
 /// An operation of the catalog by name.
 pub fn find(name: &str) -> Option<&'static Operation> {

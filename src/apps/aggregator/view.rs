@@ -56,19 +56,15 @@ impl Aggregator {
     /// Which tools a caller may list and call, but those `hidden` from its agent
     /// (`shown.rs`): indices into the operations' tools followed by the namespace's.
     fn picks(&self, caller: &Caller, ns: &Namespace, hidden: &HashSet<String>) -> Vec<usize> {
-        let may =
-            |t: &Tool| auth::authorize(caller, Access::CallTool, Target::Tool(&t.name)).is_ok();
-        // An operation the caller's rights can never pass is not listed.
-        let ops = self.op_tools.iter().map(|t| {
-            let ever = crate::ops::find(&t.name).is_none_or(|o| auth::may_ever(caller, o.access));
-            (t, ever)
-        });
-        let apps = ns.tools.iter().map(|(_, t)| (t, true));
+        let apps = ns.tools.iter().map(|(_, t)| t);
         // An operation's name is no app tool's: only apps' tools are hidden.
-        ops.chain(apps)
+        self.op_tools
+            .iter()
+            .chain(apps)
             .enumerate()
-            .filter(|(_, (t, ever))| {
-                *ever && (hidden.is_empty() || !hidden.contains(t.name.as_ref())) && may(t)
+            .filter(|(_, t)| {
+                (hidden.is_empty() || !hidden.contains(t.name.as_ref()))
+                    && crate::ops::listed(caller, &t.name)
             })
             .map(|(i, _)| i)
             .collect()
