@@ -22,3 +22,4 @@ pub mod ops;
 pub(crate) mod outbound;
 pub mod server;
 pub mod start;
+pub(crate) mod telemetry;

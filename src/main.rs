@@ -60,6 +60,18 @@ enum Command {
         /// link-local address (off: refused, as a request forgery guard).
         #[arg(long, env = "DATANOTES_APPS_PRIVATE_SOURCES")]
         apps_private_sources: bool,
+        /// Export traces to this OpenTelemetry collector (its OTLP/HTTP base URL, e.g.
+        /// http://127.0.0.1:4318; `/v1/traces` is added). Without it, OTEL_EXPORTER_OTLP_ENDPOINT
+        /// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT decide; none set: no traces.
+        #[arg(long, value_name = "URL")]
+        otlp_endpoint: Option<String>,
+        /// The OTLP protocol: http/protobuf (default) or http/json (else
+        /// OTEL_EXPORTER_OTLP_PROTOCOL).
+        #[arg(long, value_name = "PROTOCOL")]
+        otlp_protocol: Option<String>,
+        /// Put tool arguments and results on spans (off: they are never recorded).
+        #[arg(long, env = "DATANOTES_TRACE_CONTENT")]
+        trace_content: bool,
     },
     /// Manage apps on a running server (the owner's commands).
     Apps {
@@ -192,7 +204,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             oauth_private_clients,
             registry_auth,
             apps_private_sources,
+            otlp_endpoint,
+            otlp_protocol,
+            trace_content,
         } => {
+            if let Some(to) =
+                datanotes::start::start_tracing(otlp_endpoint, otlp_protocol, trace_content)?
+            {
+                tracing::info!("traces are exported to {to}");
+            }
             // This binary compiles WASM components in a child process of its own.
             datanotes::apps::wasm::compile_in_child();
             let db = database.unwrap_or_else(|| PathBuf::from("demo"));
@@ -253,6 +273,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 datanotes::start::serve(server, listener, limits, hosts).await?;
                 Ok::<_, anyhow::Error>(())
             })?;
+            datanotes::start::stop_tracing();
             engine.shutdown();
         }
         Command::Apps { conn, cmd } => datanotes::cli::run(conn, *cmd)?,

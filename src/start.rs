@@ -137,6 +137,25 @@ async fn shutdown_signal() {
     }
 }
 
+/// Starts the export of traces over OTLP if the flags or the standard `OTEL_*` variables ask
+/// for it: the endpoint it exports to, or `None` (off).
+pub fn start_tracing(
+    endpoint: Option<String>,
+    protocol: Option<String>,
+    record_content: bool,
+) -> anyhow::Result<Option<String>> {
+    crate::telemetry::trace::start(&crate::telemetry::trace::Config {
+        endpoint,
+        protocol,
+        record_content,
+    })
+}
+
+/// Exports the spans still queued (at shutdown).
+pub fn stop_tracing() {
+    crate::telemetry::trace::stop();
+}
+
 #[cfg(test)]
 mod tests {
     /// This thread's `se.slice` (ns), where the kernel shows it.

@@ -43,6 +43,7 @@ mod select;
 mod semantic;
 mod server;
 mod start;
+mod telemetry;
 mod tools;
 mod typed;
 mod wasm;
@@ -97,6 +98,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("semantic", semantic::section_semantic),
     ("quality", quality::section_quality),
     ("tools", tools::section_tools),
+    ("telemetry", telemetry::section_telemetry),
 ];
 
 /// The server binary: `DATANOTES_BIN`, else `datanotes` beside this example's folder.

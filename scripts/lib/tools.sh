@@ -18,6 +18,10 @@
 #   tools_componentize_py componentize-py in a venv (scripts/build-plugins): sets PY_TOOL
 #   tools_componentize_js componentize-js and jco, npm ci of scripts/plugin-tools (scripts/build-plugins):
 #                         sets JS_TOOL
+#   tools_prometheus      Prometheus, Debian's package (bookworm), unpacked: sets PROMETHEUS
+#   tools_phoenix         Arize Phoenix (an OTLP receiver and trace store, PyPI arize-phoenix) in a
+#                         venv, with the MCP Python SDK and OpenTelemetry's Python SDK it brings:
+#                         sets PHOENIX_PYTHON
 #   tools_all             all of the above (scripts/fetch-tools)
 #   tools_venv NAME REQ...        a Python venv with pip requirements: sets TOOL_DIR
 #   tools_npm NAME CHECK PIN...   npm packages (exact versions): sets TOOL_DIR
@@ -39,6 +43,9 @@ CHROMIUM_VERSION=153.0.0
 MCP_PYTHON_VERSIONS=(1.30.0 2.3.0) # 1.x speaks the 2025 protocol versions, 2.x 2026-07-28
 COMPONENTIZE_PY_VERSION=0.25.1
 # componentize-js: pinned by scripts/plugin-tools/package.json and its lock file.
+PROMETHEUS_DEB=prometheus_2.42.0+ds-5+b6_amd64.deb
+PROMETHEUS_SHA256=3b0e0255b059a7696bd4a139a4a4eb24d71df067936a61ece5093559cbc7991c
+PHOENIX_VERSION=20.26.1
 
 # tools_install NAME WANT CHECK INSTALLER [ARG...]: unless target/tools/NAME/.installed says WANT
 # and the file CHECK (relative to the folder) is there, runs INSTALLER FOLDER ARG... in an empty
@@ -169,7 +176,28 @@ tools_componentize_js() {
   JS_TOOL=$TOOL_DIR
 }
 
+# Debian's package, fetched from its pool by name and checked against its SHA-256, unpacked
+# (no install as root: dpkg-deb -x).
+tools_prometheus_install() { # folder
+  local url=http://deb.debian.org/debian/pool/main/p/prometheus/${PROMETHEUS_DEB//+/%2B}
+  curl -sSfL --retry 3 -o "$1/$PROMETHEUS_DEB" "$url" >&2 || return 1
+  echo "$PROMETHEUS_SHA256  $1/$PROMETHEUS_DEB" | sha256sum -c --quiet - >&2 || return 1
+  dpkg-deb -x "$1/$PROMETHEUS_DEB" "$1/root" >&2 && rm -f "$1/$PROMETHEUS_DEB"
+}
+
+tools_prometheus() {
+  tools_install "prometheus-2.42.0" "$PROMETHEUS_DEB $PROMETHEUS_SHA256" \
+    root/usr/bin/prometheus tools_prometheus_install || return 1
+  PROMETHEUS=$TOOL_DIR/root/usr/bin/prometheus
+}
+
+tools_phoenix() {
+  tools_venv "phoenix-$PHOENIX_VERSION" "arize-phoenix==$PHOENIX_VERSION" || return 1
+  PHOENIX_PYTHON=$TOOL_DIR/bin/python
+}
+
 tools_all() {
   tools_node && tools_conformance && tools_everything && tools_browser &&
-    tools_mcp_python 1 && tools_mcp_python 2 && tools_componentize_py && tools_componentize_js
+    tools_mcp_python 1 && tools_mcp_python 2 && tools_componentize_py && tools_componentize_js &&
+    tools_prometheus && tools_phoenix
 }

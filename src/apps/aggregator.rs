@@ -172,6 +172,15 @@ impl Aggregator {
         self.changed.subscribe()
     }
 
+    /// Each app's reachability as its last request found it (`true`: it answered).
+    pub fn reachability(&self) -> Vec<(String, bool)> {
+        let slots = self.slots.read().unwrap();
+        slots
+            .iter()
+            .map(|s| (s.name.clone(), s.reachable == Some(true)))
+            .collect()
+    }
+
     /// The registry entry, with the aggregator's view of the app.
     pub fn entry(&self, rec: &AppRecord) -> Value {
         let mut e = rec.entry();

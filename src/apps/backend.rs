@@ -141,6 +141,9 @@ pub struct CallContext {
     /// are that agent's), opened with the agent's capabilities; `None` (HTTP `apps/call/`):
     /// the app's shared session.
     pub agent: Option<Arc<dyn AgentChannel>>,
+    /// The trace context of the call's span (export on): a remote app is sent it
+    /// (`params._meta` and headers), a WASM call's spans go under it.
+    pub trace: Option<opentelemetry::Context>,
 }
 
 impl CallContext {
@@ -313,6 +316,8 @@ impl std::fmt::Display for BackendError {
 
 /// An app the engine can list and call.
 pub trait AppBackend: Send + Sync {
+    /// What telemetry names the kind of this app (`remote`, `wasm`): a label, never a branch.
+    fn kind(&self) -> &'static str;
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>>;
     /// Calls a tool; the answer is an MCP `CallToolResult` as JSON, passed through intact.
     fn call<'a>(

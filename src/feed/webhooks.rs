@@ -188,6 +188,11 @@ impl Webhooks {
     }
 
     /// The webhooks, for `caller`: the owner sees their URLs whole, an app redacted.
+    /// How many webhook subscriptions there are.
+    pub fn count(&self) -> usize {
+        self.hooks.lock().unwrap().len()
+    }
+
     pub fn list(&self, caller: &auth::Caller) -> Value {
         let whole = matches!(caller, auth::Caller::Owner);
         let hooks = self.hooks.lock().unwrap();
@@ -324,6 +329,7 @@ impl Webhooks {
                 }
                 Some(e) => {
                     tracing::warn!(webhook = %id, delivery, "webhook delivery failed: {e}");
+                    crate::telemetry::metrics::metrics().webhook_failures.inc();
                     self.update(&id, |h| {
                         h.last_error = Some(e);
                         h.consecutive_failures += 1;

@@ -125,6 +125,7 @@ pub fn paths() -> Vec<String> {
 fn routes() -> paths::Routes<Shared> {
     let r = paths::Routes::new()
         .route("/datanotes/health", get(operations::health))
+        .route("/datanotes/metrics", get(operations::metrics))
         .route("/datanotes/operations/", get(operations::list))
         .route("/datanotes/operations", get(operations::list))
         .route("/datanotes/changes/stream", get(sse::stream))

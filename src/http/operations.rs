@@ -47,6 +47,44 @@ pub(super) async fn health(State(s): State<Shared>, headers: axum::http::HeaderM
     Json(v).into_response()
 }
 
+/// `GET /datanotes/metrics`: every metric as Prometheus text, for the owner alone (the names
+/// of apps and tools are the owner's business). The gauges are read from the server's state
+/// now.
+pub(super) async fn metrics(
+    State(s): State<Shared>,
+    super::Authed(ctx): super::Authed,
+) -> Result<Response, crate::error::Error> {
+    use crate::telemetry::metrics::{self, AppLabel};
+    crate::auth::authorize(
+        &ctx.caller,
+        crate::auth::Access::Owner,
+        crate::auth::Target::None,
+    )?;
+    let m = metrics::metrics();
+    let text = {
+        let _one = m.scrape.lock().unwrap();
+        m.app_reachable.clear();
+        for (app, up) in s.agg.reachability() {
+            m.app_reachable
+                .get_or_create(&AppLabel { datanotes_app: app })
+                .set(up as i64);
+        }
+        let meter = &s.agg.wasm.meter;
+        m.wasm_instances.set(meter.instances() as i64);
+        m.wasm_memory.set(meter.bytes() as u64);
+        m.semantic_lag.set(s.engine.semantic_pending().unwrap_or(0));
+        m.feed_subscribers
+            .set((crate::feed::waiting() + s.webhooks.count()) as i64);
+        m.grants_active.set(s.oauth.grants().len() as i64);
+        metrics::encode()
+    };
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        text,
+    )
+        .into_response())
+}
+
 /// The server's resident set size in bytes (Linux: `VmRSS` of `/proc/self/status`), or `null`
 /// where it cannot be read.
 fn rss_bytes() -> Option<u64> {

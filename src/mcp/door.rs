@@ -95,38 +95,12 @@ impl Door {
                         .into_response();
                 }
             };
-            if let Some(r) = self.lean(&parts, &bytes).await {
-                return r;
+            let observed = observe::start(&parts, &bytes);
+            if let Some(ctx) = parts.extensions.get_mut::<Ctx>() {
+                ctx.observed = observed.clone();
             }
-            // A new session's client's `tasks`, kept for `notifications/initialized`.
-            let opens = session_id(&parts.headers).is_none() && tasks::is_initialize(&bytes);
-            let tasks = opens.then(|| tasks::declared(&bytes)).flatten();
-            if let Some(s) = session_id(&parts.headers).and_then(|id| self.mcp.sessions.get(id)) {
-                s.answers.keep(&bytes);
-            }
-            let listens = self.mcp.subscribe_first(&mut parts, &bytes).await;
-            let kept = listens.as_ref().map(|_| parts.clone());
-            let exact = exact::wanted(&bytes).map(|id| (id, exact::Exact::default()));
-            if let Some((_, e)) = &exact {
-                parts.extensions.insert(e.clone());
-            }
-            let req = Request::from_parts(parts, Body::from(bytes));
-            let mut r = self.service.handle(req).await.into_response();
-            if let Some((id, e)) = exact {
-                r = exact::written(r, id, e);
-            }
-            if let (Some(s), Some(p)) = (listens, kept)
-                && !sessions::streams(&r)
-            {
-                self.mcp.unsubscribe(&p, s);
-            }
-            if opens && r.status().is_success() {
-                r = tasks::announce(r);
-            }
-            if let (Some(t), Some(id)) = (tasks, sessions::opened(r.headers())) {
-                self.mcp.sessions.declared.lock().unwrap().insert(id, t);
-            }
-            return r;
+            let r = self.serve_post(parts, bytes).await;
+            return observe::watch(r, observed);
         }
         if req.method() == Method::DELETE {
             let id = session_id(req.headers()).map(String::from);
@@ -145,6 +119,42 @@ impl Door {
         let mut req = req;
         sessions::resume_after(req.headers_mut());
         self.service.handle(req).await.into_response()
+    }
+
+    /// A POSTed message: the lean path, else rmcp's service.
+    async fn serve_post(&self, mut parts: http::request::Parts, bytes: Bytes) -> Response {
+        if let Some(r) = self.lean(&parts, &bytes).await {
+            return r;
+        }
+        // A new session's client's `tasks`, kept for `notifications/initialized`.
+        let opens = session_id(&parts.headers).is_none() && tasks::is_initialize(&bytes);
+        let tasks = opens.then(|| tasks::declared(&bytes)).flatten();
+        if let Some(s) = session_id(&parts.headers).and_then(|id| self.mcp.sessions.get(id)) {
+            s.answers.keep(&bytes);
+        }
+        let listens = self.mcp.subscribe_first(&mut parts, &bytes).await;
+        let kept = listens.as_ref().map(|_| parts.clone());
+        let exact = exact::wanted(&bytes).map(|id| (id, exact::Exact::default()));
+        if let Some((_, e)) = &exact {
+            parts.extensions.insert(e.clone());
+        }
+        let req = Request::from_parts(parts, Body::from(bytes));
+        let mut r = self.service.handle(req).await.into_response();
+        if let Some((id, e)) = exact {
+            r = exact::written(r, id, e);
+        }
+        if let (Some(s), Some(p)) = (listens, kept)
+            && !sessions::streams(&r)
+        {
+            self.mcp.unsubscribe(&p, s);
+        }
+        if opens && r.status().is_success() {
+            r = tasks::announce(r);
+        }
+        if let (Some(t), Some(id)) = (tasks, sessions::opened(r.headers())) {
+            self.mcp.sessions.declared.lock().unwrap().insert(id, t);
+        }
+        r
     }
 }
 

@@ -34,6 +34,7 @@ pub mod hosts;
 mod lean;
 mod listen;
 mod listing;
+mod observe;
 mod outgoing;
 mod rounds;
 mod sessions;

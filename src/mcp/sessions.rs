@@ -88,7 +88,11 @@ impl Ledger {
 
     /// A session ended (DELETE).
     pub(crate) fn forget(&self, id: &str) {
-        self.open.lock().unwrap().remove(id);
+        let mut open = self.open.lock().unwrap();
+        open.remove(id);
+        crate::telemetry::metrics::metrics()
+            .sessions_open
+            .set(open.len() as i64);
     }
 
     /// A new session of `token`: answers the sessions to close (idle ones, then the least
@@ -119,6 +123,9 @@ impl Ledger {
         let any =
             crate::bounded::evict_oldest(&mut *open, total - 1, |k, e| (k != id).then_some(e.last));
         gone.extend(mine.into_iter().chain(any).map(|(k, _)| k));
+        crate::telemetry::metrics::metrics()
+            .sessions_open
+            .set(open.len() as i64);
         gone
     }
 

@@ -18,6 +18,8 @@ pub struct Ctx {
     pub actor: Actor,
     /// Where a long operation reports its progress (an MCP caller that gave a progress token).
     pub progress: Option<Progress>,
+    /// The request this call serves, as telemetry sees it (a door's; none: nobody observes).
+    pub observed: crate::telemetry::Observed,
 }
 
 /// A long operation's progress: `(done, total, message)`.
@@ -37,6 +39,7 @@ impl Ctx {
             caller,
             actor,
             progress: None,
+            observed: Default::default(),
         }
     }
 

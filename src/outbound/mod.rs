@@ -167,6 +167,24 @@ pub fn builder_with(policy: Policy, lookup: Arc<dyn Lookup>) -> reqwest::ClientB
         .user_agent(concat!("datanotes/", env!("CARGO_PKG_VERSION")))
 }
 
+/// The client that exports traces to the owner's OpenTelemetry collector (an address the
+/// owner configured, usually on this machine: no address policy): blocking, for the export
+/// thread, with no proxy, no redirect and `timeout` per export. Made on a thread of its own
+/// (a blocking client may not be made or dropped on the async runtime's threads).
+pub fn collector_client(timeout: std::time::Duration) -> anyhow::Result<reqwest::blocking::Client> {
+    std::thread::spawn(move || {
+        reqwest::blocking::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout)
+            .user_agent(concat!("datanotes/", env!("CARGO_PKG_VERSION")))
+            .build()
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("making the trace exporter's HTTP client failed"))?
+    .map_err(|e| anyhow::anyhow!("making the trace exporter's HTTP client failed: {e}"))
+}
+
 /// A redirect policy for an outbound client: at most `max` redirects, each to http(s), never
 /// from https to http, and a literal IP address judged by `policy` (a name is judged by the
 /// client's resolver).

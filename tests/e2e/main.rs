@@ -25,4 +25,5 @@ mod feed;
 mod mcp;
 mod plain_words;
 mod smoke;
+mod telemetry;
 mod wasm;

@@ -6,6 +6,8 @@ use crate::apps::backend::{AgentChannel, CallContext, ClientChannel, structured_
 use crate::auth::{self, Access, Target};
 use crate::error::Error;
 use crate::ops::{self, Ctx};
+use crate::telemetry::AppCall;
+use crate::telemetry::metrics::{self, metrics};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +35,8 @@ impl Aggregator {
         agent: Option<Arc<dyn AgentChannel>>,
     ) -> CallOutcome {
         if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
+            ctx.observed
+                .note(String::new(), "", "engine", Some(metrics::TOOL_ERROR));
             return CallOutcome {
                 ok: false,
                 value: e.to_json(),
@@ -41,6 +45,11 @@ impl Aggregator {
                 cancelled: false,
             };
         }
+        if crate::telemetry::trace::records_content() {
+            let a = args.to_string();
+            ctx.observed
+                .attribute(|| opentelemetry::KeyValue::new("gen_ai.tool.call.arguments", a));
+        }
         if ops::find(tool).is_some() {
             let mut ctx = ctx;
             if let Some(client) = client.filter(|c| c.wants_progress()) {
@@ -48,9 +57,13 @@ impl Aggregator {
             }
             let engine = self.engine.clone();
             let name = tool.to_string();
+            let observed = ctx.observed.clone();
             let r = tokio::task::spawn_blocking(move || ops::call(&engine, &ctx, &name, args))
                 .await
                 .unwrap_or_else(|_| Err(Error::internal("the operation panicked")));
+            let failed = r.is_err().then_some(metrics::TOOL_ERROR);
+            observed.note(metrics().tool_label("", tool), "", "engine", failed);
+            content_of(&observed, &r);
             return match r {
                 Ok(v) => CallOutcome {
                     ok: true,
@@ -70,6 +83,8 @@ impl Aggregator {
         }
         let ns = self.ns.read().unwrap().clone();
         let Some(&i) = ns.by_name.get(tool) else {
+            ctx.observed
+                .note(String::new(), "", "engine", Some(metrics::TOOL_ERROR));
             let e = Error::not_found(format!("no tool {tool:?}"))
                 .hint("tools/list (or apps/tools/) lists the tools");
             return CallOutcome {
@@ -89,13 +104,30 @@ impl Aggregator {
                 .map(|s| s.backend.clone())
         };
         let Some(backend) = backend else {
+            ctx.observed
+                .note(String::new(), app, "", Some(metrics::UNREACHABLE));
             return unreachable(app, "it has no backend");
         };
-        let cc = context_of(&ctx, client, agent, cancel);
-        let t0 = std::time::Instant::now();
+        let mut cc = context_of(&ctx, client, agent, cancel);
+        let label = metrics().tool_label(app, tool);
+        let kind = backend.kind();
+        let own = ns.own_name(i);
+        let timed = AppCall::start(&ctx.observed, label.clone(), own, app, kind);
+        cc.trace = timed.context().cloned();
         // Called by the name the app gave it (listed with its app's prefix).
-        let r = backend.call(ns.own_name(i), args, &cc).await;
-        tracing::debug!(app = %app, tool, us = t0.elapsed().as_micros() as u64, ok = r.is_ok(), "app call");
+        let r = backend.call(own, args, &cc).await;
+        let failed = match &r {
+            Ok(v) if v.get("isError").and_then(Value::as_bool) == Some(true) => {
+                Some(metrics::TOOL_ERROR)
+            }
+            Ok(_) => None,
+            Err(e) if e.is_cancelled() => Some(metrics::CANCELLED),
+            Err(_) => Some(metrics::UNREACHABLE),
+        };
+        timed.end(failed);
+        ctx.observed.note(label, app, kind, failed);
+        content_of(&ctx.observed, &r);
+        tracing::debug!(app = %app, tool, ok = r.is_ok(), "app call");
         // The slot of this backend (not of a newer one, after an update): an answer from an app
         // known to be reachable only moves `last_seen` (under the read lock); anything else
         // (a failure, a recovery) is recorded under the write lock.
@@ -136,6 +168,16 @@ impl Aggregator {
             },
             Err(e) => unreachable(&app, &e.0),
         }
+    }
+}
+
+/// The call's result on the request's span, when the owner opted in.
+fn content_of<E>(observed: &crate::telemetry::Observed, r: &Result<Value, E>) {
+    if let Ok(v) = r
+        && crate::telemetry::trace::records_content()
+    {
+        let v = v.to_string();
+        observed.attribute(|| opentelemetry::KeyValue::new("gen_ai.tool.call.result", v));
     }
 }
 
@@ -182,5 +224,6 @@ pub(super) fn context_of(
         client,
         cancel,
         agent,
+        trace: None,
     }
 }

@@ -178,6 +178,7 @@ async fn listed(
         client: None,
         cancel: Default::default(),
         agent: Some(agent.clone()),
+        trace: None,
     };
     let mut names = HashSet::new();
     let mut cursor: Option<String> = None;

@@ -19,6 +19,8 @@ use std::time::Duration;
 pub(super) struct ActorHeader(
     pub(super) Option<http::HeaderValue>,
     pub(super) Option<http::HeaderValue>,
+    /// The call's trace context (`traceparent`, `tracestate`), export on.
+    pub(super) Vec<(HeaderName, http::HeaderValue)>,
 );
 
 /// The HTTP client of a remote app's sessions: reqwest's, which adds the caller's actor
@@ -330,6 +332,9 @@ fn with_actor(
         }
         if let Some(v) = &a.1 {
             headers.insert(HeaderName::from_static("x-datanotes-caller"), v.clone());
+        }
+        for (k, v) in &a.2 {
+            headers.insert(k.clone(), v.clone());
         }
     }
     headers

@@ -140,6 +140,9 @@ impl RemoteApp {
         if let Some(c) = who.1 {
             headers.insert(HeaderName::from_static("x-datanotes-caller"), c);
         }
+        for (k, v) in who.2 {
+            headers.insert(k, v);
+        }
         let message = serde_json::json!({
             "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params,
         });

@@ -309,6 +309,10 @@ fn unmodelled(t: &Value) -> Option<serde_json::Map<String, Value>> {
 }
 
 impl AppBackend for RemoteApp {
+    fn kind(&self) -> &'static str {
+        "remote"
+    }
+
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
         Box::pin(async move {
             let open = self
@@ -358,7 +362,24 @@ impl AppBackend for RemoteApp {
                     .filter(|a| !a.is_empty())
                     .and_then(|a| a.parse::<http::HeaderValue>().ok())
             };
-            let who = ActorHeader(header(&ctx.actor), header(&ctx.caller));
+            // The call's trace context goes in `params._meta` and the HTTP headers alike.
+            let traced = ctx
+                .trace
+                .as_ref()
+                .map(crate::telemetry::trace::inject)
+                .unwrap_or_default();
+            let mut trace_headers = Vec::new();
+            if !traced.is_empty() {
+                let mut meta = params.meta.take().unwrap_or_default();
+                for (k, v) in traced {
+                    if let Ok(hv) = v.parse::<http::HeaderValue>() {
+                        trace_headers.push((http::HeaderName::from_static(k), hv));
+                    }
+                    meta.0.insert(k.to_string(), Value::String(v));
+                }
+                params.meta = Some(meta);
+            }
+            let who = ActorHeader(header(&ctx.actor), header(&ctx.caller), trace_headers);
             // Once the session's route is known, the call is posted on this task: no hop
             // through rmcp's service and transport tasks (each a wake-up of another thread).
             let (s, params) = 'direct: {

@@ -134,6 +134,7 @@ impl RemoteApp {
                 client: None,
                 cancel: Default::default(),
                 agent: k.agent.clone(),
+                trace: None,
             };
             let Some(open) = self.known_session(&ctx).await else {
                 continue;

@@ -242,6 +242,10 @@ impl WasmApp {
 }
 
 impl AppBackend for WasmApp {
+    fn kind(&self) -> &'static str {
+        "wasm"
+    }
+
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
         // Kept with the compiled code since the component first listed its tools (at install):
         // no instance is made for it.

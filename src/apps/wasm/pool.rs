@@ -165,10 +165,37 @@ impl Inner {
         // instantiation (start functions) too.
         let ticking = limits::Ticking::new(&self.rt.ticker);
         let inst = self.warm.lock().unwrap().pop();
+        let warm = inst.is_some();
+        let span = cc.and_then(|c| c.trace.as_ref()).and_then(|parent| {
+            crate::telemetry::trace::start_span(
+                parent,
+                "wasm instance".into(),
+                opentelemetry::trace::SpanKind::Internal,
+                vec![opentelemetry::KeyValue::new(
+                    "datanotes.wasm.instance",
+                    if warm { "warm" } else { "new" },
+                )],
+            )
+        });
         let mut inst = match inst {
             Some(i) => i,
-            None => self.instantiate().await?,
+            None => {
+                crate::telemetry::metrics::metrics()
+                    .wasm_starts
+                    .get_or_create(&crate::telemetry::metrics::AppLabel {
+                        datanotes_app: self.scope.name.to_string(),
+                    })
+                    .inc();
+                let r = self.instantiate().await;
+                if let Some(cx) = &span {
+                    crate::telemetry::trace::end_span(cx, r.as_ref().err().map(|_| "instantiate"));
+                }
+                r?
+            }
         };
+        if warm && let Some(cx) = &span {
+            crate::telemetry::trace::end_span(cx, None);
+        }
         let h = inst.store.data_mut();
         h.actor = actor;
         // What `engine.progress` and `engine.cancelled` (0.2) answer to.

@@ -33,6 +33,7 @@ enum Rule {
 /// expanded to every operation by [`op_rule`].
 const PATHS: &[(&str, Rule)] = &[
     ("/datanotes/health", Rule::Public),
+    ("/datanotes/metrics", Rule::Owner),
     ("/datanotes/operations/", Rule::Read),
     ("/datanotes/operations", Rule::Read),
     ("/datanotes/changes/stream", Rule::Read),

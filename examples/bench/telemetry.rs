@@ -1,0 +1,207 @@
+//! `telemetry`: what tracing costs a call. Three servers side by side, one run, interleaved
+//! calls of the trivial WASM tool over `/mcp`: traces off; on, exporting to a local receiver
+//! (a loopback HTTP server that takes each export and answers 200); on, with the receiver gone
+//! (nothing listens). Then a burst at about 1,000 calls a second with tracing on: the server's
+//! CPU and peak memory.
+
+use super::agg::{mcp_raw_request, mcp_raw_session};
+use super::*;
+
+/// A receiver on loopback that answers every request 200 once its body is read.
+fn receiver() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut r = BufReader::new(c);
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.to_ascii_lowercase();
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    if r.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    if r.get_mut().write_all(ok).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+pub(crate) fn section_telemetry(b: &mut Bench) -> Vec<Figure> {
+    const S: &str = "telemetry";
+    const TOOL: &str = "planning_complete_task";
+    let wasm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins/planning.wasm");
+    if !wasm.is_file() {
+        skip(format!(
+            "telemetry: no {} (bash scripts/build-plugins)",
+            wasm.display()
+        ));
+        return vec![];
+    }
+    let on_url = receiver();
+    let gone_url = format!("http://127.0.0.1:{}", {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    });
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let start = |name: &str, env: &[(&str, &str)]| {
+        let s = Server::start_env(&b.bin, &tmp.path().join(name), env);
+        s.call(
+            "apps/create",
+            json!({"name": "planning", "write": ["personal.tasks.*"], "wasm_path": wasm}),
+        );
+        s
+    };
+    let off = start("off", &[]);
+    let on = start("on", &[("OTEL_EXPORTER_OTLP_ENDPOINT", on_url.as_str())]);
+    let gone = start(
+        "gone",
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", gone_url.as_str())],
+    );
+    let rt = runtime();
+    let http = reqwest::Client::new();
+    let servers = [&off, &on, &gone];
+    let sids: Vec<String> = servers
+        .iter()
+        .map(|s| rt.block_on(mcp_raw_session(&http, &s.url, &s.token)))
+        .collect();
+    let call = |k: usize| {
+        let s = servers[k];
+        let t0 = Instant::now();
+        rt.block_on(mcp_raw_request(
+            &http,
+            &s.url,
+            &s.token,
+            &sids[k],
+            "tools/call",
+            json!({"name": TOOL, "arguments": {}}),
+        ));
+        t0.elapsed()
+    };
+    let n = (b.opts.app_calls * 4).max(1000);
+    let mut samples = [vec![], vec![], vec![]];
+    for i in 0..50 + n {
+        // Each server in turn, the order rotating: none always follows another.
+        for j in 0..3 {
+            let k = (i + j) % 3;
+            let d = call(k);
+            if i >= 50 {
+                samples[k].push(d);
+            }
+        }
+    }
+    let [l_off, l_on, l_gone] = samples.map(|s| Latency::of(&s));
+    progress(format!(
+        "WASM noop over /mcp p50: traces off {:.3} ms, on {:.3} ms ({:.3}x), receiver gone {:.3} ms ({:.3}x)",
+        l_off.p50,
+        l_on.p50,
+        l_on.p50 / l_off.p50,
+        l_gone.p50,
+        l_gone.p50 / l_off.p50
+    ));
+    // A burst at about 1,000 calls a second with traces on (two clients at 500 a second each).
+    let secs = if b.opts.quick { 3.0 } else { 60.0 };
+    let (cpu0, t0) = (on.cpu_s(), Instant::now());
+    let done = rt.block_on(async {
+        let mut tasks = vec![];
+        for _ in 0..2 {
+            let (http, url, token, sid) = (
+                http.clone(),
+                on.url.clone(),
+                on.token.clone(),
+                sids[1].clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_micros(2000));
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                let mut n = 0u64;
+                let end = Instant::now() + Duration::from_secs_f64(secs);
+                while Instant::now() < end {
+                    tick.tick().await;
+                    mcp_raw_request(
+                        &http,
+                        &url,
+                        &token,
+                        &sid,
+                        "tools/call",
+                        json!({"name": TOOL, "arguments": {}}),
+                    )
+                    .await;
+                    n += 1;
+                }
+                n
+            }));
+        }
+        let mut n = 0;
+        for t in tasks {
+            n += t.await.unwrap_or(0);
+        }
+        n
+    });
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = on.cpu_s() - cpu0;
+    let rate = done as f64 / wall;
+    let rss = on.peak_rss_mib();
+    progress(format!(
+        "traces on, {done} calls in {wall:.1} s ({rate:.0}/s): server CPU {:.0}% of a core, peak RSS {rss:.1} MiB",
+        100.0 * cpu / wall
+    ));
+    for s in [off, on, gone] {
+        s.stop();
+    }
+    let mut out = vec![];
+    out.extend(
+        l_off
+            .figures(S, "wasm_noop_traces_off", None)
+            .into_iter()
+            .take(2),
+    );
+    out.extend(
+        l_on.figures(S, "wasm_noop_traces_on", None)
+            .into_iter()
+            .take(2),
+    );
+    out.extend(
+        l_gone
+            .figures(S, "wasm_noop_receiver_gone", None)
+            .into_iter()
+            .take(2),
+    );
+    out.push(
+        Figure::new(S, "traces_on_over_off_p50", l_on.p50 / l_off.p50, "x")
+            .target(Target::AtMost(1.05)),
+    );
+    out.push(
+        Figure::new(S, "receiver_gone_over_off_p50", l_gone.p50 / l_off.p50, "x")
+            .target(Target::AtMost(1.05)),
+    );
+    out.push(Figure::new(S, "traced_burst_calls_per_s", rate, "calls/s"));
+    out.push(Figure::new(
+        S,
+        "traced_burst_cpu_cores",
+        cpu / wall,
+        "cores",
+    ));
+    out.push(Figure::new(S, "traced_burst_peak_rss", rss, "MiB"));
+    out
+}

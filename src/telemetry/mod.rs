@@ -1,0 +1,18 @@
+//! What the owner can see of what agents and apps do: metrics ([`metrics`], served as
+//! Prometheus text at `GET /datanotes/metrics`) and traces ([`trace`], exported over OTLP when
+//! configured), following OpenTelemetry's MCP and GenAI conventions.
+//!
+//! - [`request::Observed`]: one request at a door, from its arrival to its answer written.
+//! - [`app_call::AppCall`]: one call from the engine to an app's tool.
+//! - `queue`: the bounded span queue and its export thread.
+//!
+//! Below the doors and the apps: it knows nothing of either, they tell it what happened.
+
+pub mod app_call;
+pub mod metrics;
+mod queue;
+pub mod request;
+pub mod trace;
+
+pub use app_call::AppCall;
+pub use request::Observed;

@@ -1,0 +1,211 @@
+//! One request as telemetry sees it: [`Observed`] is started by a door when a request comes in
+//! (its method, the trace context it carries), travels in the request's [`crate::ops::Ctx`],
+//! is told by what serves it which tool and app answered and how ([`Observed::note`]), and is
+//! finished once, when its answer is written: the duration goes to
+//! `mcp.server.operation.duration` and the SERVER span ends.
+//!
+//! Off (no export), it still times the request for the metrics: one `Instant` and a histogram
+//! update, no span, no context.
+
+use super::metrics::{self, OpLabels, metrics};
+use super::trace;
+use opentelemetry::trace::{SpanKind, TraceContextExt};
+use opentelemetry::{Context, KeyValue};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A request being served, or none (a request nobody observes: the engine's own calls).
+#[derive(Clone, Default)]
+pub struct Observed(Option<Arc<Inner>>);
+
+impl std::fmt::Debug for Observed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observed")
+    }
+}
+
+struct Inner {
+    start: Instant,
+    method: &'static str,
+    /// The context of the request's span (export on), for the spans of what it calls.
+    cx: Option<Context>,
+    note: Mutex<Note>,
+    done: AtomicBool,
+}
+
+/// What serving the request found out.
+#[derive(Default)]
+struct Note {
+    tool: String,
+    app: String,
+    error: Option<&'static str>,
+}
+
+/// An MCP request's identity, read from its message and headers.
+pub struct Mcp<'a> {
+    pub method: &'a str,
+    /// The tool or prompt named (`tools/call`, `prompts/get`).
+    pub target: Option<&'a str>,
+    pub id: Option<String>,
+    pub session: Option<&'a str>,
+    pub version: Option<&'a str>,
+    /// The request's `params._meta`.
+    pub meta: Option<&'a serde_json::Value>,
+}
+
+/// The longest target put in a span's name.
+const LONGEST_TARGET: usize = 128;
+
+impl Observed {
+    /// An MCP request at `/mcp`: timed, and a SERVER span (export on) under the context it
+    /// carries.
+    pub fn mcp(req: Mcp<'_>, headers: &http::HeaderMap) -> Observed {
+        let method = metrics::method_label(req.method);
+        let cx = trace::tracer().and_then(|_| {
+            let parent = trace::extract(req.meta, headers);
+            let name = match req.target.filter(|t| t.len() <= LONGEST_TARGET) {
+                Some(t) => format!("{} {t}", req.method),
+                None => req.method.chars().take(LONGEST_TARGET).collect(),
+            };
+            let mut a = vec![KeyValue::new("mcp.method.name", method)];
+            if let Some(s) = req.session {
+                a.push(KeyValue::new("mcp.session.id", s.to_string()));
+            }
+            if let Some(v) = req.version {
+                a.push(KeyValue::new("mcp.protocol.version", v.to_string()));
+            }
+            if let Some(id) = req.id {
+                a.push(KeyValue::new("jsonrpc.request.id", id));
+            }
+            if req.method == "tools/call"
+                && let Some(t) = req.target
+            {
+                a.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+                a.push(KeyValue::new(
+                    "gen_ai.tool.name",
+                    t.chars().take(LONGEST_TARGET).collect::<String>(),
+                ));
+            }
+            if req.method == "prompts/get"
+                && let Some(t) = req.target
+            {
+                a.push(KeyValue::new(
+                    "gen_ai.prompt.name",
+                    t.chars().take(LONGEST_TARGET).collect::<String>(),
+                ));
+            }
+            trace::start_span(&parent, name, SpanKind::Server, a)
+        });
+        Observed(Some(Arc::new(Inner {
+            start: Instant::now(),
+            method,
+            cx,
+            note: Mutex::new(Note::default()),
+            done: AtomicBool::new(false),
+        })))
+    }
+
+    /// Whether a request is observed (a door made it).
+    pub fn is_some(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The context of the request's span, for a span of what serving it calls.
+    pub fn context(&self) -> Option<&Context> {
+        self.0.as_ref()?.cx.as_ref()
+    }
+
+    /// The trace this request is in (export on).
+    pub fn trace_id(&self) -> Option<String> {
+        trace::trace_id(self.context()?)
+    }
+
+    /// The tool (its label value, see [`metrics::Metrics::tool_label`]) and app (empty: the
+    /// engine; `kind`: `engine`, `remote` or `wasm`) that served the request, and its
+    /// `error.type` if it failed.
+    pub fn note(&self, tool: String, app: &str, kind: &'static str, error: Option<&'static str>) {
+        let Some(i) = &self.0 else { return };
+        if let Some(cx) = &i.cx {
+            let span = cx.span();
+            if !app.is_empty() {
+                span.set_attribute(KeyValue::new("datanotes.app.name", app.to_string()));
+            }
+            span.set_attribute(KeyValue::new("datanotes.app.kind", kind));
+        }
+        let mut n = i.note.lock().unwrap();
+        n.tool = tool;
+        n.app = app.to_string();
+        if error.is_some() {
+            n.error = error;
+        }
+    }
+
+    /// A JSON-RPC error answered (`code`): the request failed with it.
+    pub fn failed_rpc(&self, code: i64) {
+        let Some(i) = &self.0 else { return };
+        if let Some(cx) = &i.cx {
+            cx.span()
+                .set_attribute(KeyValue::new("rpc.response.status_code", code.to_string()));
+        }
+        i.note.lock().unwrap().error = Some(metrics::error_type(code));
+    }
+
+    /// An attribute on the request's span (export on).
+    pub fn attribute(&self, kv: impl FnOnce() -> KeyValue) {
+        if let Some(cx) = self.context() {
+            cx.span().set_attribute(kv());
+        }
+    }
+
+    /// Whether a JSON-RPC error was already seen.
+    pub fn has_failed(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|i| i.note.lock().unwrap().error.is_some())
+    }
+
+    /// The request's answer is written (or the caller went away): its duration is recorded,
+    /// its span ends. Only the first call counts.
+    pub fn finish(&self, status: http::StatusCode) {
+        let Some(i) = &self.0 else { return };
+        if i.done.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let secs = i.start.elapsed().as_secs_f64();
+        let n = std::mem::take(&mut *i.note.lock().unwrap());
+        let error = n.error.or_else(|| http_error(status));
+        metrics()
+            .server_duration
+            .get_or_create(&OpLabels {
+                mcp_method_name: i.method,
+                gen_ai_tool_name: n.tool,
+                datanotes_app: n.app,
+                error_type: error.unwrap_or(""),
+            })
+            .observe(secs);
+        if let Some(cx) = &i.cx {
+            trace::end_span(cx, error);
+        }
+    }
+}
+
+/// An HTTP status that is an error, as a bounded `error.type`.
+fn http_error(status: http::StatusCode) -> Option<&'static str> {
+    if status.is_success() || status.is_informational() {
+        return None;
+    }
+    Some(match status.as_u16() {
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        406 => "406",
+        413 => "413",
+        415 => "415",
+        429 => "429",
+        500 => "500",
+        503 => "503",
+        _ => "http_error",
+    })
+}

@@ -1,0 +1,348 @@
+//! Telemetry through real parts: a real Prometheus (Debian's package) scrapes
+//! `GET /datanotes/metrics` with the owner's token and its query API sees the calls; a real
+//! OTLP receiver (Arize Phoenix, from PyPI) receives the spans of a call that goes from a client
+//! through `/mcp` to a remote app written with the official MCP Python SDK, whose own spans,
+//! started from the `traceparent` it was sent, are in the same trace.
+//!
+//! Both are installed under `target/tools/` by `scripts/fetch-telemetry-tools`, once per run.
+
+use crate::kit::mcp::{RawSession, messages_of};
+use crate::kit::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Prometheus's binary and Phoenix's python.
+fn tools() -> (PathBuf, PathBuf) {
+    static T: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    T.get_or_init(|| {
+        let mut t = installed("fetch-telemetry-tools", &[]);
+        let python = t.pop().unwrap();
+        (t.pop().unwrap(), python)
+    })
+    .clone()
+}
+
+/// A child process killed on drop.
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        process::kill(&mut self.0);
+    }
+}
+
+fn get(url: &str, token: Option<&str>) -> (u16, String) {
+    let c = reqwest::blocking::Client::new();
+    let mut r = c.get(url);
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    match r.send() {
+        Ok(r) => (r.status().as_u16(), r.text().unwrap_or_default()),
+        Err(_) => (0, String::new()),
+    }
+}
+
+/// A tools/call on a raw session, with `params._meta`; the answer's messages.
+fn call(session: &RawSession, id: u64, tool: &str, args: Value, meta: Value) -> Vec<Value> {
+    messages_of(
+        session.post(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": args, "_meta": meta}})),
+    )
+}
+
+#[test]
+fn the_metrics_are_the_owners_and_a_real_prometheus_scrapes_them() {
+    let (prometheus, _) = tools();
+    let s = Server::start();
+    let app = create_app(&s, json!({"name": "reader", "mcp_url": null}));
+    let session = RawSession::open(&s, &s.token, "2025-11-25");
+    for i in 0..3 {
+        let m = call(&session, 10 + i, "list_tables", json!({}), json!({}));
+        assert!(m[0]["result"].is_object(), "{m:?}");
+    }
+    // A call that fails (a table that is not there): its error type is counted.
+    let m = call(
+        &session,
+        20,
+        "select_rows",
+        json!({"table": "no.such.table"}),
+        json!({}),
+    );
+    assert_eq!(m[0]["result"]["isError"], true, "{m:?}");
+    // A malformed traceparent is no error: a new trace.
+    let m = call(
+        &session,
+        21,
+        "list_tables",
+        json!({}),
+        json!({"traceparent": "00-not-a-trace"}),
+    );
+    assert!(m[0]["result"].is_object(), "{m:?}");
+
+    let url = format!("{}/datanotes/metrics", s.url);
+    assert_eq!(get(&url, None).0, 401);
+    assert_eq!(get(&url, Some(&app)).0, 403);
+    let (status, text) = get(&url, Some(&s.token));
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.contains(r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="list_tables",datanotes_app="",error_type=""} 4"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="select_rows",datanotes_app="",error_type="tool_error"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains("datanotes_mcp_sessions_open 1"), "{text}");
+    assert!(text.contains("# TYPE datanotes_journal_commit_duration_seconds histogram"));
+
+    // Prometheus, scraping every second with the owner's token.
+    let dir = tempfile::tempdir().unwrap();
+    let host = s.url.trim_start_matches("http://");
+    let config = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: datanotes\n    \
+         metrics_path: /datanotes/metrics\n    authorization:\n      credentials: {}\n    \
+         static_configs:\n      - targets: ['{host}']\n",
+        s.token
+    );
+    std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+    let port = registry::free_port();
+    let _prom = Kid(Command::new(&prometheus)
+        .arg(format!(
+            "--config.file={}",
+            dir.path().join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus"));
+    let query = format!(
+        "http://127.0.0.1:{port}/api/v1/query?query=sum(mcp_server_operation_duration_seconds_count%7Bgen_ai_tool_name%3D%22list_tables%22%7D)"
+    );
+    let seen = poll(Duration::from_secs(60), Duration::from_millis(500), || {
+        let (status, body) = get(&query, None);
+        let v: Value = serde_json::from_str(&body).ok()?;
+        (status == 200).then_some(())?;
+        let n = v["data"]["result"][0]["value"][1].as_str()?.to_string();
+        Some(n)
+    });
+    assert_eq!(seen.as_deref(), Some("4"), "Prometheus saw the 4 calls");
+    // Its scrape of the target is up (the token was taken).
+    let (_, up) = get(
+        &format!("http://127.0.0.1:{port}/api/v1/query?query=up%7Bjob%3D%22datanotes%22%7D"),
+        None,
+    );
+    let up: Value = serde_json::from_str(&up).unwrap();
+    assert_eq!(up["data"]["result"][0]["value"][1], "1", "{up}");
+}
+
+/// Phoenix on free ports, its data in `dir`: (the process, its base URL).
+fn phoenix(python: &Path, dir: &Path) -> (Kid, String) {
+    let port = registry::free_port();
+    let grpc = registry::free_port();
+    let bin = python.parent().unwrap().join("phoenix");
+    let kid = Kid(Command::new(bin)
+        .arg("serve")
+        .env("PHOENIX_WORKING_DIR", dir)
+        .env("PHOENIX_HOST", "127.0.0.1")
+        .env("PHOENIX_PORT", port.to_string())
+        .env("PHOENIX_GRPC_PORT", grpc.to_string())
+        .env("PHOENIX_TELEMETRY_ENABLED", "false")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("phoenix"));
+    let url = format!("http://127.0.0.1:{port}");
+    let up = poll(Duration::from_secs(120), Duration::from_millis(500), || {
+        (get(&format!("{url}/v1/projects"), None).0 == 200).then_some(())
+    });
+    assert!(up.is_some(), "Phoenix did not start in 120 s");
+    (kid, url)
+}
+
+/// The spans Phoenix holds of the trace `trace`.
+fn spans_of(phoenix: &str, trace: &str) -> Vec<Value> {
+    let (_, body) = get(
+        &format!("{phoenix}/v1/projects/default/spans?limit=1000"),
+        None,
+    );
+    let v: Value = serde_json::from_str(&body).unwrap_or_default();
+    v["data"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| s["context"]["trace_id"] == trace)
+        .collect()
+}
+
+#[test]
+fn a_call_through_the_gateway_to_a_python_app_is_one_trace_in_phoenix() {
+    let (_, python) = tools();
+    let dir = tempfile::tempdir().unwrap();
+    let (_phoenix, base) = phoenix(&python, dir.path());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/telemetry/app.py");
+    let mut child = Command::new(&python)
+        .arg(script)
+        .env("OTLP_ENDPOINT", &base)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the Python app");
+    let port = process::wait_line(&mut child, "listening on ", "the Python app");
+    let _app = Kid(child);
+    let s = Server::start_with_env(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", base.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ]);
+    create_app(
+        &s,
+        json!({"name": "pyapp", "mcp_url": format!("http://127.0.0.1:{}/mcp", port.trim())}),
+    );
+    eventually("pyapp's tool is listed", || {
+        let a = s.ok_route("apps/get", json!({"name": "pyapp"}));
+        a["app"]["tools"].as_array().is_some_and(|t| t.len() == 1)
+    });
+    // The agent's own trace: its span is the parent of the gateway's.
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let session = RawSession::open(&s, &s.token, "2025-11-25");
+    let m = call(
+        &session,
+        7,
+        "add",
+        json!({"a": 2, "b": 3}),
+        json!({"traceparent": format!("00-{trace}-{parent}-01")}),
+    );
+    let text = m[0]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("\"sum\": 5"), "{m:?}");
+
+    // The gateway's SERVER span, its CLIENT span to the app, the app's SERVER span (the MCP
+    // SDK's) and the app's own span inside it: one trace, each the parent of the next.
+    let spans = poll(Duration::from_secs(60), Duration::from_millis(500), || {
+        let spans = spans_of(&base, trace);
+        (spans.len() >= 4).then_some(spans)
+    })
+    .unwrap_or_else(|| panic!("the trace's spans: {:?}", spans_of(&base, trace)));
+    let find = |pred: &dyn Fn(&Value) -> bool| -> Value {
+        spans
+            .iter()
+            .find(|s| pred(s))
+            .cloned()
+            .unwrap_or_else(|| panic!("no such span in {spans:#?}"))
+    };
+    let server = find(&|s| s["parent_id"] == parent);
+    assert_eq!(server["name"], "tools/call add", "{server}");
+    let a = &server["attributes"];
+    assert_eq!(a["mcp.method.name"], "tools/call", "{server}");
+    assert_eq!(a["gen_ai.tool.name"], "add", "{server}");
+    assert_eq!(a["gen_ai.operation.name"], "execute_tool", "{server}");
+    assert_eq!(a["jsonrpc.request.id"], "7", "{server}");
+    assert_eq!(a["mcp.session.id"], session.id.as_str(), "{server}");
+    assert_eq!(a["datanotes.app.name"], "pyapp", "{server}");
+    assert_eq!(a["datanotes.app.kind"], "remote", "{server}");
+    let id = server["context"]["span_id"].clone();
+    let client = find(&|s| s["parent_id"] == id);
+    assert_eq!(client["name"], "tools/call add", "{client}");
+    let id = client["context"]["span_id"].clone();
+    let app = find(&|s| s["parent_id"] == id);
+    assert_eq!(app["name"], "tools/call add", "{app}");
+    let id = app["context"]["span_id"].clone();
+    let own = find(&|s| s["parent_id"] == id);
+    assert_eq!(own["name"], "adding", "{own}");
+    // Arguments and results are not recorded (the owner did not opt in).
+    assert!(a["gen_ai.tool.call.arguments"].is_null(), "{server}");
+}
+
+/// A collector that takes connections and answers each request `answer` (None: never answers).
+fn bad_collector(answer: Option<&'static str>) -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in l.incoming().flatten() {
+            match answer {
+                Some(a) => {
+                    std::thread::spawn(move || {
+                        use std::io::{Read, Write};
+                        let mut c = c;
+                        let mut buf = vec![0u8; 1 << 16];
+                        while let Ok(n) = c.read(&mut buf) {
+                            if n == 0 {
+                                break;
+                            }
+                            let _ = c.write_all(a.as_bytes());
+                        }
+                    });
+                }
+                None => held.push(c),
+            }
+        }
+    });
+    url
+}
+
+fn metric(s: &Server, name: &str) -> f64 {
+    let (_, text) = get(&format!("{}/datanotes/metrics", s.url), Some(&s.token));
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn a_collector_unreachable_slow_or_failing_costs_calls_nothing_and_is_said_once() {
+    let closed = format!("http://127.0.0.1:{}", registry::free_port());
+    let failing = bad_collector(Some(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n",
+    ));
+    let slow = bad_collector(None);
+    for (what, url) in [("unreachable", closed), ("500", failing), ("slow", slow)] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let s = Server::start_logging(
+            &log,
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", url.as_str()),
+                ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+                ("OTEL_BSP_MAX_QUEUE_SIZE", "16"),
+                ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4"),
+                ("OTEL_EXPORTER_OTLP_TIMEOUT", "10000"),
+            ],
+        );
+        let session = RawSession::open(&s, &s.token, "2025-11-25");
+        for i in 0..200 {
+            let m = call(&session, i, "list_tables", json!({}), json!({}));
+            assert!(m[0]["result"].is_object(), "{what}: {m:?}");
+        }
+        if what == "slow" {
+            // The export thread waits on the collector: the queue fills, spans are dropped.
+            assert!(
+                metric(&s, "datanotes_trace_spans_dropped_total") > 0.0,
+                "{what}"
+            );
+        } else {
+            eventually(&format!("{what}: failed exports are counted"), || {
+                metric(&s, "datanotes_trace_export_failures_total") >= 2.0
+            });
+        }
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let said = |needle: &str| text.matches(needle).count();
+        assert!(
+            said("trace export failed") <= 1 && said("trace export queue is full") <= 1,
+            "{what}: said more than once:\n{text}"
+        );
+        if what != "slow" {
+            assert_eq!(said("trace export failed"), 1, "{what}:\n{text}");
+        }
+    }
+}
