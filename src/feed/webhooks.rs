@@ -297,9 +297,26 @@ impl Webhooks {
                 "{id}-{first}-{}",
                 page.changes.last().map(|c| c.seq).unwrap_or(first)
             );
-            let resp = self
-                .http
-                .post(&hook.url)
+            // A CLIENT span per delivery (export on), its context sent as `traceparent`.
+            let span = crate::telemetry::trace::start_span(
+                &opentelemetry::Context::new(),
+                "webhook delivery".into(),
+                opentelemetry::trace::SpanKind::Client,
+                vec![
+                    opentelemetry::KeyValue::new("datanotes.webhook.id", id.clone()),
+                    opentelemetry::KeyValue::new("datanotes.webhook.delivery", delivery.clone()),
+                    opentelemetry::KeyValue::new("http.request.method", "POST"),
+                ],
+            );
+            let mut req = self.http.post(&hook.url);
+            for (k, v) in span
+                .as_ref()
+                .map(crate::telemetry::trace::inject)
+                .unwrap_or_default()
+            {
+                req = req.header(k, v);
+            }
+            let resp = req
                 .header("content-type", "application/json")
                 .header("x-datanotes-webhook", &id)
                 .header("x-datanotes-delivery", &delivery)
@@ -317,6 +334,9 @@ impl Webhooks {
                 // Without the URL: the owner knows it, and it may hold a secret.
                 Err(e) => Some(format!("request failed: {}", e.without_url())),
             };
+            if let Some(cx) = &span {
+                crate::telemetry::trace::end_span(cx, err.as_ref().map(|_| "delivery_failed"));
+            }
             match err {
                 None => {
                     backoff = self.backoff_min;

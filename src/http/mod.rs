@@ -49,7 +49,11 @@ impl FromRequestParts<Shared> for Authed {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, s: &Shared) -> Result<Self, Error> {
-        s.caller(&parts.headers).map(Authed)
+        let mut ctx = s.caller(&parts.headers)?;
+        if let Some(o) = parts.extensions.get::<crate::telemetry::Observed>() {
+            ctx.observed = o.clone();
+        }
+        Ok(Authed(ctx))
     }
 }
 
@@ -113,7 +117,23 @@ pub(crate) fn router(s: Shared) -> Router {
         .router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(observe))
         .with_state(s)
+}
+
+/// Each request to the HTTP API observed (see [`crate::telemetry::Observed::http`]): timed
+/// until its answer is made, under the `traceparent` it carries. An operation's span goes under
+/// it through the caller's context ([`Authed`]).
+async fn observe(mut req: Request, next: axum::middleware::Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_string());
+    let o = crate::telemetry::Observed::http(req.method(), route.as_deref(), req.headers());
+    req.extensions_mut().insert(o.clone());
+    let r = next.run(req).await;
+    o.finish(r.status());
+    r
 }
 
 /// Every path the HTTP door serves, as its routes were put on the router (patterns such as

@@ -346,7 +346,31 @@ pub fn call(engine: &Engine, ctx: &Ctx, name: &str, args: Value) -> Result<Value
         op.access,
         table.map_or(auth::Target::None, auth::Target::Table),
     )?;
-    (op.run)(engine, ctx, args)
+    // A span of its own under the request's (export on): a write's wait for its commit, a
+    // search's full-text and semantic reads.
+    let span = ctx.observed.context().and_then(|parent| {
+        let mut a = vec![opentelemetry::KeyValue::new(
+            "datanotes.operation.name",
+            op.name,
+        )];
+        if let Some(t) = table {
+            a.push(opentelemetry::KeyValue::new(
+                "datanotes.table",
+                t.to_string(),
+            ));
+        }
+        crate::telemetry::trace::start_span(
+            parent,
+            name.to_string(),
+            opentelemetry::trace::SpanKind::Internal,
+            a,
+        )
+    });
+    let r = (op.run)(engine, ctx, args);
+    if let Some(cx) = span {
+        crate::telemetry::trace::end_span(&cx, r.as_ref().err().map(|e| e.code));
+    }
+    r
 }
 
 #[cfg(test)]

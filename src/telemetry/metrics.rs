@@ -50,6 +50,18 @@ pub struct OpLabels {
     pub error_type: &'static str,
 }
 
+/// The labels of an HTTP API request's duration (the route is the pattern it matched: a
+/// bounded set).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    /// `GET`, `POST`, ... (`_OTHER` for the rest).
+    pub http_request_method: &'static str,
+    /// The route's pattern, e.g. `/datanotes/{op}` (empty: no route matched).
+    pub http_route: String,
+    /// The answer's status.
+    pub http_response_status_code: u16,
+}
+
 /// The app a series is about.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AppLabel {
@@ -65,6 +77,7 @@ pub struct Metrics {
     registry: Registry,
     pub server_duration: Histograms<OpLabels>,
     pub client_duration: Histograms<OpLabels>,
+    pub http_duration: Histograms<HttpLabels>,
     pub journal_commits: Counter,
     pub commit_duration: Histogram,
     pub wasm_starts: Family<AppLabel, Counter>,
@@ -107,6 +120,13 @@ impl Metrics {
             "The engine's calls to apps' tools (remote and WASM): how long each took",
             Unit::Seconds,
             client_duration.clone(),
+        );
+        let http_duration = Histograms::<HttpLabels>::new_with_constructor(histogram as fn() -> _);
+        r.register_with_unit(
+            "http_server_request_duration",
+            "Requests to the HTTP API (/datanotes/...): how long each took, by method, route and status",
+            Unit::Seconds,
+            http_duration.clone(),
         );
         let journal_commits = Counter::default();
         r.register(
@@ -192,6 +212,7 @@ impl Metrics {
             registry: r,
             server_duration,
             client_duration,
+            http_duration,
             journal_commits,
             commit_duration,
             wasm_starts,

@@ -7,7 +7,7 @@
 //! Off (no export), it still times the request for the metrics: one `Instant` and a histogram
 //! update, no span, no context.
 
-use super::metrics::{self, OpLabels, metrics};
+use super::metrics::{self, HttpLabels, OpLabels, metrics};
 use super::trace;
 use opentelemetry::trace::{SpanKind, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
@@ -27,11 +27,19 @@ impl std::fmt::Debug for Observed {
 
 struct Inner {
     start: Instant,
-    method: &'static str,
+    what: What,
     /// The context of the request's span (export on), for the spans of what it calls.
     cx: Option<Context>,
     note: Mutex<Note>,
     done: AtomicBool,
+}
+
+/// Which door's request it is, for its metric.
+enum What {
+    /// An MCP request: its method (a label value).
+    Mcp(&'static str),
+    /// A request to the HTTP API: its method and route (the pattern, e.g. `/datanotes/{op}`).
+    Http(&'static str, String),
 }
 
 /// What serving the request found out.
@@ -99,7 +107,42 @@ impl Observed {
         });
         Observed(Some(Arc::new(Inner {
             start: Instant::now(),
-            method,
+            what: What::Mcp(method),
+            cx,
+            note: Mutex::new(Note::default()),
+            done: AtomicBool::new(false),
+        })))
+    }
+
+    /// A request to the HTTP API, `route` the pattern it matched (None: no route): timed, and
+    /// a SERVER span (export on) under its `traceparent` header.
+    pub fn http(method: &http::Method, route: Option<&str>, headers: &http::HeaderMap) -> Observed {
+        let method = match *method {
+            http::Method::GET => "GET",
+            http::Method::POST => "POST",
+            http::Method::DELETE => "DELETE",
+            http::Method::PUT => "PUT",
+            http::Method::OPTIONS => "OPTIONS",
+            http::Method::HEAD => "HEAD",
+            _ => "_OTHER",
+        };
+        let route = route.unwrap_or("").to_string();
+        let cx = trace::tracer().and_then(|_| {
+            let parent = trace::extract(None, headers);
+            let name = if route.is_empty() {
+                method.to_string()
+            } else {
+                format!("{method} {route}")
+            };
+            let mut a = vec![KeyValue::new("http.request.method", method)];
+            if !route.is_empty() {
+                a.push(KeyValue::new("http.route", route.clone()));
+            }
+            trace::start_span(&parent, name, SpanKind::Server, a)
+        });
+        Observed(Some(Arc::new(Inner {
+            start: Instant::now(),
+            what: What::Http(method, route),
             cx,
             note: Mutex::new(Note::default()),
             done: AtomicBool::new(false),
@@ -175,16 +218,32 @@ impl Observed {
         let secs = i.start.elapsed().as_secs_f64();
         let n = std::mem::take(&mut *i.note.lock().unwrap());
         let error = n.error.or_else(|| http_error(status));
-        metrics()
-            .server_duration
-            .get_or_create(&OpLabels {
-                mcp_method_name: i.method,
-                gen_ai_tool_name: n.tool,
-                datanotes_app: n.app,
-                error_type: error.unwrap_or(""),
-            })
-            .observe(secs);
+        match &i.what {
+            What::Mcp(method) => metrics()
+                .server_duration
+                .get_or_create(&OpLabels {
+                    mcp_method_name: method,
+                    gen_ai_tool_name: n.tool,
+                    datanotes_app: n.app,
+                    error_type: error.unwrap_or(""),
+                })
+                .observe(secs),
+            What::Http(method, route) => metrics()
+                .http_duration
+                .get_or_create(&HttpLabels {
+                    http_request_method: method,
+                    http_route: route.clone(),
+                    http_response_status_code: status.as_u16(),
+                })
+                .observe(secs),
+        }
         if let Some(cx) = &i.cx {
+            if matches!(i.what, What::Http(..)) {
+                cx.span().set_attribute(KeyValue::new(
+                    "http.response.status_code",
+                    i64::from(status.as_u16()),
+                ));
+            }
             trace::end_span(cx, error);
         }
     }

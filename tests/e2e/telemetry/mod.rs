@@ -97,6 +97,11 @@ fn the_metrics_are_the_owners_and_a_real_prometheus_scrapes_them() {
         "{text}"
     );
     assert!(text.contains("datanotes_mcp_sessions_open 1"), "{text}");
+    // The HTTP API's requests, by route pattern and status (the refusals above among them).
+    assert!(
+        text.contains(r#"http_server_request_duration_seconds_count{http_request_method="GET",http_route="/datanotes/metrics",http_response_status_code="403"} 1"#),
+        "{text}"
+    );
     assert!(text.contains("# TYPE datanotes_journal_commit_duration_seconds histogram"));
 
     // Prometheus, scraping every second with the owner's token.
@@ -262,6 +267,40 @@ fn a_call_through_the_gateway_to_a_python_app_is_one_trace_in_phoenix() {
     assert_eq!(own["name"], "adding", "{own}");
     // Arguments and results are not recorded (the owner did not opt in).
     assert!(a["gen_ai.tool.call.arguments"].is_null(), "{server}");
+
+    // The HTTP API: a SERVER span per request under its `traceparent` header, the operation's
+    // span inside it.
+    let trace = "0af7651916cd43dd8448eb211c80319c";
+    let parent = "b7ad6b7169203331";
+    let (status, _) = s.post_raw(
+        "/datanotes/list_tables/",
+        Some(&s.token),
+        &[
+            ("traceparent", &format!("00-{trace}-{parent}-01")),
+            ("content-type", "application/json"),
+        ],
+        b"{}".to_vec(),
+    );
+    assert_eq!(status, 200);
+    let spans = poll(Duration::from_secs(60), Duration::from_millis(500), || {
+        let spans = spans_of(&base, trace);
+        (spans.len() >= 2).then_some(spans)
+    })
+    .unwrap_or_else(|| panic!("the HTTP trace's spans: {:?}", spans_of(&base, trace)));
+    let http = spans
+        .iter()
+        .find(|s| s["parent_id"] == parent)
+        .expect("the HTTP span");
+    assert_eq!(http["name"], "POST /datanotes/{op}/", "{http}");
+    assert_eq!(
+        http["attributes"]["http.response.status_code"], 200,
+        "{http}"
+    );
+    let op = spans
+        .iter()
+        .find(|s| s["parent_id"] == http["context"]["span_id"])
+        .expect("the operation's span");
+    assert_eq!(op["name"], "list_tables", "{op}");
 }
 
 /// A collector that takes connections and answers each request `answer` (None: never answers).
