@@ -184,6 +184,7 @@ impl Inner {
         }
         let args = &args.to_string();
         let mut inst = self.checkout(actor, Some(cc), deadline).await?;
+        let run = self.run_span(cc);
         let r = match &inst.app {
             typed::Guest::World(app) => {
                 app.datanotes_app_tools()
@@ -199,6 +200,7 @@ impl Inner {
                 return Err(WasmError::Wasmtime("the component changed kind".into()));
             }
         };
+        self.end_run(run, &inst, r.is_err());
         let r = self.checkin(inst, r)?;
         let max = self.limits.max_result_bytes as usize;
         let text = match r {

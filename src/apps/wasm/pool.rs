@@ -209,6 +209,40 @@ impl Inner {
         Ok(inst)
     }
 
+    /// The span of a guest's run (export on), under the call's.
+    pub(super) fn run_span(&self, cc: &CallContext) -> Option<opentelemetry::Context> {
+        crate::telemetry::trace::start_span(
+            cc.trace.as_ref()?,
+            "wasm run".into(),
+            opentelemetry::trace::SpanKind::Internal,
+            vec![],
+        )
+    }
+
+    /// Ends a run's span with what the run used: CPU ticks of its budget
+    /// (`datanotes.wasm.cpu_ms`, at the epoch's granularity) and its limit.
+    pub(super) fn end_run(
+        &self,
+        span: Option<opentelemetry::Context>,
+        inst: &Instance,
+        trapped: bool,
+    ) {
+        use opentelemetry::trace::TraceContextExt;
+        let Some(cx) = span else { return };
+        let budget = self.limits.ticks();
+        let used = budget.saturating_sub(inst.store.data().ticks_left);
+        let tick = limits::TICK.as_millis() as i64;
+        cx.span().set_attribute(opentelemetry::KeyValue::new(
+            "datanotes.wasm.cpu_ms",
+            used as i64 * tick,
+        ));
+        cx.span().set_attribute(opentelemetry::KeyValue::new(
+            "datanotes.wasm.cpu_limit_ms",
+            budget as i64 * tick,
+        ));
+        crate::telemetry::trace::end_span(&cx, trapped.then_some("trap"));
+    }
+
     /// After a call: its output goes to the log; the instance is kept warm unless the call
     /// trapped or hit a limit (then it is thrown away).
     pub(super) fn checkin<T>(

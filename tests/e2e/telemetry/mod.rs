@@ -268,6 +268,61 @@ fn a_call_through_the_gateway_to_a_python_app_is_one_trace_in_phoenix() {
     // Arguments and results are not recorded (the owner did not opt in).
     assert!(a["gen_ai.tool.call.arguments"].is_null(), "{server}");
 
+    // A WASM app's call: the CLIENT span holds the instance's span and the guest's run.
+    let planning = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins/planning.wasm");
+    s.ok_route(
+        "apps/create",
+        json!({"name": "planning", "write": ["personal.tasks.*"], "wasm_path": planning}),
+    );
+    let trace = "5b8aa5a2d2c872e8321cf37308d69df2";
+    let parent = "051581bf3cb55c13";
+    let m = call(
+        &session,
+        8,
+        "planning_list_tasks",
+        json!({}),
+        json!({"traceparent": format!("00-{trace}-{parent}-01")}),
+    );
+    assert!(m[0]["result"].is_object(), "{m:?}");
+    let spans = poll(Duration::from_secs(60), Duration::from_millis(500), || {
+        let spans = spans_of(&base, trace);
+        (spans.len() >= 4).then_some(spans)
+    })
+    .unwrap_or_else(|| panic!("the WASM trace's spans: {:?}", spans_of(&base, trace)));
+    let named = |n: &str| {
+        spans
+            .iter()
+            .find(|s| s["name"] == n)
+            .unwrap_or_else(|| panic!("no span {n} in {spans:#?}"))
+            .clone()
+    };
+    let server = spans
+        .iter()
+        .find(|s| s["parent_id"] == parent)
+        .expect("the server span");
+    assert_eq!(
+        server["attributes"]["datanotes.app.kind"], "wasm",
+        "{server}"
+    );
+    let client = spans
+        .iter()
+        .find(|s| s["parent_id"] == server["context"]["span_id"])
+        .expect("the client span");
+    let (instance, run) = (named("wasm instance"), named("wasm run"));
+    assert_eq!(
+        instance["parent_id"], client["context"]["span_id"],
+        "{instance}"
+    );
+    assert_eq!(
+        instance["attributes"]["datanotes.wasm.instance"], "new",
+        "{instance}"
+    );
+    assert_eq!(run["parent_id"], client["context"]["span_id"], "{run}");
+    assert!(
+        run["attributes"]["datanotes.wasm.cpu_limit_ms"].as_i64() > Some(0),
+        "{run}"
+    );
+
     // The HTTP API: a SERVER span per request under its `traceparent` header, the operation's
     // span inside it.
     let trace = "0af7651916cd43dd8448eb211c80319c";
