@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{LazyLock, Mutex};
 
 /// Tool names kept as label values per app (engine operations included); any further: `other`.
-pub const TOOLS_PER_APP: usize = 200;
+pub const TOOLS_PER_APP: usize = 100;
 /// The longest tool name kept as a label value.
 const LONGEST_TOOL: usize = 128;
 /// What a label value that is not kept reads.

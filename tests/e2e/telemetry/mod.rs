@@ -440,3 +440,62 @@ fn a_collector_unreachable_slow_or_failing_costs_calls_nothing_and_is_said_once(
         }
     }
 }
+
+#[test]
+fn an_app_of_thousands_of_tools_or_huge_names_keeps_the_label_sets_bounded() {
+    use crate::kit::fake_app::{tool, tool_app};
+    let s = Server::start();
+    let rt = runtime();
+    let mut tools: Vec<Value> = (0..1000)
+        .map(|i| tool(&format!("t{i:04}"), "A tool", &[]))
+        .collect();
+    let huge = "h".repeat(100_000);
+    tools.push(tool(&huge, "A tool with a 100 KB name", &[]));
+    let url = tool_app(&rt, std::sync::Arc::new(std::sync::Mutex::new(tools)));
+    create_app(&s, json!({"name": "many", "mcp_url": url}));
+    eventually("many's tools are listed", || {
+        let a = s.ok_route("apps/get", json!({"name": "many"}));
+        a["app"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() >= 1000)
+    });
+    let session = RawSession::open(&s, &s.token, "2025-11-25");
+    let names: Vec<String> = (0..300).map(|i| format!("t{i:04}")).collect();
+    for (i, n) in names.iter().chain(std::iter::once(&huge)).enumerate() {
+        let m = call(&session, i as u64, n, json!({}), json!({}));
+        assert!(
+            m[0].get("result").is_some() || m[0].get("error").is_some(),
+            "{n:.40}: {m:?}"
+        );
+    }
+    let (_, text) = get(&format!("{}/datanotes/metrics", s.url), Some(&s.token));
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with(
+                "mcp_server_operation_duration_seconds_count{mcp_method_name=\"tools/call\"",
+            )
+        })
+        .collect();
+    // 100 names kept for the app, the other 200 as one `other`; the 100 KB name is no tool of
+    // the namespace (not a valid name: skipped), so its call counts without a name.
+    assert_eq!(series.len(), 102, "{series:#?}");
+    let other = series
+        .iter()
+        .find(|l| l.contains("gen_ai_tool_name=\"other\""))
+        .expect("the other series");
+    assert!(other.ends_with(" 200"), "{other}");
+    assert!(
+        series
+            .iter()
+            .any(|l| l
+                .contains("gen_ai_tool_name=\"\",datanotes_app=\"\",error_type=\"tool_error\"} 1")),
+        "{series:#?}"
+    );
+    assert!(!text.contains("hhhhhhhh"), "a huge name became a label");
+    assert!(
+        text.len() < 1 << 20,
+        "the metrics' text is {} bytes",
+        text.len()
+    );
+}
