@@ -318,7 +318,13 @@ impl Writer {
                     None => HashMap::new(),
                 };
                 let old_files = index::known_files(&self.idx, &name)?;
-                let versions = index_versions(&self.idx, old.as_deref())?;
+                // The newest version of each row the journal or the index knows: a row that was
+                // invalid under the old definition has none in the index.
+                let mut versions = index_versions(&self.idx, old.as_deref())?;
+                for (id, v) in known_versions(&self.idx, &self.jr, &name)? {
+                    let e = versions.entry(id).or_insert(v);
+                    *e = (*e).max(v);
+                }
                 reindex_table(&self.idx, &self.root, &t, &versions, self.max_body())?;
                 // Checked against the new definition: the old one may name columns that the
                 // index no longer has (a link or unique column removed by hand).
@@ -331,11 +337,25 @@ impl Writer {
                 ids.extend(new_files.keys());
                 for id in ids {
                     let (was, now) = (old_files.get(id), new_files.get(id));
-                    if was.map(|k| &k.hash) == now.map(|k| &k.hash) {
+                    // A row whose file is unchanged counts too when the new definition changed
+                    // whether it is valid (a row made invalid by a column it used before the
+                    // definition named it, now valid).
+                    let valid_before = old_rows.contains_key(id);
+                    let valid_now = now.is_some_and(|k| k.error.is_none());
+                    if was.map(|k| &k.hash) == now.map(|k| &k.hash) && valid_before == valid_now {
                         continue;
                     }
-                    let before = old_rows.get(id).map(state).unwrap_or(RowState::Absent);
-                    let version = old_rows.get(id).map(|r| r.version).unwrap_or(0) + 1;
+                    let before = match (old_rows.get(id), was) {
+                        (Some(r), _) => state(r),
+                        (None, Some(k)) => RowState::Invalid(k.error.clone().unwrap_or_default()),
+                        (None, None) => RowState::Absent,
+                    };
+                    let version = old_rows
+                        .get(id)
+                        .map(|r| r.version)
+                        .or_else(|| versions.get(id.as_str()).copied())
+                        .unwrap_or(0)
+                        + 1;
                     let after = match (now, index::get_row(&self.idx, &t, id)?) {
                         (Some(k), Some(mut r)) => {
                             r.version = version;
