@@ -159,11 +159,6 @@ impl Observed {
         self.0.as_ref()?.cx.as_ref()
     }
 
-    /// The trace this request is in (export on).
-    pub fn trace_id(&self) -> Option<String> {
-        trace::trace_id(self.context()?)
-    }
-
     /// The tool (its label value, see [`metrics::Metrics::tool_label`]) and app (empty: the
     /// engine; `kind`: `engine`, `remote` or `wasm`) that served the request, and its
     /// `error.type` if it failed.

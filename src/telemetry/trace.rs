@@ -201,12 +201,6 @@ pub fn end_span(cx: &Context, error: Option<&str>) {
     span.end();
 }
 
-/// The trace ID of a context's span, as hex (empty: none).
-pub fn trace_id(cx: &Context) -> Option<String> {
-    let sc = cx.span().span_context().clone();
-    sc.is_valid().then(|| sc.trace_id().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
