@@ -87,6 +87,14 @@ enum Command {
         #[command(subcommand)]
         cmd: datanotes::cli::GrantsCmd,
     },
+    /// Make, list or revoke read-only metrics tokens, for a scraper such as Prometheus (the
+    /// owner's commands).
+    MetricsTokens {
+        #[command(flatten)]
+        conn: datanotes::cli::Conn,
+        #[command(subcommand)]
+        cmd: datanotes::cli::MetricsTokensCmd,
+    },
     /// Serve MCP over stdio for desktop clients, proxying to a running server.
     Mcp {
         #[command(flatten)]
@@ -278,6 +286,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Apps { conn, cmd } => datanotes::cli::run(conn, *cmd)?,
         Command::Grants { conn, cmd } => datanotes::cli::run_grants(conn, cmd)?,
+        Command::MetricsTokens { conn, cmd } => datanotes::cli::run_metrics_tokens(conn, cmd)?,
         Command::Mcp { conn, actor } => {
             let ep = conn.endpoint()?;
             let token = conn.token()?;

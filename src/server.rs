@@ -33,6 +33,8 @@ pub struct Server {
     pub closing: tokio::sync::watch::Sender<bool>,
     /// The OAuth authorization server of `/mcp`: clients, grants, tokens.
     pub oauth: Arc<OAuth>,
+    /// The owner's read-only metrics tokens.
+    pub metrics_tokens: auth::metrics_tokens::MetricsTokens,
     /// The owner's options for WASM apps installed by reference.
     pub sources: crate::apps::source::SourceOptions,
     owner_hash: String,
@@ -54,6 +56,7 @@ impl Server {
     ) -> anyhow::Result<Shared> {
         let apps = Registry::open(&engine.meta_dir)?;
         let oauth = Arc::new(OAuth::open(&engine.meta_dir, oauth_private_clients)?);
+        let metrics_tokens = auth::metrics_tokens::MetricsTokens::open(&engine.meta_dir)?;
         let webhooks = Webhooks::start(engine.clone())?;
         let wasm = crate::apps::wasm::WasmRuntime::new(engine.clone())?;
         // Components fetched for plans never confirmed go after a day.
@@ -74,6 +77,7 @@ impl Server {
             webhooks,
             closing: tokio::sync::watch::Sender::new(false),
             oauth,
+            metrics_tokens,
             sources,
             owner_hash,
         }))
@@ -94,6 +98,9 @@ impl Server {
     pub(crate) fn identify(&self, token: &str) -> Option<Caller> {
         if token.starts_with(auth::OWNER_PREFIX) && auth::matches(token, &self.owner_hash) {
             return Some(Caller::Owner);
+        }
+        if let Some(name) = self.metrics_tokens.identify(token) {
+            return Some(Caller::Metrics(name.into()));
         }
         self.apps.identify(token)
     }

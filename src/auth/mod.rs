@@ -3,8 +3,10 @@
 //! Tokens are 256 random bits with a prefix per kind (`dn_owner_`, `dn_app_`, and the OAuth
 //! tokens of [`oauth`]). Only their SHA-256 is kept; they are compared in constant time and
 //! never logged or echoed. An OAuth grant is one more kind of caller ([`Caller::Grant`]), with
-//! rights in an app's vocabulary, decided by the same [`authorize`].
+//! rights in an app's vocabulary, decided by the same [`authorize`]; a read-only metrics token
+//! ([`metrics_tokens`], `dn_metrics_`) is another, that reads the metrics and nothing else.
 
+pub mod metrics_tokens;
 pub mod oauth;
 
 use crate::error::{Error, Result};
@@ -80,6 +82,9 @@ pub enum Caller {
     App(Arc<AppScope>),
     /// An agent connected with OAuth, with the rights of its grant.
     Grant(Arc<Grant>),
+    /// A read-only metrics token ([`metrics_tokens`]), by its name: `GET /datanotes/metrics`
+    /// and nothing else.
+    Metrics(Arc<str>),
 }
 
 impl Caller {
@@ -89,12 +94,13 @@ impl Caller {
             Caller::Owner => "owner".into(),
             Caller::App(a) => format!("app:{}", a.name),
             Caller::Grant(g) => format!("client:{} ({})", g.client, g.id),
+            Caller::Metrics(name) => format!("metrics:{name}"),
         }
     }
     /// The app's name, or `None` for the owner and a grant.
     pub fn app(&self) -> Option<&str> {
         match self {
-            Caller::Owner | Caller::Grant(_) => None,
+            Caller::Owner | Caller::Grant(_) | Caller::Metrics(_) => None,
             Caller::App(a) => Some(&a.name),
         }
     }
@@ -161,6 +167,7 @@ fn read_patterns(caller: &Caller) -> Option<&[String]> {
         Caller::Owner => None,
         Caller::App(a) => a.read.as_deref(),
         Caller::Grant(g) => g.scope.read.as_deref(),
+        Caller::Metrics(_) => Some(&[]),
     }
 }
 
@@ -222,6 +229,8 @@ pub enum Access {
     /// app offers besides its tools serves them: an MCP Apps view, a prompt that drives them)
     /// or matching everything (`*`).
     AppContent,
+    /// Reading the metrics (`GET /datanotes/metrics`): the owner, and a metrics token.
+    Metrics,
     /// The owner alone.
     Owner,
 }
@@ -240,12 +249,13 @@ pub fn may_ever(caller: &Caller, access: Access) -> bool {
         Caller::Owner => return true,
         Caller::App(a) => &**a,
         Caller::Grant(g) => &g.scope,
+        Caller::Metrics(_) => return access == Access::Metrics,
     };
     match access {
         Access::RowWrite => !scope.write.is_empty(),
         Access::SchemaChange => scope.ddl && !scope.write.is_empty(),
         Access::Maintain => scope.maintain,
-        Access::Owner => false,
+        Access::Owner | Access::Metrics => false,
         _ => true,
     }
 }
@@ -255,6 +265,16 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
     // Who, as an answer names them, and how the owner widens their rights.
     let (app, name, widen, who): (&AppScope, String, &str, &str) = match caller {
         Caller::Owner => return Ok(()),
+        // A metrics token reads the metrics, and nothing else: no table, journal, tool or
+        // session.
+        Caller::Metrics(_) if access == Access::Metrics => return Ok(()),
+        Caller::Metrics(name) => {
+            return Err(Error::forbidden(format!(
+                "the metrics token {name} may only read the metrics (GET /datanotes/metrics)"
+            ))
+            .rule("metrics")
+            .hint("use an app token or the owner token for anything else"));
+        }
         Caller::App(a) => (a, format!("app {}", a.name), "apps/update", "app"),
         Caller::Grant(g) => (
             &g.scope,
@@ -404,6 +424,11 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
             .rule("call_tools")
             .hint(format!("the owner can widen the {who}'s call_tools patterns with {widen}")))
         }
+        Access::Metrics => Err(Error::forbidden(format!(
+            "{name} may not read the metrics: the names of apps and tools are the owner's"
+        ))
+        .rule("owner")
+        .hint("use the owner token, or a metrics token the owner creates (datanotes metrics-tokens create NAME)")),
         Access::Owner => Err(Error::forbidden("only the owner may do this")
             .rule("owner")
             .hint("use the owner token")),

@@ -1,14 +1,16 @@
-//! The owner's `datanotes apps ...` and `datanotes grants ...` commands: thin HTTP calls to a running server with the owner
+//! The owner's `datanotes apps ...`, `grants ...` and `metrics-tokens ...` commands: thin HTTP calls to a running server with the owner
 //! token (read from the database folder or given).
 
 mod grants;
 mod install;
 mod keys;
+mod metrics_tokens;
 mod plan;
 
 use crate::discover::Endpoint;
 use clap::Subcommand;
 pub use grants::{GrantsCmd, run_grants};
+pub use metrics_tokens::{MetricsTokensCmd, run_metrics_tokens};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 

@@ -47,8 +47,8 @@ pub(super) async fn health(State(s): State<Shared>, headers: axum::http::HeaderM
     Json(v).into_response()
 }
 
-/// `GET /datanotes/metrics`: every metric as Prometheus text, for the owner alone (the names
-/// of apps and tools are the owner's business). The gauges are read from the server's state
+/// `GET /datanotes/metrics`: every metric as Prometheus text, for the owner and the metrics
+/// tokens the owner made (the names of apps and tools are the owner's business). The gauges are read from the server's state
 /// now.
 pub(super) async fn metrics(
     State(s): State<Shared>,
@@ -57,7 +57,7 @@ pub(super) async fn metrics(
     use crate::telemetry::metrics::{self, AppLabel};
     crate::auth::authorize(
         &ctx.caller,
-        crate::auth::Access::Owner,
+        crate::auth::Access::Metrics,
         crate::auth::Target::None,
     )?;
     let m = metrics::metrics();
@@ -94,7 +94,12 @@ fn rss_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// `GET /datanotes/operations/`: the catalog, for any valid token.
-pub(super) async fn list(_: Authed) -> Response {
-    Json(json!({"operations": ops::describe_all()})).into_response()
+/// `GET /datanotes/operations/`: the catalog, for any token that reads.
+pub(super) async fn list(Authed(ctx): Authed) -> Result<Response, crate::error::Error> {
+    crate::auth::authorize(
+        &ctx.caller,
+        crate::auth::Access::Read,
+        crate::auth::Target::None,
+    )?;
+    Ok(Json(json!({"operations": ops::describe_all()})).into_response())
 }

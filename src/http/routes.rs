@@ -1,5 +1,5 @@
-//! The routes beside the operations: the apps registry, webhooks, the change feed's long poll
-//! and tool-call records. [`ROUTES`] is their table (path under `/datanotes/`, access class,
+//! The routes beside the operations: the apps registry, webhooks, the metrics tokens, the
+//! change feed's long poll and tool-call records. [`ROUTES`] is their table (path under `/datanotes/`, access class,
 //! handler); [`register`] puts each on the router, and [`run_route`] runs one: token, body,
 //! `auth::authorize` (the one function), handler.
 
@@ -126,6 +126,13 @@ struct CallArgs {
     tool: String,
     #[serde(default)]
     arguments: Value,
+}
+
+/// A metrics token's name (`metrics-tokens/create`, `metrics-tokens/revoke`).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NameArgs {
+    name: String,
 }
 
 /// The routes beside the operations, each with its access class.
@@ -298,6 +305,36 @@ static ROUTES: &[Route] = &[
         path: "webhooks/delete",
         access: Access::Owner,
         run: |s, _, v| blocking(move || s.webhooks.delete(parse("webhooks/delete", v)?)),
+    },
+    Route {
+        path: "metrics-tokens/create",
+        access: Access::Owner,
+        run: |s, _, v| {
+            blocking(move || {
+                let a: NameArgs = parse("metrics-tokens/create", v)?;
+                s.metrics_tokens.create(&a.name)
+            })
+        },
+    },
+    Route {
+        path: "metrics-tokens",
+        access: Access::Owner,
+        run: |s, _, v| {
+            blocking(move || {
+                parse::<crate::engine::args::Empty>("metrics-tokens", v)?;
+                Ok(s.metrics_tokens.list())
+            })
+        },
+    },
+    Route {
+        path: "metrics-tokens/revoke",
+        access: Access::Owner,
+        run: |s, _, v| {
+            blocking(move || {
+                let a: NameArgs = parse("metrics-tokens/revoke", v)?;
+                s.metrics_tokens.revoke(&a.name)
+            })
+        },
     },
     Route {
         path: "changes",

@@ -14,11 +14,21 @@ pub(super) async fn require_token(
     mut req: Request,
     next: Next,
 ) -> Response {
-    match s.mcp_caller(req.headers()) {
+    // Every principal that acts on the vault opens sessions; a metrics token does not (403).
+    let caller = s.mcp_caller(req.headers()).and_then(|ctx| {
+        crate::auth::authorize(
+            &ctx.caller,
+            crate::auth::Access::Read,
+            crate::auth::Target::None,
+        )
+        .map(|()| ctx)
+    });
+    match caller {
         Ok(ctx) => {
             req.extensions_mut().insert(ctx);
             next.run(req).await
         }
+        Err(e) if e.status == 403 => e.into_response(),
         Err(e) => {
             let invalid = crate::server::bearer(req.headers()).is_some();
             let challenge =

@@ -49,7 +49,7 @@ pub(super) fn widen(caller: Caller) -> Caller {
         }
     };
     match caller {
-        Caller::Owner => Caller::Owner,
+        c @ (Caller::Owner | Caller::Metrics(_)) => c,
         Caller::App(a) => {
             let mut a = (*a).clone();
             add(&mut a.call_tools);

@@ -1,5 +1,5 @@
 //! Telemetry through real parts: a real Prometheus (Debian's package) scrapes
-//! `GET /datanotes/metrics` with the owner's token and its query API sees the calls; a real
+//! `GET /datanotes/metrics` with a read-only metrics token and its query API sees the calls; a real
 //! OTLP receiver (Arize Phoenix, from PyPI) receives the spans of a call that goes from a client
 //! through `/mcp` to a remote app written with the official MCP Python SDK, whose own spans,
 //! started from the `traceparent` it was sent, are in the same trace.
@@ -86,7 +86,35 @@ fn the_metrics_are_the_owners_and_a_real_prometheus_scrapes_them() {
     let url = format!("{}/datanotes/metrics", s.url);
     assert_eq!(get(&url, None).0, 401);
     assert_eq!(get(&url, Some(&app)).0, 403);
-    let (status, text) = get(&url, Some(&s.token));
+    // A read-only metrics token, made with the CLI: it reads the metrics and nothing else.
+    let made = Command::new(bin())
+        .args(["metrics-tokens", "create", "prometheus", "--database"])
+        .arg(&s.dir)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let scraper = String::from_utf8(made.stdout).unwrap().trim().to_string();
+    assert!(scraper.starts_with("dn_metrics_"), "{scraper}");
+    let (status, refused) = s.post(
+        "/datanotes/select_rows/",
+        Some(&scraper),
+        &json!({"table": TASKS}),
+    );
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["error"]["rule"], "metrics", "{refused}");
+    let mcp = reqwest::blocking::Client::new()
+        .post(format!("{}/mcp", s.url))
+        .bearer_auth(&scraper)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .unwrap();
+    assert_eq!(
+        mcp.status().as_u16(),
+        403,
+        "a metrics token opens no MCP session"
+    );
+    let (status, text) = get(&url, Some(&scraper));
     assert_eq!(status, 200, "{text}");
     assert!(
         text.contains(r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="list_tables",datanotes_app="",error_type=""} 4"#),
@@ -104,14 +132,14 @@ fn the_metrics_are_the_owners_and_a_real_prometheus_scrapes_them() {
     );
     assert!(text.contains("# TYPE datanotes_journal_commit_duration_seconds histogram"));
 
-    // Prometheus, scraping every second with the owner's token.
+    // Prometheus, scraping every second with the metrics token.
     let dir = tempfile::tempdir().unwrap();
     let host = s.url.trim_start_matches("http://");
     let config = format!(
         "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: datanotes\n    \
          metrics_path: /datanotes/metrics\n    authorization:\n      credentials: {}\n    \
          static_configs:\n      - targets: ['{host}']\n",
-        s.token
+        scraper
     );
     std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
     let port = registry::free_port();
@@ -147,6 +175,16 @@ fn the_metrics_are_the_owners_and_a_real_prometheus_scrapes_them() {
     );
     let up: Value = serde_json::from_str(&up).unwrap();
     assert_eq!(up["data"]["result"][0]["value"][1], "1", "{up}");
+
+    // Revoked, it stops working at once; the owner's token still reads the metrics.
+    let revoked = Command::new(bin())
+        .args(["metrics-tokens", "revoke", "prometheus", "--database"])
+        .arg(&s.dir)
+        .output()
+        .unwrap();
+    assert!(revoked.status.success(), "{revoked:?}");
+    assert_eq!(get(&url, Some(&scraper)).0, 401);
+    assert_eq!(get(&url, Some(&s.token)).0, 200);
 }
 
 /// Phoenix on free ports, its data in `dir`: (the process, its base URL).

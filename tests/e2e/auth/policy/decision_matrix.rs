@@ -25,6 +25,8 @@ enum Rule {
     OwnEntry,
     /// The owner alone.
     Owner,
+    /// The owner and a read-only metrics token.
+    Metrics,
     /// No route: answered 404 to everyone with a token.
     NoRoute,
 }
@@ -33,7 +35,10 @@ enum Rule {
 /// expanded to every operation by [`op_rule`].
 const PATHS: &[(&str, Rule)] = &[
     ("/datanotes/health", Rule::Public),
-    ("/datanotes/metrics", Rule::Owner),
+    ("/datanotes/metrics", Rule::Metrics),
+    ("/datanotes/metrics-tokens/create", Rule::Owner),
+    ("/datanotes/metrics-tokens", Rule::Owner),
+    ("/datanotes/metrics-tokens/revoke", Rule::Owner),
     ("/datanotes/operations/", Rule::Read),
     ("/datanotes/operations", Rule::Read),
     ("/datanotes/changes/stream", Rule::Read),
@@ -116,6 +121,8 @@ struct Who {
     /// What it may do beyond reading: write, ddl, maintain.
     rights: [bool; 3],
     grant: bool,
+    /// A read-only metrics token.
+    metrics: bool,
 }
 
 /// What the matrix expects of `who` on a surface of `rule`: allowed (true), or the status
@@ -126,6 +133,8 @@ fn expected(who: &Who, rule: Rule) -> Result<(), u16> {
         Rule::Public => Ok(()),
         Rule::NoRoute => Err(404),
         _ if who.token.is_none() || who.grant => Err(401),
+        Rule::Metrics if who.metrics => Ok(()),
+        _ if who.metrics => Err(403),
         _ if owner => Ok(()),
         Rule::Read | Rule::OwnEntry => Ok(()),
         Rule::Write if who.rights[0] => Ok(()),
@@ -198,7 +207,12 @@ fn every_route_and_method_is_decided_for_every_principal() {
         app,
         rights,
         grant,
+        metrics: false,
     };
+    let scraper = s.ok_route("metrics-tokens/create", json!({"name": "matrix"}))["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let (none, all) = ([false; 3], [true; 3]);
     let whos = [
         who("anonymous", None, None, none, false),
@@ -231,6 +245,10 @@ fn every_route_and_method_is_decided_for_every_principal() {
             [false, false, true],
             false,
         ),
+        Who {
+            metrics: true,
+            ..who("metrics", Some(scraper.clone()), None, none, false)
+        },
         who("owner", Some(s.token.clone()), None, all, false),
     ];
 
@@ -304,7 +322,7 @@ fn every_route_and_method_is_decided_for_every_principal() {
             }
         }
     }
-    let (mcp_cells, mcp_wrong) = mcp_matrix(&s, &grant.access, &whos[2..]);
+    let (mcp_cells, mcp_wrong) = mcp_matrix(&s, &grant.access, &scraper, &whos[2..]);
     wrong.extend(mcp_wrong);
     println!(
         "decision matrix: {} HTTP routes, {cells} HTTP cells; {} MCP methods x {} principals = {} MCP cells",
@@ -331,10 +349,10 @@ enum Got {
 }
 use Got::{Error as E, Ok as K, Refused as R};
 
-/// The principals of the MCP rows, after anonymous (always `401`) and another token on the
-/// owner's session (always `404`): the owner, an app with no rights, a grant that ticked
-/// `list_tables` only.
-const MCP_WHO: usize = 5;
+/// The principals of the MCP rows: the owner, an app with no rights, a grant that ticked
+/// `list_tables` only; then anonymous (always `401`), another token on the owner's session
+/// (always `404`) and a metrics token (always `403`).
+const MCP_WHO: usize = 6;
 
 /// The MCP door's rows: a method (both eras' requests and notifications: the client's side of
 /// the specification), its params, and what the owner, an app and a grant get. A method the
@@ -465,9 +483,9 @@ fn refusal(e: &str) -> bool {
         && !e.contains("-32601")
 }
 
-/// Every MCP row against the owner, an app, a grant, anonymous and another token on the owner's
-/// session; the cells covered.
-fn mcp_matrix(s: &Server, grant: &str, apps: &[Who]) -> (usize, Vec<String>) {
+/// Every MCP row against the owner, an app, a grant, anonymous, another token on the owner's
+/// session and a metrics token; the cells covered.
+fn mcp_matrix(s: &Server, grant: &str, scraper: &str, apps: &[Who]) -> (usize, Vec<String>) {
     let app = apps[0].token.clone().unwrap();
     let version = "2025-11-25";
     let sessions = [
@@ -488,12 +506,14 @@ fn mcp_matrix(s: &Server, grant: &str, apps: &[Who]) -> (usize, Vec<String>) {
                 ));
             }
         }
-        // Anonymous: 401; another principal's token on the owner's session: 404.
+        // Anonymous: 401; another principal's token on the owner's session: 404; a metrics
+        // token: 403.
         let (st, _, _) = rpc(s, None, &sessions[0].id, method, params);
         let (foreign, _, _) = rpc(s, Some(&app), &sessions[0].id, method, params);
-        cells += 2;
-        if (st, foreign) != (401, 404) {
-            wrong.push(format!("{method}: anonymous {st}, another token on the owner's session {foreign} (the matrix says 401, 404)"));
+        let (metrics, _, _) = rpc(s, Some(scraper), &sessions[0].id, method, params);
+        cells += 3;
+        if (st, foreign, metrics) != (401, 404, 403) {
+            wrong.push(format!("{method}: anonymous {st}, another token on the owner's session {foreign}, a metrics token {metrics} (the matrix says 401, 404, 403)"));
         }
     }
     for method in MCP_UNANSWERED {
