@@ -211,6 +211,18 @@ async function main() {
   check(/browser-test/.test(row), `the actor is not shown: ${row}`);
   ok("an agent's MCP tool call appears in Live without reload", `${c2 - c1} ms after the call answered (${c1 - c0} ms call)`);
 
+  {
+    // A call made in the agent's own trace (its traceparent in _meta): Live links it to that trace.
+    step = "live: a call's trace";
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+    await a.callTool({ name: "planning_list_tasks", arguments: {}, _meta: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } });
+    await page.waitForSelector(`#live-rows button.trace[data-trace="${traceId}"]`, { timeout: 5000 })
+      .catch(async () => check(false, `no trace link in Live: ${await page.textContent("#live-rows")}`));
+    const traced = await page.textContent(`#live-rows tr:has(button.trace[data-trace="${traceId}"])`);
+    check(/planning_list_tasks/.test(traced) && traced.includes(`trace ${traceId.slice(0, 8)}`), `the traced call's row: ${traced}`);
+    ok("Live links a call to the trace its agent sent", traced.replace(/\s+/g, " ").trim());
+  }
+
   // Filters: by app, then by table.
   await page.selectOption("#filter-app", "planning");
   check(await page.locator('#live-rows tr[data-app="planning"]').first().isVisible(), "the app filter hides the app's calls");
@@ -241,6 +253,26 @@ async function main() {
   check(l2 - l1 <= 2000, `Live fell behind: ${l2 - l1} ms after the last call`);
   ok("Live keeps up with 100 tool calls/s", `${N} calls at ${rate.toFixed(0)}/s; all shown ${l2 - l1} ms after the last answered`);
   for (const x of agents) await x.close();
+
+  {
+    // The Tools view: each tool's last hour, from the server's own histogram buckets.
+    step = "tools: the last hour";
+    await page.click('a[data-view="tools"]');
+    const statRow = '#tool-stats tr[data-tool="list_tables"]';
+    await page.waitForSelector(statRow, { timeout: 5000 })
+      .catch(async () => check(false, `no statistics for list_tables: ${await page.textContent("#tool-stats-section")}`));
+    const listed = Number(await page.textContent(`${statRow} td.calls`));
+    check(listed >= N, `list_tables shows ${listed} calls, not at least ${N}`);
+    check(Number(await page.textContent(`${statRow} td.errors`)) === 0, "list_tables shows errors");
+    const p50 = await page.textContent(`${statRow} td.p50`), p99 = await page.textContent(`${statRow} td.p99`);
+    check(/^[0-9.]+ (ms|s)$/.test(p50) && /^[0-9.]+ (ms|s)$/.test(p99), `p50 ${p50}, p99 ${p99}`);
+    const bars = await page.locator(`${statRow} svg.spark rect.calls`).count();
+    check(bars >= 1 && bars <= 3, `the chart of list_tables has ${bars} minutes with calls`);
+    check(await page.locator('#tool-stats tr[data-tool="planning_list_tasks"][data-app="planning"]').count() === 1, "the app's tool has no row");
+    const card = await page.textContent('details[data-tool="list_tables"] p.tool-stats');
+    check(card.startsWith(`last hour: ${listed} calls · 0 errors · p50 ${p50}`), `the tool's card: ${card}`);
+    ok("Tools shows each tool's calls, errors, p50 and p99 of the last hour, with a chart", `list_tables: ${listed} calls, p50 ${p50}, p99 ${p99}`);
+  }
 
   step = "rotate a token";
   await page.click('a[data-view="apps"]');

@@ -292,6 +292,10 @@ pub struct ToolCallRecord {
     /// The caller cancelled the call before its answer (absent when it did not).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// The trace the call belongs to (32 lowercase hex digits), when one is known: the console
+    /// links the call to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// The most characters of each text field of a `tool_call` event.
@@ -330,7 +334,21 @@ fn cut_json(v: &serde_json::Value, n: usize) -> String {
 impl ToolCallRecord {
     /// Checks a report sent as JSON (`tool-calls/record`).
     pub fn parse(v: serde_json::Value) -> Result<ToolCallRecord> {
-        crate::error::parse("tool-calls/record", v)
+        let r: ToolCallRecord = crate::error::parse("tool-calls/record", v)?;
+        if let Some(t) = &r.trace_id
+            && !(t.len() == 32
+                && t.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                && t.bytes().any(|b| b != b'0'))
+        {
+            return Err(Error::invalid(
+                "traceId must be a W3C trace ID: 32 lowercase hexadecimal digits, not all zero",
+            )
+            .column("traceId")
+            .rule("trace_id")
+            .hint("send the trace-id part of the call's traceparent, or leave traceId out"));
+        }
+        Ok(r)
     }
 
     /// The `call` of its `tool_call` change, with every text field cut: `tool`, `servedBy` and
@@ -356,6 +374,7 @@ impl ToolCallRecord {
             result_chars: self.result_chars,
             result_tokens: self.result_tokens,
             cancelled: self.cancelled,
+            trace_id: self.trace_id,
         };
         serde_json::value::to_raw_value(&cut_record)
             .map_err(|e| Error::internal(format!("the tool call cannot be recorded: {e}")))

@@ -337,6 +337,16 @@ static ROUTES: &[Route] = &[
         },
     },
     Route {
+        path: "tool-stats",
+        access: Access::Metrics,
+        run: |_, _, v| {
+            blocking(move || {
+                parse::<crate::engine::args::Empty>("tool-stats", v)?;
+                Ok(crate::telemetry::recent::recent().snapshot())
+            })
+        },
+    },
+    Route {
         path: "changes",
         access: Access::Read,
         run: |s, c, v| {

@@ -37,6 +37,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("ui/grants.js"),
     ),
     (
+        "stats.js",
+        "text/javascript; charset=utf-8",
+        include_str!("ui/stats.js"),
+    ),
+    (
         "install.js",
         "text/javascript; charset=utf-8",
         include_str!("ui/install.js"),

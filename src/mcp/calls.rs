@@ -113,6 +113,7 @@ pub(super) fn record_call(
         result_chars: result_chars as u64,
         result_tokens: estimate_tokens(result_chars),
         cancelled: o.cancelled,
+        trace_id: ctx.observed.trace_id(),
     };
     if let Err(e) = report.record(&server.engine, ctx.actor) {
         tracing::warn!("recording a tool call failed: {}", e.message);

@@ -27,7 +27,7 @@ pub const OTHER: &str = "other";
 
 /// The OpenTelemetry MCP conventions' buckets (seconds), with four below 10 ms: a call through
 /// the gateway takes well under a millisecond.
-const BUCKETS: [f64; 18] = [
+pub(crate) const BUCKETS: [f64; 18] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
     120.0, 300.0,
 ];

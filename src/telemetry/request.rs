@@ -30,6 +30,8 @@ struct Inner {
     what: What,
     /// The context of the request's span (export on), for the spans of what it calls.
     cx: Option<Context>,
+    /// The trace the request belongs to: its span's (export on), else the one its caller sent.
+    trace_id: Option<String>,
     note: Mutex<Note>,
     done: AtomicBool,
 }
@@ -105,10 +107,19 @@ impl Observed {
             }
             trace::start_span(&parent, name, SpanKind::Server, a)
         });
+        // Export off: the caller's trace, if it sent one (the console links a call to it).
+        let trace_id = match &cx {
+            Some(cx) => trace::trace_id(cx),
+            None if trace::carries_parent(req.meta, headers) => {
+                trace::trace_id(&trace::extract(req.meta, headers))
+            }
+            None => None,
+        };
         Observed(Some(Arc::new(Inner {
             start: Instant::now(),
             what: What::Mcp(method),
             cx,
+            trace_id,
             note: Mutex::new(Note::default()),
             done: AtomicBool::new(false),
         })))
@@ -140,10 +151,12 @@ impl Observed {
             }
             trace::start_span(&parent, name, SpanKind::Server, a)
         });
+        let trace_id = cx.as_ref().and_then(trace::trace_id);
         Observed(Some(Arc::new(Inner {
             start: Instant::now(),
             what: What::Http(method, route),
             cx,
+            trace_id,
             note: Mutex::new(Note::default()),
             done: AtomicBool::new(false),
         })))
@@ -152,6 +165,12 @@ impl Observed {
     /// Whether a request is observed (a door made it).
     pub fn is_some(&self) -> bool {
         self.0.is_some()
+    }
+
+    /// The trace the request belongs to (32 hex digits), if any: its span's, or with export
+    /// off the one its caller sent.
+    pub fn trace_id(&self) -> Option<String> {
+        self.0.as_ref()?.trace_id.clone()
     }
 
     /// The context of the request's span, for a span of what serving it calls.
@@ -213,6 +232,9 @@ impl Observed {
         let secs = i.start.elapsed().as_secs_f64();
         let n = std::mem::take(&mut *i.note.lock().unwrap());
         let error = n.error.or_else(|| http_error(status));
+        if matches!(i.what, What::Mcp("tools/call")) && !n.tool.is_empty() {
+            super::recent::recent().observe(&n.app, &n.tool, secs, error.is_some());
+        }
         match &i.what {
             What::Mcp(method) => metrics()
                 .server_duration

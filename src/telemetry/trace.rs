@@ -162,6 +162,17 @@ pub fn extract(meta: Option<&Value>, headers: &http::HeaderMap) -> Context {
     TraceContextPropagator::new().extract(&carrier)
 }
 
+/// Whether a request carries a `traceparent` (in `params._meta` or its headers).
+pub fn carries_parent(meta: Option<&Value>, headers: &http::HeaderMap) -> bool {
+    meta.and_then(|m| m.get("traceparent")).is_some() || headers.contains_key("traceparent")
+}
+
+/// The trace ID of a context's span, as 32 hex digits (None: no valid span).
+pub fn trace_id(cx: &Context) -> Option<String> {
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| sc.trace_id().to_string())
+}
+
 /// The `traceparent` and `tracestate` of a span's context, for a request it makes.
 pub fn inject(cx: &Context) -> Vec<(&'static str, String)> {
     let mut carrier: HashMap<String, String> = HashMap::new();

@@ -467,10 +467,16 @@ async function toolsView() {
     if (!cur || cur.app !== t.app) groups.push((cur = { app: t.app, tools: [] }));
     cur.tools.push(t);
   }
-  show(h("h1", {}, "Tools"), toolSearch(), h("p", { class: "muted" }, `${v.tools.length} tools, in the order agents see them: the engine's operations, then each app's.`),
+  // The owner sees each tool's last hour (stats.js): in a table, and on the tool's card.
+  const statLines = new Map();
+  const stats = state.owner ? statsSection((byTool) => {
+    for (const [name, line] of statLines) { const t = byTool.get(name); if (t) { line.textContent = statsLine(t); line.hidden = false; } }
+  }) : null;
+  show(h("h1", {}, "Tools"), toolSearch(), stats, h("p", { class: "muted" }, `${v.tools.length} tools, in the order agents see them: the engine's operations, then each app's.`),
     groups.map((g) => h("section", {}, h("h2", {}, g.app === "engine" ? "Operations" : `App ${g.app}`),
       g.tools.map((t) => h("details", { class: "card tool", "data-tool": t.name },
         h("summary", {}, h("code", {}, t.name), h("span", { class: "muted" }, ` — ${(t.description || "").split("\n")[0]}`)),
+        (() => { const line = h("p", { class: "tool-stats muted", hidden: true }); statLines.set(t.name, line); return line; })(),
         t.description ? h("p", {}, t.description) : null,
         h("details", {}, h("summary", {}, "input schema"), h("pre", {}, json(t.inputSchema))),
         tryForm(t))))),
@@ -530,6 +536,18 @@ async function readFeed(live, onChange) {
   }
 }
 
+/** A call this slow (ms) is marked in Live. */
+const SLOW_MS = 1000;
+
+/** A call's trace: its ID, copied on a click, to look it up in the owner's tracing tool. */
+function traceLink(id) {
+  const b = h("button", { type: "button", class: "trace", "data-trace": id, title: `trace ${id} (click to copy)` }, `trace ${id.slice(0, 8)}…`);
+  b.addEventListener("click", async () => {
+    try { await navigator.clipboard.writeText(id); b.textContent = "copied"; } catch (_) { b.textContent = id; }
+  });
+  return h("div", {}, b);
+}
+
 async function liveView() {
   stopLive();
   const live = { abort: new AbortController(), pending: [], shown: 0, total: 0 };
@@ -570,12 +588,13 @@ async function liveView() {
       const summary = event ? [event.version && `version ${event.version}`, event.digest && `${String(event.digest).slice(0, 19)}…`, event.signature].filter(Boolean).join(" · ")
         : call && call.summary;
       const ok = call ? call.ok : true;
-      const tr = h("tr", { "data-op": c.op, "data-seq": c.seq },
+      const slow = call && Number(call.durationMs) >= SLOW_MS;
+      const tr = h("tr", { "data-op": c.op, "data-seq": c.seq, class: slow ? "slow" : null },
         h("td", {}, new Date(c.ts).toLocaleTimeString()),
         h("td", {}, actorText(c.actor)),
         h("td", {}, h("code", {}, what), summary ? h("div", { class: "muted" }, summary) : null),
         h("td", { class: ok ? "ok" : "error" }, ok ? "ok" : "error"),
-        h("td", {}, call ? `${Number(call.durationMs).toFixed(1)} ms` : ""));
+        h("td", {}, call ? `${Number(call.durationMs).toFixed(1)} ms` : "", call && call.traceId ? traceLink(call.traceId) : null));
       tr.dataset.app = app;
       tr.dataset.table = table;
       tr.hidden = !visible(tr);

@@ -82,6 +82,39 @@ fn the_metrics_are_the_owners_and_a_real_prometheus_scrapes_them() {
         json!({"traceparent": "00-not-a-trace"}),
     );
     assert!(m[0]["result"].is_object(), "{m:?}");
+    // A call in its agent's trace, export off: its tool_call event names that trace (the
+    // console's Live view links it), the others name none.
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let m = call(
+        &session,
+        22,
+        "get_engine_settings",
+        json!({}),
+        json!({"traceparent": format!("00-{trace}-00f067aa0ba902b7-01")}),
+    );
+    assert!(m[0]["result"].is_object(), "{m:?}");
+    let events = eventually_ok("the tool_call events", || {
+        let page = s.ok_route("changes", json!({"ops": ["tool_call"], "limit": 100}));
+        let calls = page["changes"].as_array().cloned().unwrap_or_default();
+        (calls.len() >= 6).then_some(calls).ok_or(format!("{page}"))
+    });
+    let traced: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["call"]["traceId"].is_string())
+        .collect();
+    assert_eq!(traced.len(), 1, "{events:?}");
+    assert_eq!(traced[0]["call"]["traceId"], trace);
+    assert_eq!(traced[0]["call"]["tool"], "get_engine_settings");
+    // A report of a tool call with a trace ID that is not one: refused, naming the field.
+    let (status, bad) = s.post(
+        "/datanotes/tool-calls/record/",
+        Some(&s.token),
+        &json!({"tool": "t", "args": {}, "ok": true, "value": "v", "servedBy": "x",
+                "durationMs": 1.0, "summary": "s", "resultChars": 1, "resultTokens": 1,
+                "traceId": "4BF92F35-not-hex"}),
+    );
+    assert_eq!(status, 400, "{bad}");
+    assert_eq!(bad["error"]["column"], "traceId", "{bad}");
 
     let url = format!("{}/datanotes/metrics", s.url);
     assert_eq!(get(&url, None).0, 401);
@@ -113,6 +146,38 @@ fn the_metrics_are_the_owners_and_a_real_prometheus_scrapes_them() {
         mcp.status().as_u16(),
         403,
         "a metrics token opens no MCP session"
+    );
+    // The last hour by tool, as the console's Tools view draws it: the metrics token reads it.
+    let (status, stats) = s.post("/datanotes/tool-stats/", Some(&scraper), &json!({}));
+    assert_eq!(status, 200, "{stats}");
+    let of = |tool: &str| {
+        stats["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tool"] == tool)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {tool} in {stats}"))
+    };
+    let lt = of("list_tables");
+    assert_eq!(
+        (
+            lt["calls"].as_u64(),
+            lt["errors"].as_u64(),
+            lt["app"].as_str()
+        ),
+        (Some(4), Some(0), Some("engine")),
+        "{lt}"
+    );
+    assert!(
+        lt["p50Ms"].as_f64().unwrap() <= lt["p99Ms"].as_f64().unwrap(),
+        "{lt}"
+    );
+    assert_eq!(lt["perMinute"].as_array().unwrap().len(), 60);
+    assert_eq!(of("select_rows")["errors"], 1);
+    assert_eq!(
+        s.post("/datanotes/tool-stats/", Some(&app), &json!({})).0,
+        403
     );
     let (status, text) = get(&url, Some(&scraper));
     assert_eq!(status, 200, "{text}");

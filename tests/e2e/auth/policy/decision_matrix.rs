@@ -36,6 +36,7 @@ enum Rule {
 const PATHS: &[(&str, Rule)] = &[
     ("/datanotes/health", Rule::Public),
     ("/datanotes/metrics", Rule::Metrics),
+    ("/datanotes/tool-stats", Rule::Metrics),
     ("/datanotes/metrics-tokens/create", Rule::Owner),
     ("/datanotes/metrics-tokens", Rule::Owner),
     ("/datanotes/metrics-tokens/revoke", Rule::Owner),
