@@ -60,9 +60,10 @@ enum Command {
         /// link-local address (off: refused, as a request forgery guard).
         #[arg(long, env = "DATANOTES_APPS_PRIVATE_SOURCES")]
         apps_private_sources: bool,
-        /// Export traces to this OpenTelemetry collector (its OTLP/HTTP base URL, e.g.
-        /// http://127.0.0.1:4318; `/v1/traces` is added). Without it, OTEL_EXPORTER_OTLP_ENDPOINT
-        /// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT decide; none set: no traces.
+        /// Export traces and metrics to this OpenTelemetry collector (its OTLP/HTTP base URL,
+        /// e.g. http://127.0.0.1:4318; `/v1/traces` and `/v1/metrics` are added). Without it,
+        /// OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_EXPORTER_OTLP_{TRACES,METRICS}_ENDPOINT, decide;
+        /// none set: no export.
         #[arg(long, value_name = "URL")]
         otlp_endpoint: Option<String>,
         /// The OTLP protocol: http/protobuf (default) or http/json (else
@@ -216,10 +217,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             otlp_protocol,
             trace_content,
         } => {
-            if let Some(to) =
-                datanotes::start::start_tracing(otlp_endpoint, otlp_protocol, trace_content)?
-            {
+            let (traces, metrics) =
+                datanotes::start::start_tracing(otlp_endpoint, otlp_protocol, trace_content)?;
+            if let Some(to) = traces {
                 tracing::info!("traces are exported to {to}");
+            }
+            if let Some(to) = metrics {
+                tracing::info!("metrics are exported to {to}");
             }
             // This binary compiles WASM components in a child process of its own.
             datanotes::apps::wasm::compile_in_child();

@@ -70,7 +70,7 @@ impl Server {
         }
         let agg = Aggregator::new(engine.clone(), apps.clone(), wasm);
         agg.start();
-        Ok(Arc::new(Server {
+        let server = Arc::new(Server {
             engine,
             apps,
             agg,
@@ -80,7 +80,19 @@ impl Server {
             metrics_tokens,
             sources,
             owner_hash,
-        }))
+        });
+        // The gauges of the metrics (a scrape, an OTLP export) read this server's state.
+        let weak = Arc::downgrade(&server);
+        crate::telemetry::metrics::set_gauge_source(Box::new(move || {
+            let s = weak.upgrade()?;
+            Some(crate::telemetry::metrics::GaugeValues {
+                apps: s.agg.gauges(),
+                semantic_lag: s.engine.semantic_pending().unwrap_or(0),
+                feed_subscribers: (crate::feed::waiting() + s.webhooks.count()) as i64,
+                grants_active: s.oauth.grants().len() as i64,
+            })
+        }));
+        Ok(server)
     }
 
     /// After a registry change: new backends are listed in the background (a listing never

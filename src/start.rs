@@ -137,23 +137,28 @@ async fn shutdown_signal() {
     }
 }
 
-/// Starts the export of traces over OTLP if the flags or the standard `OTEL_*` variables ask
-/// for it: the endpoint it exports to, or `None` (off).
+/// Starts the export of traces and metrics over OTLP if the flags or the standard `OTEL_*`
+/// variables ask for it: the endpoints they export to (`None`: off).
 pub fn start_tracing(
     endpoint: Option<String>,
     protocol: Option<String>,
     record_content: bool,
-) -> anyhow::Result<Option<String>> {
-    crate::telemetry::trace::start(&crate::telemetry::trace::Config {
+) -> anyhow::Result<(Option<String>, Option<String>)> {
+    let config = crate::telemetry::trace::Config {
         endpoint,
         protocol,
         record_content,
-    })
+    };
+    Ok((
+        crate::telemetry::trace::start(&config)?,
+        crate::telemetry::otlp_metrics::start(&config)?,
+    ))
 }
 
-/// Exports the spans still queued (at shutdown).
+/// Exports the spans still queued and the metrics since the last export (at shutdown).
 pub fn stop_tracing() {
     crate::telemetry::trace::stop();
+    crate::telemetry::otlp_metrics::stop();
 }
 
 #[cfg(test)]

@@ -172,12 +172,26 @@ impl Aggregator {
         self.changed.subscribe()
     }
 
-    /// Each app's reachability as its last request found it (`true`: it answered).
-    pub fn reachability(&self) -> Vec<(String, bool)> {
+    /// Each app's gauges for the metrics: whether its last request found it reachable, and a
+    /// WASM app's instances (in a call, warm) and the memory they hold.
+    pub fn gauges(&self) -> Vec<crate::telemetry::metrics::AppGauge> {
+        use crate::telemetry::metrics::{AppGauge, WasmGauge};
         let slots = self.slots.read().unwrap();
         slots
             .iter()
-            .map(|s| (s.name.clone(), s.reachable == Some(true)))
+            .map(|s| AppGauge {
+                name: s.name.clone(),
+                reachable: s.reachable == Some(true),
+                wasm: s.backend.stats().map(|st| {
+                    let n = |k: &str| st[k].as_u64().unwrap_or(0);
+                    let (all, warm) = (n("instances"), n("warm"));
+                    WasmGauge {
+                        live: all.saturating_sub(warm),
+                        warm,
+                        memory: n("memoryBytes"),
+                    }
+                }),
+            })
             .collect()
     }
 

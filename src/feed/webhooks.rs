@@ -349,7 +349,7 @@ impl Webhooks {
                 }
                 Some(e) => {
                     tracing::warn!(webhook = %id, delivery, "webhook delivery failed: {e}");
-                    crate::telemetry::metrics::metrics().webhook_failures.inc();
+                    crate::telemetry::metrics::metrics().webhook_failed();
                     self.update(&id, |h| {
                         h.last_error = Some(e);
                         h.consecutive_failures += 1;

@@ -48,36 +48,20 @@ pub(super) async fn health(State(s): State<Shared>, headers: axum::http::HeaderM
 }
 
 /// `GET /datanotes/metrics`: every metric as Prometheus text, for the owner and the metrics
-/// tokens the owner made (the names of apps and tools are the owner's business). The gauges are read from the server's state
-/// now.
+/// tokens the owner made (the names of apps and tools are the owner's business). The gauges
+/// are read from the server's state now (the source [`crate::server::Server::new`] set).
 pub(super) async fn metrics(
-    State(s): State<Shared>,
     super::Authed(ctx): super::Authed,
 ) -> Result<Response, crate::error::Error> {
-    use crate::telemetry::metrics::{self, AppLabel};
+    use crate::telemetry::metrics;
     crate::auth::authorize(
         &ctx.caller,
         crate::auth::Access::Metrics,
         crate::auth::Target::None,
     )?;
-    let m = metrics::metrics();
-    let text = {
-        let _one = m.scrape.lock().unwrap();
-        m.app_reachable.clear();
-        for (app, up) in s.agg.reachability() {
-            m.app_reachable
-                .get_or_create(&AppLabel { datanotes_app: app })
-                .set(up as i64);
-        }
-        let meter = &s.agg.wasm.meter;
-        m.wasm_instances.set(meter.instances() as i64);
-        m.wasm_memory.set(meter.bytes() as u64);
-        m.semantic_lag.set(s.engine.semantic_pending().unwrap_or(0));
-        m.feed_subscribers
-            .set((crate::feed::waiting() + s.webhooks.count()) as i64);
-        m.grants_active.set(s.oauth.grants().len() as i64);
-        metrics::encode()
-    };
+    let text = tokio::task::spawn_blocking(metrics::scrape)
+        .await
+        .map_err(|_| crate::error::Error::internal("reading the metrics failed"))?;
     Ok((
         [(axum::http::header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
         text,

@@ -58,15 +58,15 @@ impl AppCall {
 
     /// The app answered (or not: `error`).
     pub fn end(self, error: Option<&'static str>) {
-        metrics()
-            .client_duration
-            .get_or_create(&OpLabels {
+        metrics().observe_client(
+            OpLabels {
                 mcp_method_name: "tools/call",
                 gen_ai_tool_name: self.tool,
                 datanotes_app: self.app,
                 error_type: error.unwrap_or(""),
-            })
-            .observe(self.start.elapsed().as_secs_f64());
+            },
+            self.start.elapsed().as_secs_f64(),
+        );
         if let Some(cx) = &self.cx {
             trace::end_span(cx, error);
         }

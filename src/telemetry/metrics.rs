@@ -1,7 +1,9 @@
 //! The engine's metrics: one registry for the process, its instruments recorded where things
 //! happen (an MCP request at the door, a call to an app, a journal commit, a WASM instance
-//! start, a webhook delivery), and the gauges read from the server's state at each scrape.
-//! [`encode`] writes them as Prometheus text (OpenMetrics 1.0) for `GET /datanotes/metrics`.
+//! start, a webhook delivery; [`Metrics::observe_server`] and its siblings, which record over
+//! OTLP too when that is on), and the gauges read from the server's state at each scrape
+//! ([`set_gauge_source`]). [`scrape`] writes them as Prometheus text (OpenMetrics 1.0) for
+//! `GET /datanotes/metrics`.
 //!
 //! Label values are bounded: a method outside the protocol's is `other`, a tool is named only
 //! once the aggregator found it in its namespace (a tool it lists) and only up to
@@ -16,7 +18,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{LazyLock, Mutex, RwLock};
 
 /// Tool names kept as label values per app (engine operations included); any further: `other`.
 pub const TOOLS_PER_APP: usize = 100;
@@ -69,6 +71,68 @@ pub struct AppLabel {
     pub datanotes_app: String,
 }
 
+/// A WASM app's instances in one state.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InstanceLabels {
+    /// The app.
+    pub datanotes_app: String,
+    /// `live` (in a call) or `warm` (ready for the next).
+    pub state: &'static str,
+}
+
+/// What the gauges read, from the server's state, at each scrape and OTLP export.
+#[derive(Default)]
+pub struct GaugeValues {
+    /// Each app.
+    pub apps: Vec<AppGauge>,
+    /// Rows written but not yet in the semantic index.
+    pub semantic_lag: i64,
+    /// Long polls waiting plus webhook subscriptions.
+    pub feed_subscribers: i64,
+    /// OAuth grants not revoked.
+    pub grants_active: i64,
+}
+
+/// An app's gauges.
+pub struct AppGauge {
+    /// Its name.
+    pub name: String,
+    /// Whether it answered its last request.
+    pub reachable: bool,
+    /// A WASM app's instances and memory (`None`: an app that runs elsewhere).
+    pub wasm: Option<WasmGauge>,
+}
+
+/// A WASM app's instances now.
+#[derive(Clone, Copy)]
+pub struct WasmGauge {
+    /// Instances in a call.
+    pub live: u64,
+    /// Instances ready for the next call.
+    pub warm: u64,
+    /// The bytes of their memories and tables.
+    pub memory: u64,
+}
+
+type Source = Box<dyn Fn() -> Option<GaugeValues> + Send + Sync>;
+static SOURCE: RwLock<Option<Source>> = RwLock::new(None);
+
+/// Where the gauges are read from: the server sets it when it starts (it returns `None` once
+/// the server is gone).
+pub fn set_gauge_source(source: Source) {
+    *SOURCE.write().unwrap() = Some(source);
+}
+
+/// The gauges now (all zero without a server).
+pub(crate) fn gauge_values() -> GaugeValues {
+    SOURCE
+        .read()
+        .unwrap()
+        .as_ref()
+        .and_then(|f| f())
+        .unwrap_or_default()
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Every instrument of the process (see each one's help text in [`Metrics::new`]).
@@ -84,18 +148,19 @@ pub struct Metrics {
     pub webhook_failures: Counter,
     pub spans_dropped: Counter,
     pub span_export_failures: Counter,
+    pub metrics_export_failures: Counter,
     // Read from the server's state at each scrape (see [`Gauges`]).
     pub sessions_open: Gauge,
     pub app_reachable: Family<AppLabel, Gauge>,
-    pub wasm_instances: Gauge,
-    pub wasm_memory: Gauge<u64, AtomicU64>,
+    pub wasm_instances: Family<InstanceLabels, Gauge>,
+    pub wasm_memory: Family<AppLabel, Gauge<u64, AtomicU64>>,
     pub semantic_lag: Gauge,
     pub feed_subscribers: Gauge,
     pub grants_active: Gauge,
     /// The tool names kept per app (see [`Metrics::tool_label`]).
     tools: Mutex<HashMap<String, HashSet<String>>>,
     /// One scrape at a time: the gauges are set, then encoded.
-    pub(crate) scrape: Mutex<()>,
+    scrape: Mutex<()>,
 }
 
 /// The process's metrics.
@@ -165,6 +230,12 @@ impl Metrics {
             "Batches of spans the collector did not take (unreachable, slow or refusing)",
             span_export_failures.clone(),
         );
+        let metrics_export_failures = Counter::default();
+        r.register(
+            "datanotes_metrics_export_failures",
+            "Exports of metrics over OTLP the collector did not take",
+            metrics_export_failures.clone(),
+        );
         let sessions_open = Gauge::default();
         r.register(
             "datanotes_mcp_sessions_open",
@@ -177,16 +248,16 @@ impl Metrics {
             "Whether each app answered its last request (1) or not (0)",
             app_reachable.clone(),
         );
-        let wasm_instances = Gauge::default();
+        let wasm_instances = Family::<InstanceLabels, Gauge>::default();
         r.register(
             "datanotes_wasm_instances",
-            "WASM app instances alive (running a call or warm, ready for the next)",
+            "WASM app instances alive, by app and state: in a call (live) or ready for the next (warm)",
             wasm_instances.clone(),
         );
-        let wasm_memory = Gauge::<u64, AtomicU64>::default();
+        let wasm_memory = Family::<AppLabel, Gauge<u64, AtomicU64>>::default();
         r.register_with_unit(
             "datanotes_wasm_memory",
-            "Linear memory held by the WASM apps' instances",
+            "Linear memory and tables held by each WASM app's instances",
             Unit::Bytes,
             wasm_memory.clone(),
         );
@@ -219,6 +290,7 @@ impl Metrics {
             webhook_failures,
             spans_dropped,
             span_export_failures,
+            metrics_export_failures,
             sessions_open,
             app_reachable,
             wasm_instances,
@@ -229,6 +301,85 @@ impl Metrics {
             tools: Mutex::new(HashMap::new()),
             scrape: Mutex::new(()),
         }
+    }
+
+    /// An MCP request served at `/mcp` took `secs`.
+    pub fn observe_server(&self, l: OpLabels, secs: f64) {
+        if let Some(o) = super::otlp_metrics::get() {
+            o.server
+                .record(secs, &super::otlp_metrics::op_attributes(&l));
+        }
+        self.server_duration.get_or_create(&l).observe(secs);
+    }
+
+    /// A call to an app's tool took `secs`.
+    pub fn observe_client(&self, l: OpLabels, secs: f64) {
+        if let Some(o) = super::otlp_metrics::get() {
+            o.client
+                .record(secs, &super::otlp_metrics::op_attributes(&l));
+        }
+        self.client_duration.get_or_create(&l).observe(secs);
+    }
+
+    /// A request to the HTTP API took `secs`.
+    pub fn observe_http(&self, l: HttpLabels, secs: f64) {
+        if let Some(o) = super::otlp_metrics::get() {
+            o.http
+                .record(secs, &super::otlp_metrics::http_attributes(&l));
+        }
+        self.http_duration.get_or_create(&l).observe(secs);
+    }
+
+    /// A batch of writes was committed in `secs`.
+    pub fn committed(&self, secs: f64) {
+        if let Some(o) = super::otlp_metrics::get() {
+            o.commits.add(1, &[]);
+            o.commit.record(secs, &[]);
+        }
+        self.journal_commits.inc();
+        self.commit_duration.observe(secs);
+    }
+
+    /// A WASM app made a new instance.
+    pub fn wasm_started(&self, app: &str) {
+        if let Some(o) = super::otlp_metrics::get() {
+            o.wasm_starts.add(
+                1,
+                &[opentelemetry::KeyValue::new(
+                    "datanotes.app.name",
+                    app.to_string(),
+                )],
+            );
+        }
+        self.wasm_starts
+            .get_or_create(&AppLabel {
+                datanotes_app: app.to_string(),
+            })
+            .inc();
+    }
+
+    /// A webhook delivery failed.
+    pub fn webhook_failed(&self) {
+        if let Some(o) = super::otlp_metrics::get() {
+            o.webhook_failures.add(1, &[]);
+        }
+        self.webhook_failures.inc();
+    }
+
+    /// A span was dropped (the export queue was full).
+    pub fn span_dropped(&self) {
+        if let Some(o) = super::otlp_metrics::get() {
+            o.spans_dropped.add(1, &[]);
+        }
+        self.spans_dropped.inc();
+    }
+
+    /// A batch of spans was not taken by the collector.
+    pub fn span_export_failed(&self) {
+        if let Some(o) = super::otlp_metrics::get() {
+            o.span_export_failures.add(1, &[]);
+        }
+        self.span_export_failures.inc();
     }
 
     /// The label value of `tool`, a tool the aggregator found in its namespace, served by
@@ -251,16 +402,43 @@ impl Metrics {
     }
 }
 
-/// The Prometheus text of every metric, once the caller set the gauges (under
-/// [`Metrics::scrape`]).
-pub fn encode() -> String {
+/// The Prometheus text of every metric, the gauges read now from the server's state.
+pub fn scrape() -> String {
+    let m = metrics();
+    let _one = m.scrape.lock().unwrap();
+    let g = gauge_values();
+    m.app_reachable.clear();
+    m.wasm_instances.clear();
+    m.wasm_memory.clear();
+    for a in g.apps {
+        let app = AppLabel {
+            datanotes_app: a.name,
+        };
+        m.app_reachable
+            .get_or_create(&app)
+            .set(i64::from(a.reachable));
+        if let Some(w) = a.wasm {
+            for (state, n) in [("live", w.live), ("warm", w.warm)] {
+                m.wasm_instances
+                    .get_or_create(&InstanceLabels {
+                        datanotes_app: app.datanotes_app.clone(),
+                        state,
+                    })
+                    .set(n as i64);
+            }
+            m.wasm_memory.get_or_create(&app).set(w.memory);
+        }
+    }
+    m.semantic_lag.set(g.semantic_lag);
+    m.feed_subscribers.set(g.feed_subscribers);
+    m.grants_active.set(g.grants_active);
     let mut out = String::new();
     // Writing to a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, &metrics().registry);
+    let _ = prometheus_client::encoding::text::encode(&mut out, &m.registry);
     out
 }
 
-/// The content type of [`encode`]'s text.
+/// The content type of [`scrape`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The MCP methods named as they are; any other: `other`.

@@ -1,6 +1,7 @@
 //! What the owner can see of what agents and apps do: metrics ([`metrics`], served as
-//! Prometheus text at `GET /datanotes/metrics`) and traces ([`trace`], exported over OTLP when
-//! configured), following OpenTelemetry's MCP and GenAI conventions.
+//! Prometheus text at `GET /datanotes/metrics`, and over OTLP when configured:
+//! [`otlp_metrics`]) and traces ([`trace`], exported over OTLP when configured; where OTLP goes:
+//! `otlp`), following OpenTelemetry's MCP and GenAI conventions.
 //!
 //! - [`request::Observed`]: one request at a door, from its arrival to its answer written.
 //! - [`app_call::AppCall`]: one call from the engine to an app's tool.
@@ -11,6 +12,8 @@
 
 pub mod app_call;
 pub mod metrics;
+mod otlp;
+pub mod otlp_metrics;
 mod queue;
 pub mod recent;
 pub mod request;

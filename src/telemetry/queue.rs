@@ -91,7 +91,7 @@ impl SpanProcessor for Queue {
             return;
         }
         if let Err(TrySendError::Full(_)) = self.tx.try_send(span) {
-            metrics().spans_dropped.inc();
+            metrics().span_dropped();
             if !self.shared.said_full.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     "the trace export queue is full (the collector is slow or unreachable): \
@@ -165,7 +165,7 @@ fn run<E: SpanExporter>(mut exporter: E, rx: Receiver<SpanData>, shared: Arc<Sha
                 }
                 Ok(()) => {}
                 Err(e) => {
-                    metrics().span_export_failures.inc();
+                    metrics().span_export_failed();
                     if !failing {
                         failing = true;
                         tracing::warn!(

@@ -236,23 +236,23 @@ impl Observed {
             super::recent::recent().observe(&n.app, &n.tool, secs, error.is_some());
         }
         match &i.what {
-            What::Mcp(method) => metrics()
-                .server_duration
-                .get_or_create(&OpLabels {
+            What::Mcp(method) => metrics().observe_server(
+                OpLabels {
                     mcp_method_name: method,
                     gen_ai_tool_name: n.tool,
                     datanotes_app: n.app,
                     error_type: error.unwrap_or(""),
-                })
-                .observe(secs),
-            What::Http(method, route) => metrics()
-                .http_duration
-                .get_or_create(&HttpLabels {
+                },
+                secs,
+            ),
+            What::Http(method, route) => metrics().observe_http(
+                HttpLabels {
                     http_request_method: method,
                     http_route: route.clone(),
                     http_response_status_code: status.as_u16(),
-                })
-                .observe(secs),
+                },
+                secs,
+            ),
         }
         if let Some(cx) = &i.cx {
             if matches!(i.what, What::Http(..)) {

@@ -1,9 +1,8 @@
-//! Traces over OTLP, configured the standard way: on when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
-//! or `OTEL_EXPORTER_OTLP_ENDPOINT` (or `serve --otlp-endpoint`) is set, in the protocol of
-//! `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL` (`http/protobuf`, the default, or `http/json`),
-//! with the resource of `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`, the sampler of
-//! `OTEL_TRACES_SAMPLER` / `_ARG` (the SDK reads them) and the queue of `OTEL_BSP_*`
-//! ([`super::queue`]). Off, [`tracer`] is `None` and no span is made.
+//! Traces over OTLP, configured the standard way ([`super::otlp`]: on when
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`, or
+//! `serve --otlp-endpoint`, is set), with the sampler of `OTEL_TRACES_SAMPLER` / `_ARG` (the SDK
+//! reads them) and the queue of `OTEL_BSP_*` ([`super::queue`]). Off, [`tracer`] is `None` and no
+//! span is made.
 //!
 //! Trace context comes in from a request's `params._meta` (`traceparent`, `tracestate`) or
 //! its HTTP `traceparent` header, and goes out to a remote app the same two ways
@@ -19,16 +18,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// How the owner configured the export (flags of `serve`; the environment fills the rest).
-#[derive(Debug, Clone, Default)]
-pub struct Config {
-    /// The collector's base URL (`/v1/traces` is added), as `OTEL_EXPORTER_OTLP_ENDPOINT`.
-    pub endpoint: Option<String>,
-    /// `http/protobuf` or `http/json`.
-    pub protocol: Option<String>,
-    /// Record tool arguments and results on spans (off: never).
-    pub record_content: bool,
-}
+pub use super::otlp::Config;
 
 struct Tracing {
     provider: SdkTracerProvider,
@@ -48,56 +38,17 @@ pub fn records_content() -> bool {
     TRACING.get().is_some_and(|t| t.record_content)
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
 /// Starts the export if configured; `Ok(None)`: off. A bad setting is an error that says which
 /// and how to fix it.
 pub fn start(config: &Config) -> anyhow::Result<Option<String>> {
-    if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        || env("OTEL_TRACES_EXPORTER").is_some_and(|v| v == "none")
-    {
+    let Some(super::otlp::Target {
+        endpoint,
+        protocol,
+        timeout,
+    }) = super::otlp::target(config, super::otlp::Signal::Traces)?
+    else {
         return Ok(None);
-    }
-    let base = config.endpoint.clone();
-    let signal = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
-    let endpoint = match (&base, &signal) {
-        (Some(b), _) => format!("{}/v1/traces", b.trim_end_matches('/')),
-        (None, Some(s)) => s.clone(),
-        (None, None) => match env("OTEL_EXPORTER_OTLP_ENDPOINT") {
-            Some(b) => format!("{}/v1/traces", b.trim_end_matches('/')),
-            None => return Ok(None),
-        },
     };
-    let url = url::Url::parse(&endpoint).map_err(|e| {
-        anyhow::anyhow!("the OTLP endpoint {endpoint:?} is not a URL ({e}): give http://host:port")
-    })?;
-    if !matches!(url.scheme(), "http" | "https") {
-        anyhow::bail!("the OTLP endpoint {endpoint:?} must be http:// or https://");
-    }
-    let protocol = config
-        .protocol
-        .clone()
-        .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
-        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .unwrap_or_else(|| "http/protobuf".into());
-    let protocol = match protocol.as_str() {
-        "http/protobuf" => opentelemetry_otlp::Protocol::HttpBinary,
-        "http/json" => opentelemetry_otlp::Protocol::HttpJson,
-        "grpc" => anyhow::bail!(
-            "the OTLP protocol grpc is not built in: use http/protobuf (the default) or http/json, \
-             and the collector's HTTP port (4318)"
-        ),
-        other => anyhow::bail!(
-            "the OTLP protocol {other:?} is not known: use http/protobuf (the default) or http/json"
-        ),
-    };
-    let timeout = env("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
-        .or_else(|| env("OTEL_EXPORTER_OTLP_TIMEOUT"))
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(Duration::from_secs(10));
     let client = crate::outbound::collector_client(timeout)?;
     use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
     let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -108,15 +59,7 @@ pub fn start(config: &Config) -> anyhow::Result<Option<String>> {
         .with_http_client(client)
         .build()
         .map_err(|e| anyhow::anyhow!("the OTLP exporter could not be made: {e}"))?;
-    let mut resource = opentelemetry_sdk::Resource::builder();
-    let named = env("OTEL_SERVICE_NAME").is_some()
-        || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
-    if !named {
-        resource = resource.with_service_name("datanotes");
-    }
-    let resource = resource
-        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
-        .build();
+    let resource = super::otlp::resource();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(super::queue::Queue::start(exporter))
         .with_resource(resource)

@@ -180,12 +180,7 @@ impl Inner {
         let mut inst = match inst {
             Some(i) => i,
             None => {
-                crate::telemetry::metrics::metrics()
-                    .wasm_starts
-                    .get_or_create(&crate::telemetry::metrics::AppLabel {
-                        datanotes_app: self.scope.name.to_string(),
-                    })
-                    .inc();
+                crate::telemetry::metrics::metrics().wasm_started(&self.scope.name);
                 let r = self.instantiate().await;
                 if let Some(cx) = &span {
                     crate::telemetry::trace::end_span(cx, r.as_ref().err().map(|_| "instantiate"));

@@ -205,9 +205,7 @@ impl Writer {
             index_ms = ms(t3 - t2),
             "batch committed"
         );
-        let m = crate::telemetry::metrics::metrics();
-        m.journal_commits.inc();
-        m.commit_duration.observe(t3.as_secs_f64());
+        crate::telemetry::metrics::metrics().committed(t3.as_secs_f64());
         if let Some(last) = last {
             self.unsynced.extend(dirs);
             self.unsynced_seq = last;

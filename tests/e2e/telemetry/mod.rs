@@ -6,6 +6,8 @@
 //!
 //! Both are installed under `target/tools/` by `scripts/fetch-telemetry-tools`, once per run.
 
+mod otlp_metrics;
+
 use crate::kit::mcp::{RawSession, messages_of};
 use crate::kit::*;
 use serde_json::{Value, json};
@@ -426,6 +428,30 @@ fn a_call_through_the_gateway_to_a_python_app_is_one_trace_in_phoenix() {
         "{run}"
     );
 
+    // Its instance, warm after the call, in the gauges by app and state, and its memory.
+    eventually_ok("the WASM app's warm instance in the metrics", || {
+        let (_, text) = get(&format!("{}/datanotes/metrics", s.url), Some(&s.token));
+        let ok = text
+            .contains(r#"datanotes_wasm_instances{datanotes_app="planning",state="warm"} 1"#)
+            && text
+                .contains(r#"datanotes_wasm_instances{datanotes_app="planning",state="live"} 0"#)
+            // Made to list its tools, and for the call (or one of the two).
+            && text.lines().any(|l| {
+                l.strip_prefix(r#"datanotes_wasm_instance_starts_total{datanotes_app="planning"} "#)
+                    .is_some_and(|n| n == "1" || n == "2")
+            })
+            && text.lines().any(|l| {
+                l.strip_prefix(r#"datanotes_wasm_memory_bytes{datanotes_app="planning"} "#)
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|n| n > 0)
+            });
+        let wasm: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("datanotes_wasm"))
+            .collect();
+        ok.then_some(()).ok_or(wasm.join("\n"))
+    });
+
     // The HTTP API: a SERVER span per request under its `traceparent` header, the operation's
     // span inside it.
     let trace = "0af7651916cd43dd8448eb211c80319c";
@@ -514,6 +540,7 @@ fn a_collector_unreachable_slow_or_failing_costs_calls_nothing_and_is_said_once(
                 ("OTEL_BSP_MAX_QUEUE_SIZE", "16"),
                 ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4"),
                 ("OTEL_EXPORTER_OTLP_TIMEOUT", "10000"),
+                ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
             ],
         );
         let session = RawSession::open(&s, &s.token, "2025-11-25");
@@ -530,16 +557,20 @@ fn a_collector_unreachable_slow_or_failing_costs_calls_nothing_and_is_said_once(
         } else {
             eventually(&format!("{what}: failed exports are counted"), || {
                 metric(&s, "datanotes_trace_export_failures_total") >= 2.0
+                    && metric(&s, "datanotes_metrics_export_failures_total") >= 2.0
             });
         }
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let said = |needle: &str| text.matches(needle).count();
         assert!(
-            said("trace export failed") <= 1 && said("trace export queue is full") <= 1,
+            said("trace export failed") <= 1
+                && said("trace export queue is full") <= 1
+                && said("metrics export failed") <= 1,
             "{what}: said more than once:\n{text}"
         );
         if what != "slow" {
             assert_eq!(said("trace export failed"), 1, "{what}:\n{text}");
+            assert_eq!(said("metrics export failed"), 1, "{what}:\n{text}");
         }
     }
 }
