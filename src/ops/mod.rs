@@ -366,7 +366,11 @@ pub fn call(engine: &Engine, ctx: &Ctx, name: &str, args: Value) -> Result<Value
             a,
         )
     });
+    // Active on this thread while the operation runs: the writer's commit of its write is
+    // traced under it (`trace::current`).
+    let active = span.as_ref().map(|cx| cx.clone().attach());
     let r = (op.run)(engine, ctx, args);
+    drop(active);
     if let Some(cx) = span {
         crate::telemetry::trace::end_span(&cx, r.as_ref().err().map(|e| e.code));
     }

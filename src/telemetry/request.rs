@@ -42,6 +42,9 @@ enum What {
     Mcp(&'static str),
     /// A request to the HTTP API: its method and route (the pattern, e.g. `/datanotes/{op}`).
     Http(&'static str, String),
+    /// Work inside another's trace (a WASM guest's engine call): not a request of a door,
+    /// timed by nothing, its spans under that trace.
+    Within,
 }
 
 /// What serving the request found out.
@@ -162,6 +165,20 @@ impl Observed {
         })))
     }
 
+    /// Work done inside the trace of `cx` (a WASM guest's engine call, under its run's span):
+    /// the spans of what it calls go under it; no metric is recorded.
+    pub fn within(cx: Context) -> Observed {
+        let trace_id = trace::trace_id(&cx);
+        Observed(Some(Arc::new(Inner {
+            start: Instant::now(),
+            what: What::Within,
+            cx: Some(cx),
+            trace_id,
+            note: Mutex::new(Note::default()),
+            done: AtomicBool::new(false),
+        })))
+    }
+
     /// Whether a request is observed (a door made it).
     pub fn is_some(&self) -> bool {
         self.0.is_some()
@@ -226,7 +243,8 @@ impl Observed {
     /// its span ends. Only the first call counts.
     pub fn finish(&self, status: http::StatusCode) {
         let Some(i) = &self.0 else { return };
-        if i.done.swap(true, Ordering::AcqRel) {
+        // Only the first call counts; work within another's trace owns no span and no metric.
+        if i.done.swap(true, Ordering::AcqRel) || matches!(i.what, What::Within) {
             return;
         }
         let secs = i.start.elapsed().as_secs_f64();
@@ -253,6 +271,7 @@ impl Observed {
                 },
                 secs,
             ),
+            What::Within => {}
         }
         if let Some(cx) = &i.cx {
             if matches!(i.what, What::Http(..)) {

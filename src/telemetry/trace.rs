@@ -145,6 +145,33 @@ pub fn start_span(
     Some(parent.with_span(span))
 }
 
+/// The context of the span active on this thread (export on, inside an operation's span): what
+/// work handed to another thread is traced under.
+pub fn current() -> Option<Context> {
+    tracer()?;
+    let cx = Context::current();
+    cx.has_active_span().then_some(cx)
+}
+
+/// A span under `parent` that began at `start` and ends now, failed with `error` if given:
+/// work done on another thread for the request of `parent` (the writer's commit of a batch).
+pub fn span_since(
+    parent: &Context,
+    name: &'static str,
+    start: std::time::SystemTime,
+    attributes: Vec<KeyValue>,
+    error: Option<&str>,
+) {
+    let Some(tracer) = tracer() else { return };
+    let span = tracer
+        .span_builder(name)
+        .with_kind(SpanKind::Internal)
+        .with_start_time(start)
+        .with_attributes(attributes)
+        .start_with_context(tracer, parent);
+    end_span(&parent.with_span(span), error);
+}
+
 /// Ends the span of `cx`, failed with `error` (its `error.type`) if given.
 pub fn end_span(cx: &Context, error: Option<&str>) {
     let span = cx.span();

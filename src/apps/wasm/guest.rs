@@ -185,6 +185,9 @@ impl Inner {
         let args = &args.to_string();
         let mut inst = self.checkout(actor, Some(cc), deadline).await?;
         let run = self.run_span(cc);
+        if run.is_some() {
+            inst.store.data_mut().trace = run.clone();
+        }
         let r = match &inst.app {
             typed::Guest::World(app) => {
                 app.datanotes_app_tools()

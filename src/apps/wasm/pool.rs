@@ -118,6 +118,7 @@ impl Inner {
             waited: false,
             client: None,
             cancel: Default::default(),
+            trace: None,
             stdout,
             stderr,
         };
@@ -196,6 +197,7 @@ impl Inner {
         // What `engine.progress` and `engine.cancelled` (0.2) answer to.
         h.client = cc.and_then(|c| c.client.clone());
         h.cancel = cc.map(|c| c.cancel.clone()).unwrap_or_default();
+        h.trace = cc.and_then(|c| c.trace.clone());
         h.ticks_left = self.limits.ticks();
         h.waited = false;
         h.outgoing.deadline = deadline.into_std();
@@ -250,6 +252,7 @@ impl Inner {
         let h = inst.store.data_mut();
         h.client = None;
         h.cancel = Default::default();
+        h.trace = None;
         let h = inst.store.data();
         // The call's output goes to the log, and the pipes start empty for the next call.
         let (stdout, stderr) = (h.stdout.take(), h.stderr.take());

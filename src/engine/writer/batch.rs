@@ -83,7 +83,10 @@ impl Writer {
             return;
         }
         let started = std::time::Instant::now();
+        let since = std::time::SystemTime::now();
         let n_jobs = jobs.len();
+        let traces: Vec<opentelemetry::Context> =
+            jobs.iter().filter_map(|j| j.trace.clone()).collect();
         self.pacer.start(jobs.iter().all(Job::quiet));
         self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });
         self.batch_base = (self.tables.clone(), self.settings.clone());
@@ -126,6 +129,23 @@ impl Writer {
             tracing::error!("batch failed: {e}");
             journal::rollback(&self.idx, "a failed batch");
             (self.tables, self.settings) = self.batch_base.clone();
+        }
+        // The commit as each traced write's caller waited for it: applied with the batch's
+        // other jobs, journaled, files placed, indexed.
+        for cx in &traces {
+            crate::telemetry::trace::span_since(
+                cx,
+                "journal commit",
+                since,
+                vec![
+                    opentelemetry::KeyValue::new("datanotes.batch.jobs", n_jobs as i64),
+                    opentelemetry::KeyValue::new(
+                        "datanotes.batch.migrations",
+                        self.migs.len() as i64,
+                    ),
+                ],
+                outcome.as_ref().err().map(|e| e.code),
+            );
         }
         let migs = std::mem::take(&mut self.migs);
         let unplaced = self.unplaced.take();

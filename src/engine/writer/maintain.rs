@@ -115,6 +115,7 @@ impl Writer {
             },
             actor: Actor::hand_edit(),
             reply: Some(tx),
+            trace: None,
         }]);
         rx.recv().map_err(|_| Error::internal("scan lost"))?
     }

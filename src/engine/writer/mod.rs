@@ -99,6 +99,8 @@ struct Job {
     cmd: Cmd,
     actor: Actor,
     reply: Option<mpsc::SyncSender<Result<Value>>>,
+    /// The trace of the operation that asked for it (export on): its commit gets a span.
+    trace: Option<opentelemetry::Context>,
 }
 
 impl Job {
@@ -120,6 +122,7 @@ impl Handle {
             cmd,
             actor,
             reply: Some(tx),
+            trace: crate::telemetry::trace::current(),
         })?;
         rx.recv()
             .map_err(|_| Error::internal("the writer stopped"))?
@@ -130,6 +133,7 @@ impl Handle {
             cmd,
             actor,
             reply: None,
+            trace: None,
         });
     }
     fn send(&self, job: Job) -> Result<()> {

@@ -142,6 +142,7 @@ mod tests {
             },
             actor: Actor::default(),
             reply: None,
+            trace: None,
         }))
     }
 
@@ -154,6 +155,7 @@ mod tests {
             },
             actor: Actor::default(),
             reply: Some(tx),
+            trace: None,
         };
         (Msg::Job(Box::new(job)), rx)
     }

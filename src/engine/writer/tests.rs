@@ -10,6 +10,7 @@ fn job(cmd: Cmd) -> (Job, mpsc::Receiver<Result<Value>>) {
             cmd,
             actor,
             reply: Some(tx),
+            trace: None,
         },
         rx,
     )

@@ -391,7 +391,7 @@ fn a_call_through_the_gateway_to_a_python_app_is_one_trace_in_phoenix() {
     assert!(m[0]["result"].is_object(), "{m:?}");
     let spans = poll(Duration::from_secs(60), Duration::from_millis(500), || {
         let spans = spans_of(&base, trace);
-        (spans.len() >= 4).then_some(spans)
+        (spans.len() >= 5).then_some(spans)
     })
     .unwrap_or_else(|| panic!("the WASM trace's spans: {:?}", spans_of(&base, trace)));
     let named = |n: &str| {
@@ -427,6 +427,9 @@ fn a_call_through_the_gateway_to_a_python_app_is_one_trace_in_phoenix() {
         run["attributes"]["datanotes.wasm.cpu_limit_ms"].as_i64() > Some(0),
         "{run}"
     );
+    // The engine operation the guest called (through its host import), under its run.
+    let op = named("select_rows");
+    assert_eq!(op["parent_id"], run["context"]["span_id"], "{op}");
 
     // Its instance, warm after the call, in the gauges by app and state, and its memory.
     eventually_ok("the WASM app's warm instance in the metrics", || {
@@ -485,6 +488,40 @@ fn a_call_through_the_gateway_to_a_python_app_is_one_trace_in_phoenix() {
         .find(|s| s["parent_id"] == http["context"]["span_id"])
         .expect("the operation's span");
     assert_eq!(op["name"], "list_tables", "{op}");
+
+    // A write: the operation's span holds the writer's commit of its batch.
+    let trace = "2c4e3a1d9b8f7e6d5c4b3a2918273645";
+    let parent = "a1b2c3d4e5f60718";
+    let (status, body) = s.post_raw(
+        "/datanotes/create_table/",
+        Some(&s.token),
+        &[
+            ("traceparent", &format!("00-{trace}-{parent}-01")),
+            ("content-type", "application/json"),
+        ],
+        serde_json::to_vec(
+            &json!({"table": "work.crm.traced", "columns": {"name": {"type": "text"}}}),
+        )
+        .unwrap(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let spans = poll(Duration::from_secs(60), Duration::from_millis(500), || {
+        let spans = spans_of(&base, trace);
+        (spans.len() >= 3).then_some(spans)
+    })
+    .unwrap_or_else(|| panic!("the write's spans: {:?}", spans_of(&base, trace)));
+    let by_name = |n: &str| {
+        spans
+            .iter()
+            .find(|s| s["name"] == n)
+            .unwrap_or_else(|| panic!("no span {n} in {spans:#?}"))
+    };
+    let (op, commit) = (by_name("create_table"), by_name("journal commit"));
+    assert_eq!(commit["parent_id"], op["context"]["span_id"], "{commit}");
+    assert!(
+        commit["attributes"]["datanotes.batch.jobs"].as_i64() >= Some(1),
+        "{commit}"
+    );
 }
 
 /// A collector that takes connections and answers each request `answer` (None: never answers).

@@ -27,7 +27,11 @@ impl Host {
         op: String,
         args: String,
     ) -> std::result::Result<String, EngineError> {
-        let ctx = Ctx::new(Caller::App(self.scope.clone()), self.actor.clone());
+        let mut ctx = Ctx::new(Caller::App(self.scope.clone()), self.actor.clone());
+        // Traced under the guest's run (export on).
+        if let Some(cx) = &self.trace {
+            ctx.observed = crate::telemetry::Observed::within(cx.clone());
+        }
         let engine = self.engine.clone();
         // `ops::call` reads SQLite and waits on the writer: not on an executor thread. If the
         // guest's call is cancelled meanwhile, the operation still finishes (it is atomic).
