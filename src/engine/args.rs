@@ -102,7 +102,7 @@ pub struct SearchTools {
     /// At most this many tools, 1 to 50 (default 10).
     #[serde(default)]
     pub limit: Option<i64>,
-    /// Only the tools of these apps (`engine` for the engine's operations).
+    /// Only the tools of these apps (`engine` for the engine's operations, `@skills` for the vault's skills).
     #[serde(default)]
     pub apps: Option<Vec<String>>,
     /// hybrid (default when the server has a model: words and meaning fused), text (words
@@ -189,6 +189,9 @@ pub struct CreateTable {
     /// or {"columns": [...]} to choose the columns embedded with the body.
     #[serde(default)]
     pub semantic: Option<SemanticDef>,
+    /// Each row an agent skill, served as skill://<name>/SKILL.md: needs text columns name (required, unique) and description (required).
+    #[serde(default)]
+    pub skills: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -212,6 +215,9 @@ pub struct AlterTable {
     /// The table's place in the semantic index: true, false, or {"columns": [...]}.
     #[serde(default)]
     pub semantic: Option<SemanticDef>,
+    /// Each row an agent skill (see create_table), or no longer.
+    #[serde(default)]
+    pub skills: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

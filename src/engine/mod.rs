@@ -24,6 +24,7 @@ pub mod schema;
 mod search;
 pub mod semantic;
 pub(crate) mod settings;
+pub mod skills;
 pub mod tools;
 mod watch;
 mod writer;
@@ -316,6 +317,7 @@ impl Engine {
                 "rows": index::count(c, &t.name)?,
                 "invalid": invalid,
                 "tools": self.table_tools.read().unwrap().get(&t.name).cloned().unwrap_or_default(),
+                "skills": t.def.skills,
                 "semantic": {
                     "enabled": semantic::chunk::columns(&t).is_some(),
                     "columns": semantic::chunk::columns(&t),

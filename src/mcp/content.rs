@@ -10,6 +10,7 @@ use crate::apps::aggregator::resources::ResourceUpdate;
 use crate::apps::backend::AgentChannel;
 use crate::auth::{self, Access, Target};
 use crate::engine::resources::VaultUri;
+use crate::engine::skills;
 use crate::error::Error;
 use crate::server::Shared;
 use rmcp::model::{
@@ -159,22 +160,44 @@ impl Mcp {
                 None,
             ));
         };
-        match VaultUri::parse(uri) {
-            Some(v) => {
-                let v = v.map_err(mcp_error)?;
-                if on {
-                    let table = Target::Table(v.table());
-                    auth::authorize(&ctx.caller, Access::Read, table).map_err(mcp_error)?;
-                }
-                self.server.engine.table(v.table()).map_err(mcp_error)?;
+        let vault_skill = match skills::SkillUri::parse(uri) {
+            None => false,
+            Some(skills::SkillUri::Index) => true,
+            Some(skills::SkillUri::Skill(name)) => {
+                let (engine, caller) = (self.server.engine.clone(), ctx.caller.clone());
+                let found = tokio::task::spawn_blocking(move || {
+                    crate::ops::reads_of(&caller, |r| engine.skills(&r, Some(&name)))
+                })
+                .await
+                .ok()
+                .and_then(|r| r.ok())
+                .is_some_and(|s| !s.is_empty());
+                // Not the vault's: an app's skill, namespaced under it.
+                found || crate::apps::aggregator::resources::inner(uri).is_none()
             }
-            None => {
-                let agent = Some(session.clone() as Arc<dyn AgentChannel>);
-                self.server
-                    .agg
-                    .subscribe_app_resource(&ctx, agent.as_ref(), uri, on)
-                    .await
-                    .map_err(mcp_error)?
+        };
+        if vault_skill {
+            if on {
+                auth::authorize(&ctx.caller, Access::Read, Target::None).map_err(mcp_error)?;
+            }
+        } else {
+            match VaultUri::parse(uri) {
+                Some(v) => {
+                    let v = v.map_err(mcp_error)?;
+                    if on {
+                        let table = Target::Table(v.table());
+                        auth::authorize(&ctx.caller, Access::Read, table).map_err(mcp_error)?;
+                    }
+                    self.server.engine.table(v.table()).map_err(mcp_error)?;
+                }
+                None => {
+                    let agent = Some(session.clone() as Arc<dyn AgentChannel>);
+                    self.server
+                        .agg
+                        .subscribe_app_resource(&ctx, agent.as_ref(), uri, on)
+                        .await
+                        .map_err(mcp_error)?
+                }
             }
         }
         let mut subs = session.subs.lock().unwrap();
@@ -319,13 +342,32 @@ impl Sessions {
     }
 }
 
-/// The row a change's JSON names (`"row"`), if any.
-fn row_of(json: &str) -> Option<String> {
+/// The row a change's JSON names (`"row"`), if any, and the `name` values of its state before
+/// and after (a skill's name, in a skills table).
+fn row_of(json: &str) -> (Option<String>, Vec<String>) {
+    #[derive(serde::Deserialize)]
+    struct Values {
+        name: Option<Value>,
+    }
+    #[derive(serde::Deserialize)]
+    struct State {
+        values: Option<Values>,
+    }
     #[derive(serde::Deserialize)]
     struct Row {
         row: Option<String>,
+        before: Option<State>,
+        after: Option<State>,
     }
-    serde_json::from_str::<Row>(json).ok()?.row
+    let Ok(r) = serde_json::from_str::<Row>(json) else {
+        return (None, vec![]);
+    };
+    let names = [r.before, r.after]
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.values?.name?.as_str().map(String::from))
+        .collect();
+    (r.row, names)
 }
 
 /// The vault's resources that changed after `since` (each change's table and row), and the
@@ -342,8 +384,17 @@ pub(super) async fn vault_changes(server: &Shared, since: i64) -> Option<(Vec<St
     for c in &page.changes {
         let Some(t) = &c.table else { continue };
         uris.insert(VaultUri::Table(t.clone()).to_uri());
-        if let Some(id) = row_of(&c.json) {
+        let (row, names) = row_of(&c.json);
+        if let Some(id) = row {
             uris.insert(VaultUri::Row(t.clone(), id).to_uri());
+        }
+        // A skills table's change: its skills (as named before and after) and the index.
+        if server.engine.table(t).is_ok_and(|t| t.def.skills)
+            || c.op == crate::engine::Op::AlterTable
+        {
+            uris.insert(skills::INDEX.to_string());
+            uris.insert(skills::INDEX_JSON.to_string());
+            uris.extend(names.iter().map(|n| skills::SkillUri::of(n)));
         }
     }
     Some((uris.into_iter().collect(), page.next))

@@ -119,7 +119,12 @@ pub(super) async fn found(session: &Session, result: &CallToolResult) {
     let added = {
         let mut found = session.found.lock().unwrap();
         let mut added = false;
-        for name in tools.iter().filter_map(|t| t.get("name")?.as_str()) {
+        // Tools only: a skill found is read, not listed.
+        let names = tools
+            .iter()
+            .filter(|t| t.get("kind").and_then(Value::as_str) != Some("skill"))
+            .filter_map(|t| t.get("name")?.as_str());
+        for name in names {
             if found.len() >= MAX_FOUND {
                 break;
             }

@@ -149,14 +149,22 @@ pub static CATALOG: &[Operation] = &[
     },
     Operation {
         name: "search_tools",
-        description: "Find the tools that do what you describe, among the engine's operations and every app's tools you may call: {query, limit?, apps?}. Answers {tools: [{name, description, inputSchema, app, score}], indexedAt}, best first; call a tool found by its name.",
+        description: "Find the tools that do what you describe, among the engine's operations and every app's tools you may call: {query, limit?, apps?}. Answers {tools: [{kind, name, description, inputSchema, app, score}], indexedAt}, best first; call a tool found by its name. The vault's skills are found too (kind skill, with the uri of their SKILL.md to read).",
         access: Access::Read,
         schema: schema::<args::SearchTools>,
         run: |e, c, a| {
             let a = parse("search_tools", a)?;
             // What the caller's listing shows (never this operation itself: whoever asks
             // has it).
-            let may = |_app: &str, name: &str| name != "search_tools" && listed(&c.caller, name);
+            let may = |app: &str, name: &str| {
+                if app == crate::engine::tools::SKILLS {
+                    // A skill: the caller reads its table.
+                    return e.tools().skill_table(name).is_some_and(|t| {
+                        auth::authorize(&c.caller, Access::Read, auth::Target::Table(&t)).is_ok()
+                    });
+                }
+                name != "search_tools" && listed(&c.caller, name)
+            };
             e.search_tools(a, &may)
         },
     },

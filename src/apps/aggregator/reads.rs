@@ -10,6 +10,7 @@ use super::{Aggregator, Namespace};
 use crate::apps::backend::{AgentChannel, AppBackend, AppEvent, AppRequest, CallContext};
 use crate::auth::{self, Access, Caller, Target};
 use crate::engine::resources::{self as vault, VaultCursor, VaultUri};
+use crate::engine::skills;
 use crate::error::{Error, Result};
 use crate::ops::{Ctx, reads_of};
 use serde_json::{Value, json};
@@ -174,8 +175,23 @@ impl Aggregator {
                     Some(c) => VaultCursor::parse(c).ok_or_else(bad)?,
                 };
                 auth::authorize(caller, Access::Read, Target::None)?;
-                let (page, next) =
+                let (mut page, next) =
                     reads_of(caller, |r| self.engine.resource_page(&at, vault::PAGE, r))?;
+                // The vault's skills lead its first page: the index, then each skill.
+                if at == VaultCursor::Start {
+                    let skills = reads_of(caller, |r| {
+                        if !self.engine.has_skills(&r) {
+                            return Ok(vec![]);
+                        }
+                        let mut out = vec![json!({"uri": skills::INDEX, "name": "skills",
+                            "title": "The vault's skills",
+                            "description": "Every skill of the vault: name, description and the URI of its SKILL.md.",
+                            "mimeType": "application/json"})];
+                        out.extend(self.engine.skills(&r, None)?.iter().map(|s| s.resource()));
+                        Ok::<_, Error>(out)
+                    })?;
+                    page.splice(0..0, skills);
+                }
                 if let Some(next) = next {
                     return Ok(json!({"resources": page, "nextCursor": next.text()}));
                 }
@@ -307,6 +323,20 @@ impl Aggregator {
     /// `resources/read`: a file of the vault, or an app's resource (its URIs named for the
     /// caller).
     pub async fn read_resource(&self, ctx: &Ctx, agent: Agent<'_>, uri: &str) -> Result<Value> {
+        // A skill of the vault (`skill://<name>/SKILL.md`, the index); an app's skills are
+        // namespaced under the app (`skill://<app>/...`), and a URI of that form that no vault
+        // skill answers is tried as the app's.
+        if let Some(s) = skills::SkillUri::parse(uri) {
+            let (engine, caller) = (self.engine.clone(), ctx.caller.clone());
+            let r = tokio::task::spawn_blocking(move || {
+                reads_of(&caller, |r| engine.read_skill(&s, &r))
+            })
+            .await
+            .unwrap_or_else(|_| Err(Error::internal("the read panicked")));
+            if !(r.as_ref().is_err_and(|e| e.status == 404) && inner(uri).is_some()) {
+                return r;
+            }
+        }
         if let Some(v) = VaultUri::parse(uri) {
             let v = v?;
             auth::authorize(&ctx.caller, Access::Read, Target::Table(v.table()))?;

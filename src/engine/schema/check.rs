@@ -279,6 +279,9 @@ impl Table {
                 }
             }
         }
+        if self.def.skills {
+            crate::engine::skills::check_row(&self.name, &out)?;
+        }
         Ok(out)
     }
 

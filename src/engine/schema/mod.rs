@@ -102,6 +102,10 @@ pub struct TableDef {
     /// from its text, enum and list columns and the body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub semantic: Option<SemanticDef>,
+    /// Whether each row is an agent skill (`engine/skills.rs`): its `name`, `description` and
+    /// body served as `skill://<name>/SKILL.md`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skills: bool,
 }
 
 /// A table's place in the semantic index (`semantic:` in `_table.yaml`): `false` keeps it out,
@@ -296,6 +300,9 @@ impl Table {
                     }
                 }
             }
+        }
+        if def.skills {
+            crate::engine::skills::check_table(name, &def)?;
         }
         let table = Table {
             name: name.to_string(),

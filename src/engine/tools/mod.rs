@@ -14,9 +14,9 @@
 mod segment;
 mod words;
 
-use crate::engine::Engine;
 use crate::engine::args::{SearchMode, SearchTools};
 use crate::engine::semantic::{self, model::Model};
+use crate::engine::{Engine, Reads};
 use crate::error::{Error, Result};
 use segment::{Segment, ToolDoc};
 use serde_json::{Value, json};
@@ -28,6 +28,9 @@ pub use segment::ToolDoc as Tool;
 
 /// The most tools one answer holds.
 pub const MAX_LIMIT: u64 = 50;
+/// The "app" the vault's skills are found under (no app can be named so): `search_tools`
+/// finds skills too, as `kind: "skill"`.
+pub const SKILLS: &str = "@skills";
 /// How often an app's changed listing is applied at most.
 const MIN_REBUILD: Duration = Duration::from_secs(1);
 
@@ -40,6 +43,18 @@ pub struct ToolIndex {
     pending: Mutex<Pending>,
     /// When the index last changed (ms since the epoch).
     changed_at: std::sync::atomic::AtomicI64,
+    /// The vault's skills, as last read.
+    skills: Mutex<Skills>,
+}
+
+/// The vault's skills in the index: their segment, each one's table, and the journal's seq
+/// they were read at (read again after a write, at most once a second).
+#[derive(Default)]
+struct Skills {
+    seq: Option<i64>,
+    read: Option<std::time::Instant>,
+    tables: HashMap<String, String>,
+    segment: Option<Arc<Segment>>,
 }
 
 /// The apps listed last, and their listings not applied yet (their app's last rebuild was
@@ -176,13 +191,15 @@ impl ToolIndex {
         mode: SearchMode,
     ) -> Vec<Hit> {
         self.apply_due(model);
+        let skills = self.skills.lock().unwrap().segment.clone();
         let segs: Vec<(String, Arc<Segment>)> = self
             .segments
             .read()
             .unwrap()
             .iter()
-            .filter(|(app, _)| only.is_none_or(|o| o.iter().any(|a| a == *app)))
             .map(|(a, s)| (a.clone(), s.clone()))
+            .chain(skills.map(|s| (SKILLS.to_string(), s)))
+            .filter(|(app, _)| only.is_none_or(|o| o.iter().any(|a| a == app)))
             .collect();
         let forms = words::forms(query);
         let q: Vec<String> = forms.iter().map(|(_, w)| w.clone()).collect();
@@ -228,6 +245,11 @@ impl ToolIndex {
             .fold((0, 0), |(n, b), s| (n + s.docs.len(), b + s.bytes()))
     }
 
+    /// The table of the skill `name`, as last read.
+    pub fn skill_table(&self, name: &str) -> Option<String> {
+        self.skills.lock().unwrap().tables.get(name).cloned()
+    }
+
     /// Whether an app's listing is waiting to be applied.
     pub fn pending(&self) -> usize {
         self.pending.lock().unwrap().waiting.len()
@@ -235,6 +257,45 @@ impl ToolIndex {
 }
 
 impl Engine {
+    /// Reads the vault's skills into the index again if the journal moved since they were read
+    /// (at most once a second), or the model changed.
+    fn refresh_skills(&self, model: Option<&Arc<Model>>) {
+        let seq = self.last_seq();
+        {
+            let s = self.tools.skills.lock().unwrap();
+            let fresh = s.seq == Some(seq) || s.read.is_some_and(|t| t.elapsed() < MIN_REBUILD);
+            let vectors = s
+                .segment
+                .as_ref()
+                .is_none_or(|seg| model.is_none_or(|m| seg.has_vectors_of(m)));
+            if fresh && vectors {
+                return;
+            }
+        }
+        let Ok(found) = self.skills(&Reads::EVERY, None) else {
+            return;
+        };
+        let context = ToolDoc::context("skill", "an agent skill of the vault");
+        let docs: Vec<ToolDoc> = found
+            .iter()
+            .map(|s| ToolDoc::new(&s.name, &s.description, json!({}), context.clone()))
+            .collect();
+        let hash = segment::hash(&docs);
+        let mut s = self.tools.skills.lock().unwrap();
+        s.seq = Some(seq);
+        s.read = Some(std::time::Instant::now());
+        s.tables = found.into_iter().map(|k| (k.name, k.table)).collect();
+        let same = s
+            .segment
+            .as_ref()
+            .is_some_and(|seg| seg.hash == hash && model.is_none_or(|m| seg.has_vectors_of(m)));
+        if !same {
+            s.segment = (!docs.is_empty())
+                .then(|| Arc::new(Segment::build(hash, docs, model.map(|m| &**m))));
+            self.tools.touch();
+        }
+    }
+
     /// Operation `search_tools`: the tools `may` accepts (the caller's `call_tools`, its
     /// rights), best first.
     pub fn search_tools(&self, a: SearchTools, may: &dyn Fn(&str, &str) -> bool) -> Result<Value> {
@@ -248,11 +309,14 @@ impl Engine {
         }
         if let Some(apps) = &a.apps {
             let pending = self.tools.pending.lock().unwrap();
-            if let Some(bad) = apps.iter().find(|a| !pending.listed.contains(*a)) {
+            if let Some(bad) = apps
+                .iter()
+                .find(|a| *a != SKILLS && !pending.listed.contains(*a))
+            {
                 return Err(Error::invalid(format!("no app named {bad:?} lists tools"))
                     .column("apps")
                     .rule("apps")
-                    .hint("name apps that list tools (each tool found names its app), or engine for the engine's operations"));
+                    .hint("name apps that list tools (each tool found names its app), engine for the engine's operations, or @skills for the vault's skills"));
             }
         }
         let model = self.semantic.model();
@@ -270,6 +334,7 @@ impl Engine {
             (_, None) => SearchMode::Text,
             (None, Some(_)) => SearchMode::Hybrid,
         };
+        self.refresh_skills(model.as_ref());
         let hits = self.tools.search(
             &a.query,
             limit as usize,
@@ -289,12 +354,26 @@ impl Engine {
                 if let Some(r) = h.meaning_rank {
                     ranks.insert("semantic".into(), json!(r));
                 }
+                let score = (h.score * 10_000.0).round() / 10_000.0;
+                if h.app == SKILLS {
+                    // A skill: read its SKILL.md (resources/read) for its instructions.
+                    return json!({
+                        "kind": "skill",
+                        "name": d.name,
+                        "description": d.description,
+                        "uri": super::skills::SkillUri::of(&d.name),
+                        "score": score,
+                        "ranks": ranks,
+                        "words": h.words,
+                    });
+                }
                 json!({
+                    "kind": "tool",
                     "name": d.name,
                     "description": d.description,
                     "inputSchema": d.input_schema,
                     "app": h.app,
-                    "score": (h.score * 10_000.0).round() / 10_000.0,
+                    "score": score,
                     "ranks": ranks,
                     "words": h.words,
                 })

@@ -54,6 +54,7 @@ impl Writer {
             description: a.description.unwrap_or_default(),
             columns: a.columns,
             semantic: a.semantic,
+            skills: a.skills.unwrap_or(false),
         };
         let t = Table::compile(name.as_str(), def)?;
         self.check_link_targets(&t)?;
@@ -130,6 +131,9 @@ impl Writer {
         };
         if let Some(d) = a.description {
             def.description = d;
+        }
+        if let Some(s) = a.skills {
+            def.skills = s;
         }
         // Columns named in the old names (or the new ones) follow the renames and drops.
         def.semantic = a

@@ -14,6 +14,7 @@ mod resubscribe;
 mod rounds;
 mod search_tools;
 mod shown;
+mod skills;
 mod tasks;
 use crate::kit::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
