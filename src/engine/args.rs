@@ -183,10 +183,9 @@ pub struct CreateTable {
     pub table: String,
     #[serde(default)]
     pub description: Option<String>,
-    /// Column name to definition: {"type": text|integer|number|boolean|date|datetime|enum|list|link, "required", "unique", "default", "min", "max", "pattern", "values" (enum), "table" (link)}.
+    /// Column name to its definition.
     pub columns: IndexMap<String, ColumnDef>,
-    /// In the semantic index? true (default: text, enum and list columns and the body), false,
-    /// or {"columns": [...]} to choose the columns embedded with the body.
+    /// In the semantic index (see its definition).
     #[serde(default)]
     pub semantic: Option<SemanticDef>,
     /// Each row an agent skill, served as skill://<name>/SKILL.md: needs text columns name (required, unique) and description (required).
@@ -212,7 +211,7 @@ pub struct AlterTable {
     /// Columns whose definition (type, constraints) changes; refused if an existing row would break it.
     #[serde(default)]
     pub change: IndexMap<String, ColumnDef>,
-    /// The table's place in the semantic index: true, false, or {"columns": [...]}.
+    /// The table's place in the semantic index.
     #[serde(default)]
     pub semantic: Option<SemanticDef>,
     /// Each row an agent skill (see create_table), or no longer.

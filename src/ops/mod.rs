@@ -2,6 +2,8 @@
 //! access class). HTTP, MCP and the WASM host import all dispatch through [`call`], and
 //! [`crate::auth::authorize`] is the one place that decides whether a caller may run it.
 
+mod compact;
+
 use crate::auth::{self, Access, Caller};
 use crate::engine::{Actor, Cmd, Engine, Reads, args};
 use crate::error::{Error, Result, parse};
@@ -72,7 +74,7 @@ impl Operation {
             o.remove("$schema");
             o.remove("title");
         }
-        v
+        compact::compact(v)
     }
 }
 

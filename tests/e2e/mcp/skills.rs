@@ -206,7 +206,11 @@ fn notes_of_a_skills_table_are_skills_listed_read_followed_and_found() {
     let page = ask(&rt, &g, "resources/list", json!({}));
     assert!(!page.to_string().contains("skill://"), "{page}");
     // What it may read, it sees.
-    assert!(page.to_string().contains("datanotes://tables/work.crm.notes"), "{page}");
+    assert!(
+        page.to_string()
+            .contains("datanotes://tables/work.crm.notes"),
+        "{page}"
+    );
     let refused = ask(
         &rt,
         &g,
