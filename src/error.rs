@@ -120,13 +120,49 @@ pub fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T> {
                 )),
         );
     }
-    serde_json::from_value(args).map_err(|e| {
-        Error::invalid(format!("invalid arguments for {op}: {e}"))
-            .rule("arguments")
-            .hint(format!(
-                "check the field names and types against the input schema of {op}"
-            ))
+    serde_path_to_error::deserialize(args).map_err(|e| {
+        let path = e.path().to_string();
+        let why = plain_words(&e.inner().to_string());
+        let mut err = match path.as_str() {
+            "." | "" => Error::invalid(format!("invalid arguments for {op}: {why}")),
+            p => Error::invalid(format!("invalid arguments for {op}: {p}: {why}")).column(p),
+        };
+        err = err.rule("arguments").hint(format!(
+            "check the field names and types against the input schema of {op}"
+        ));
+        err
     })
+}
+
+/// A parse error in words an agent reads: the serde wording without Rust's type names.
+fn plain_words(msg: &str) -> String {
+    let mut out = msg.to_string();
+    for (rust, plain) in [
+        ("expected i64", "expected an integer"),
+        ("expected i32", "expected an integer"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        ("expected u32", "expected a whole number, 0 or more"),
+        ("expected u16", "expected a whole number, 0 or more"),
+        ("expected u8", "expected a whole number, 0 or more"),
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+        ("a sequence", "a list"),
+        ("expected a map", "expected an object"),
+        ("invalid type: map", "invalid type: an object"),
+        ("invalid type: sequence", "invalid type: a list"),
+        ("expected unit", "expected nothing"),
+    ] {
+        out = out.replace(rust, plain);
+    }
+    // `expected struct SelectRows` and the like: an object.
+    while let Some(i) = out.find("struct ") {
+        let end = out[i + 7..]
+            .find(|c: char| !c.is_alphanumeric() && c != '_')
+            .map_or(out.len(), |j| i + 7 + j);
+        out.replace_range(i..end, "an object");
+    }
+    out
 }
 
 impl std::ops::Deref for Error {
@@ -177,5 +213,43 @@ impl From<rusqlite::Error> for Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::internal(format!("file system error: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parse_error_names_the_field_in_json_words() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Inner {
+            n: u64,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Args {
+            limit: Option<i64>,
+            inner: Option<Inner>,
+            list: Option<Vec<String>>,
+        }
+        let e = parse::<Args>("op", serde_json::json!({"inner": {"n": -1}})).unwrap_err();
+        assert_eq!(e.column.as_deref(), Some("inner.n"), "{e}");
+        assert!(
+            e.message.contains("expected a whole number, 0 or more"),
+            "{e}"
+        );
+        let e = parse::<Args>("op", serde_json::json!({"inner": 3})).unwrap_err();
+        assert!(e.message.ends_with("expected an object"), "{e}");
+        let e = parse::<Args>("op", serde_json::json!({"list": {"a": 1}})).unwrap_err();
+        assert!(e.message.contains("an object, expected a list"), "{e}");
+        let e = parse::<Args>("op", serde_json::json!({"limit": 1.5})).unwrap_err();
+        assert!(e.message.ends_with("expected an integer"), "{e}");
+        for rust in ["i64", "u64", "struct", "sequence", "map"] {
+            assert!(!e.message.contains(rust), "{e}");
+        }
     }
 }

@@ -944,11 +944,25 @@ fn create_table_checks_its_definition() {
         assert_eq!(e["rule"], rule, "{cols}: {e}");
         assert_eq!(e["table"], "x.y.z", "{cols}: {e}");
     }
-    // Not a known type, an unknown constraint: the arguments do not parse.
-    for cols in [
-        json!({"x": {"type": "money"}}),
-        json!({"x": {"type": "text", "color": "red"}}),
-        json!({"x": "text"}),
+    // Not a known type, an unknown constraint: the arguments do not parse; the error names the
+    // field (its path) in the words of JSON, not of Rust.
+    for (cols, field, says) in [
+        (
+            json!({"x": {"type": "money"}}),
+            "columns.x.type",
+            "expected one of `text`",
+        ),
+        (
+            json!({"x": {"type": "text", "color": "red"}}),
+            "columns.x.color",
+            "unknown field `color`",
+        ),
+        (json!({"x": "text"}), "columns.x", "expected an object"),
+        (
+            json!({"x": {"type": "text", "required": "yes"}}),
+            "columns.x.required",
+            "expected a boolean",
+        ),
     ] {
         let e = s.refused_nochange(
             "create_table",
@@ -956,7 +970,23 @@ fn create_table_checks_its_definition() {
             400,
         );
         assert_eq!(e["rule"], "arguments", "{e}");
+        assert_eq!(e["column"], field, "{e}");
+        let m = e["message"].as_str().unwrap();
+        assert!(m.contains(says) && !m.contains("struct "), "{e}");
     }
+    let e = s.refused_nochange(
+        "select_rows",
+        json!({"table": "x.y.z", "limit": "ten"}),
+        400,
+    );
+    assert_eq!(e["column"], "limit", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("expected an integer"),
+        "{e}"
+    );
     assert!(!s.dir.join("x").exists());
     assert_eq!(
         s.ok("list_tables", json!({}))["tables"]
