@@ -527,6 +527,9 @@ async function grantScenario(browser, page, watch) {
   check((await p.locator("#consent-form input[type=checkbox]:checked").count()) === 0, "something is still ticked after unticking all tools");
   await p.check('input[name=write][value="personal.tasks.items"]');
   await p.check('input[name=call_tools][value="planning_list_tasks"]');
+  // Listed as a search, with the app's tools pinned.
+  await p.check('input[name=tool_listing][value="search"]');
+  await p.fill("#consent-pinned", "planning_*");
   const arrived = p.waitForURL((u) => u.href.startsWith(`${redirect}?`), { waitUntil: "commit" });
   await p.click("#consent-allow");
   await arrived;
@@ -535,7 +538,7 @@ async function grantScenario(browser, page, watch) {
   // Not closed: closing a page right after it went to another origin can hang this
   // single-process Chromium for minutes; the browser closes it at the end.
   check(left.length === 0, `requests left the server: ${left.join(", ")}`);
-  ok("consent page: the owner signs in, ticks one table and one tool, Allow sends the agent its code", `${back.origin}${back.pathname}?code=…&state=${back.searchParams.get("state")}`);
+  ok("consent page: the owner signs in, ticks one table and one tool, chooses the search listing with pinned tools, Allow sends the agent its code", `${back.origin}${back.pathname}?code=…&state=${back.searchParams.get("state")}`);
 
   // The agent trades its code for tokens (the grant is made then): its MCP session lists the
   // one tool ticked.
@@ -554,7 +557,7 @@ async function grantScenario(browser, page, watch) {
   const agentWithGrant = await mcp();
   const listed = (await agentWithGrant.listTools()).tools.map((t) => t.name);
   await agentWithGrant.close();
-  check(listed.join() === "planning_list_tasks", `the agent lists ${listed.join(", ")}`);
+  check(listed.join() === "search_tools,call_tool,planning_list_tasks", `the agent lists ${listed.join(", ")}`);
 
   step = "grant: listed and revoked";
   await page.setViewportSize({ width: 1280, height: 800 });
@@ -562,7 +565,7 @@ async function grantScenario(browser, page, watch) {
   const card = page.locator('#grants [data-grant]:has-text("Test agent")');
   await card.waitFor();
   const rights = await card.locator(".rights").textContent();
-  check(rights === "rights: read: none · write: personal.tasks.items · tools it may call: planning_list_tasks", `the grant's rights: ${rights}`);
+  check(rights === "rights: read: none · write: personal.tasks.items · tools it may call: planning_list_tasks · listed: a search and planning_*", `the grant's rights: ${rights}`);
   check((await api("grants/list")).body.grants.length === 1, "the server lists another number of grants");
   await card.locator("button.revoke").click();
   await page.click("#dialog-ok");

@@ -76,29 +76,17 @@ pub struct AppRecord {
     /// What its token is listed on `/mcp`: every tool, or the search listing.
     #[serde(default, skip_serializing_if = "ToolListing::is_all")]
     pub tool_listing: ToolListing,
+    /// The tools (names or patterns) its search listing shows besides `search_tools` and
+    /// `call_tool`, those it may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned_tools: Vec<String>,
     /// What its tools' names are listed with in front (`gh_`: its `search` is `gh_search`),
     /// set by the owner so that two apps' tools of one name both stay reachable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_prefix: Option<String>,
 }
 
-/// What a token is listed on `/mcp` (set by the owner).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolListing {
-    /// Every tool it may call (the default).
-    #[default]
-    All,
-    /// The search listing: `search_tools`, `call_tool`, and what its session's searches
-    /// found (as `/mcp?tools=search`).
-    Search,
-}
-
-impl ToolListing {
-    fn is_all(&self) -> bool {
-        *self == ToolListing::All
-    }
-}
+pub use crate::auth::ToolListing;
 
 /// The rights on tables an upgrade grants with its new version.
 #[derive(Debug, Clone)]
@@ -162,6 +150,7 @@ impl AppRecord {
             "maintain": self.maintain,
             "call_tools": self.call_tools,
             "tool_listing": self.tool_listing,
+            "pinned_tools": self.pinned_tools,
             "tool_prefix": self.tool_prefix,
             "mcp_url": self.mcp_url,
             "self_url": self.self_url,
@@ -223,6 +212,8 @@ pub struct AppFields {
     pub self_url_private: Option<bool>,
     /// See [`AppRecord::tool_listing`].
     pub tool_listing: Option<ToolListing>,
+    /// See [`AppRecord::pinned_tools`].
+    pub pinned_tools: Option<Vec<String>>,
     #[serde(default, deserialize_with = "some")]
     /// See [`AppRecord::tool_prefix`]; `null` removes it.
     pub tool_prefix: Option<Option<String>>,
@@ -266,6 +257,8 @@ impl AppFields {
             Some("self_url_private")
         } else if self.tool_listing.is_some() {
             Some("tool_listing")
+        } else if self.pinned_tools.is_some() {
+            Some("pinned_tools")
         } else if self.tool_prefix.is_some() {
             Some("tool_prefix")
         } else {
@@ -332,6 +325,9 @@ pub fn check(f: &AppFields) -> Result<()> {
                 .rule("pattern")
                 .hint("each call_tools entry is a tool name or a pattern with *, e.g. \"select_rows\", \"planning_*\" or \"*\""));
         }
+    }
+    if let Some(p) = &f.pinned_tools {
+        auth::check_pinned(p)?;
     }
     if let Some(Some(u)) = &f.mcp_url
         && !is_http_url(u)

@@ -106,6 +106,7 @@ impl Registry {
             self_url_private: f.self_url_private.unwrap_or(false),
             url_change: None,
             tool_listing: f.tool_listing.unwrap_or_default(),
+            pinned_tools: f.pinned_tools.unwrap_or_default(),
             tool_prefix: f.tool_prefix.flatten(),
         };
         self.modify(|apps| {
@@ -202,6 +203,9 @@ impl Registry {
             }
             if let Some(v) = f.tool_listing {
                 a.tool_listing = v;
+            }
+            if let Some(v) = f.pinned_tools {
+                a.pinned_tools = v;
             }
             if let Some(v) = f.tool_prefix {
                 a.tool_prefix = v;

@@ -102,6 +102,10 @@ pub struct EntryArgs {
     /// (search_tools and call_tool).
     #[arg(long)]
     pub tool_listing: Option<String>,
+    /// A tool (name or pattern with *) the search listing shows besides search_tools and
+    /// call_tool; repeat the flag for more, `--pin-tool ''` alone for none.
+    #[arg(long = "pin-tool", value_name = "TOOL")]
+    pub pinned_tools: Vec<String>,
 }
 
 impl EntryArgs {
@@ -111,10 +115,14 @@ impl EntryArgs {
         if !self.write.is_empty() {
             v["write"] = json!(self.write);
         }
-        // `--call-tool ''` alone: no tool.
+        // `--call-tool ''` alone: no tool; `--pin-tool ''` alone: none pinned.
         if !self.call_tools.is_empty() {
             let tools: Vec<&String> = self.call_tools.iter().filter(|t| !t.is_empty()).collect();
             v["call_tools"] = json!(tools);
+        }
+        if !self.pinned_tools.is_empty() {
+            let tools: Vec<&String> = self.pinned_tools.iter().filter(|t| !t.is_empty()).collect();
+            v["pinned_tools"] = json!(tools);
         }
         for (k, x) in [
             ("ddl", self.ddl),

@@ -262,6 +262,10 @@ struct Decision {
     call_tools: Vec<String>,
     #[serde(default)]
     read: Vec<String>,
+    #[serde(default)]
+    tool_listing: crate::auth::ToolListing,
+    #[serde(default)]
+    pinned_tools: Vec<String>,
 }
 
 /// `POST /oauth/authorize`: the owner's decision, as the consent page sends it: same origin,
@@ -317,6 +321,8 @@ async fn decide(State(s): State<Shared>, req: Request) -> Result<Json<Value>, Er
         maintain: d.maintain,
         call_tools: d.call_tools,
         read: d.read,
+        tool_listing: d.tool_listing,
+        pinned_tools: d.pinned_tools,
     };
     // Kept as the grant reads: none chosen, what its tools imply.
     rights.read = rights.reads();

@@ -111,9 +111,11 @@ impl ServerHandler for Mcp {
         let parts = rc.extensions.get::<http::request::Parts>();
         if parts.is_some_and(|p| listing::search_mode(&self.server, p, &ctx.caller)) {
             let session = self.session_of(&rc).await;
+            let pinned = listing::pinned(&self.server, &ctx.caller);
             return Ok(ListToolsResult::with_all_items(listing::tools(
                 tools,
                 session.as_deref(),
+                &pinned,
             )));
         }
         Ok(ListToolsResult::with_all_items(tools))

@@ -67,7 +67,8 @@ impl Door {
                 let hidden = server.agg.hidden_from(&agent).await;
                 if listing::search_mode(server, parts, &ctx.caller) {
                     let visible = server.agg.tools(&ctx.caller, &hidden);
-                    let tools = listing::tools(visible, Some(&session));
+                    let pinned = listing::pinned(server, &ctx.caller);
+                    let tools = listing::tools(visible, Some(&session), &pinned);
                     to_answer(rpc_id, &json!({"tools": tools}))?
                 } else {
                     to_answer(rpc_id, &server.agg.tool_list(&ctx.caller, &hidden))?

@@ -26,19 +26,31 @@ const SEARCH_TOOLS: &str = "search_tools";
 pub(super) const MAX_FOUND: usize = 200;
 
 /// Whether a request is served the search listing: it asked for it (`/mcp?tools=search`), or
-/// its token is an app's whose entry says so (`tool_listing: "search"`).
+/// its token says so (`tool_listing: "search"`: an app's entry, a grant's consent).
 pub(super) fn search_mode(server: &Shared, parts: &http::request::Parts, caller: &Caller) -> bool {
     let asked = parts
         .uri
         .query()
         .is_some_and(|q| q.split('&').any(|kv| kv == "tools=search"));
-    asked
-        || caller.app().is_some_and(|app| {
-            server
-                .apps
-                .get(app)
-                .is_some_and(|r| r.tool_listing == ToolListing::Search)
-        })
+    asked || token_listing(server, caller).0 == ToolListing::Search
+}
+
+/// How a caller's token is listed, and its pinned tools (an app's entry, a grant's consent).
+fn token_listing(server: &Shared, caller: &Caller) -> (ToolListing, Vec<String>) {
+    match caller {
+        Caller::App(a) => server
+            .apps
+            .get(&a.name)
+            .map(|r| (r.tool_listing, r.pinned_tools.clone()))
+            .unwrap_or_default(),
+        Caller::Grant(g) => (g.tool_listing, g.pinned_tools.clone()),
+        Caller::Owner | Caller::Metrics(_) => Default::default(),
+    }
+}
+
+/// The tools a caller's search listing shows besides the search: its token's pinned patterns.
+pub(super) fn pinned(server: &Shared, caller: &Caller) -> Vec<String> {
+    token_listing(server, caller).1
 }
 
 /// The caller in search mode: `search_tools` is one of the tools it may call.
@@ -85,9 +97,10 @@ fn call_tool() -> Tool {
     )
 }
 
-/// The search listing of a caller: `search_tools`, `call_tool`, then the tools its session's
-/// searches found (those it may still call and is shown, from `visible`: its whole listing).
-pub(super) fn tools(visible: Vec<Tool>, session: Option<&Session>) -> Vec<Tool> {
+/// The search listing of a caller: `search_tools`, `call_tool`, then its pinned tools and the
+/// tools its session's searches found (those it may still call and is shown, from `visible`:
+/// its whole listing), in the listing's order.
+pub(super) fn tools(visible: Vec<Tool>, session: Option<&Session>, pinned: &[String]) -> Vec<Tool> {
     let found: HashSet<String> = session
         .map(|s| s.found.lock().unwrap().iter().cloned().collect())
         .unwrap_or_default();
@@ -96,7 +109,11 @@ pub(super) fn tools(visible: Vec<Tool>, session: Option<&Session>) -> Vec<Tool> 
     for t in visible {
         if t.name == SEARCH_TOOLS {
             out.push(t);
-        } else if found.contains(t.name.as_ref()) {
+        } else if found.contains(t.name.as_ref())
+            || pinned
+                .iter()
+                .any(|p| crate::auth::tool_pattern_matches(p, &t.name))
+        {
             rest.push(t);
         }
     }

@@ -95,6 +95,12 @@ pub struct Rights {
     /// there were read patterns): what its tools imply, [`Rights::reads`].
     #[serde(default)]
     pub read: Vec<String>,
+    /// How its tokens are listed on `/mcp`: every tool, or the search listing.
+    #[serde(default, skip_serializing_if = "crate::auth::ToolListing::is_all")]
+    pub tool_listing: crate::auth::ToolListing,
+    /// The tools its search listing shows besides the search.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned_tools: Vec<String>,
 }
 
 /// The engine operations that read rows (their values, bodies, ids or changes): a grant that
@@ -149,6 +155,7 @@ impl Rights {
                     .hint("a tool name, or a pattern with * (planning_*, *)"),
             );
         }
+        crate::auth::check_pinned(&self.pinned_tools)?;
         if self.write.len() > 1000 || self.call_tools.len() > 1000 || self.read.len() > 1000 {
             return Err(Error::invalid(
                 "at most 1000 write, 1000 read and 1000 call_tools patterns",

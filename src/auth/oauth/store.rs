@@ -201,6 +201,8 @@ impl Store {
                 id: g.id.clone(),
                 client: g.client_name.clone(),
                 resource: g.resource.clone(),
+                tool_listing: g.rights.tool_listing,
+                pinned_tools: g.rights.pinned_tools.clone(),
                 scope: AppScope {
                     name: g.client_name.clone(),
                     write: g.rights.write.clone(),

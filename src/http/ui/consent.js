@@ -169,6 +169,8 @@
       maintain: Boolean($("#consent-maintain")?.checked),
       call_tools: picked("call_tools"),
       read: picked("read"),
+      tool_listing: form.querySelector("input[name=tool_listing]:checked")?.value || "all",
+      pinned_tools: ($("#consent-pinned")?.value || "").split(/[\s,]+/).filter(Boolean),
     };
     const buttons = [...form.querySelectorAll("button")];
     for (const b of buttons) b.disabled = true;

@@ -12,6 +12,7 @@ function grantRights(r) {
     r.ddl ? "ddl" : null,
     r.maintain ? "maintain" : null,
     `tools it may call: ${r.call_tools && r.call_tools.length ? r.call_tools.join(", ") : "none"}`,
+    r.tool_listing === "search" ? `listed: a search${r.pinned_tools && r.pinned_tools.length ? ` and ${r.pinned_tools.join(", ")}` : ""}` : null,
   ].filter(Boolean).join(" · ");
 }
 

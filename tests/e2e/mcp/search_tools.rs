@@ -429,6 +429,65 @@ fn an_apps_entry_chooses_the_search_listing() {
     assert_eq!(agent.names(), ["list_tables"]);
 }
 
+/// Pinned tools: a token in search mode is also listed the tools its owner pinned (names or
+/// patterns), those it may call; an app's entry and a grant's consent choose the same way.
+#[test]
+fn pinned_tools_join_the_search_listing_of_an_app_and_of_a_grant() {
+    let s = Server::start();
+    let token = create_app(
+        &s,
+        json!({"name": "pinned", "tool_listing": "search",
+               "call_tools": ["list_tables", "select_rows", "search_notes"],
+               "pinned_tools": ["list_tables", "select_*", "insert_row"]}),
+    );
+    assert_eq!(
+        s.ok_route("apps/get", json!({"name": "pinned"}))["app"]["pinned_tools"],
+        json!(["list_tables", "select_*", "insert_row"])
+    );
+    // insert_row is pinned but not the app's to call: not listed.
+    let agent = Agent::engine(&s, &token, None);
+    assert_eq!(
+        agent.names(),
+        ["search_tools", "call_tool", "list_tables", "select_rows"]
+    );
+    // A pattern that is not one, or too many: refused naming the field, nothing changed.
+    for bad in [
+        json!(["a.b"]),
+        json!((0..33).map(|i| format!("t{i}")).collect::<Vec<_>>()),
+    ] {
+        let (status, v) = s.call_as(
+            Some(&s.token),
+            "apps/update",
+            &json!({"name": "pinned", "pinned_tools": bad}),
+            &[],
+        );
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["error"]["column"], "pinned_tools", "{v}");
+    }
+    // Only the owner pins.
+    let (status, _) = s.call_as(
+        Some(&token),
+        "apps/update",
+        &json!({"name": "pinned", "pinned_tools": ["*"]}),
+        &[],
+    );
+    assert_eq!(status, 403);
+
+    // A grant whose consent chose the search listing and pinned get_row.
+    let grant = oauth::connect(
+        &s,
+        "searching agent",
+        json!({"call_tools": ["get_row", "list_tables", "search_tools"],
+               "tool_listing": "search", "pinned_tools": ["get_row"]}),
+    );
+    let agent = Agent::engine(&s, &grant.access, None);
+    assert_eq!(agent.names(), ["search_tools", "call_tool", "get_row"]);
+    let listed = s.ok_route("grants/list", json!({}));
+    let rights = &listed["grants"][0]["rights"];
+    assert_eq!(rights["tool_listing"], "search", "{listed}");
+    assert_eq!(rights["pinned_tools"], json!(["get_row"]), "{listed}");
+}
+
 /// What an official SDK's client saw on `/mcp?tools=search` (its script's JSON): two tools, a
 /// search, the `list_changed` it follows, the tool found in its listing, called directly and
 /// through `call_tool`.
