@@ -6,40 +6,22 @@
 //! rights in an app's vocabulary, decided by the same [`authorize`]; a read-only metrics token
 //! ([`metrics_tokens`], `dn_metrics_`) is another, that reads the metrics and nothing else.
 
+mod listing;
 pub mod metrics_tokens;
 pub mod oauth;
+mod patterns;
+mod tokens;
+
+pub use listing::{MAX_PINNED, ToolListing, check_pinned};
+pub use patterns::{pattern_matches, tool_pattern_matches, valid_pattern, valid_tool_pattern};
+pub use tokens::{
+    APP_PREFIX, OWNER_PREFIX, ensure_owner_token, matches, new_token, read_owner_token, token_hash,
+    write_private,
+};
 
 use crate::error::{Error, Result};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
-use std::path::Path;
 use std::sync::Arc;
-use subtle::ConstantTimeEq;
-
-/// The owner token's prefix.
-pub const OWNER_PREFIX: &str = "dn_owner_";
-/// An app token's prefix.
-pub const APP_PREFIX: &str = "dn_app_";
-
-/// A new token of the given kind.
-pub fn new_token(prefix: &str) -> String {
-    let bytes: [u8; 32] = rand::random();
-    format!("{prefix}{}", hex::encode(bytes))
-}
-
-/// A token's SHA-256, hex: what the server keeps instead of the token.
-pub fn token_hash(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
-}
-
-/// Constant-time comparison of a presented token with a stored hash.
-pub fn matches(token: &str, hash_hex: &str) -> bool {
-    let h = Sha256::digest(token.as_bytes());
-    match hex::decode(hash_hex) {
-        Ok(stored) => bool::from(h.as_slice().ct_eq(&stored)),
-        Err(_) => false,
-    }
-}
 
 /// The rights of an app token.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -58,48 +40,6 @@ pub struct AppScope {
     /// The tables it may read (patterns as `write`); `None`: every table (an app's token,
     /// which reads everything). A grant's are what its consent gave.
     pub read: Option<Vec<String>>,
-}
-
-/// What a token is listed on `/mcp` (set by the owner: an app's entry, a grant's consent).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolListing {
-    /// Every tool it may call (the default).
-    #[default]
-    All,
-    /// The search listing: `search_tools`, `call_tool`, its pinned tools, and what its
-    /// session's searches found (as `/mcp?tools=search`).
-    Search,
-}
-
-impl ToolListing {
-    /// The default: every tool.
-    pub fn is_all(&self) -> bool {
-        *self == ToolListing::All
-    }
-}
-
-/// The most pinned tool patterns of a token.
-pub const MAX_PINNED: usize = 32;
-
-/// Checks a token's pinned tools: at most [`MAX_PINNED`] tool names or patterns.
-pub fn check_pinned(patterns: &[String]) -> Result<()> {
-    if let Some(p) = patterns.iter().find(|p| !valid_tool_pattern(p)) {
-        return Err(Error::invalid(format!("invalid pinned tool pattern {p:?}"))
-            .column("pinned_tools")
-            .rule("pattern")
-            .hint("each pinned_tools entry is a tool name or a pattern with *, e.g. \"select_rows\" or \"planning_*\""));
-    }
-    if patterns.len() > MAX_PINNED {
-        return Err(Error::invalid(format!(
-            "{} pinned tools: at most {MAX_PINNED}",
-            patterns.len()
-        ))
-        .column("pinned_tools")
-        .rule("limit")
-        .hint("pin the few tools the agent uses at every turn; search_tools finds the rest"));
-    }
-    Ok(())
 }
 
 /// An OAuth grant: what the owner gave a client on the consent page (see [`oauth`]).
@@ -150,61 +90,6 @@ impl Caller {
             Caller::App(a) => Some(&a.name),
         }
     }
-}
-
-/// Does a write pattern (`catalog.schema.table`, `catalog.schema.*`, `catalog.*`, `*`) cover a table?
-pub fn pattern_matches(pattern: &str, table: &str) -> bool {
-    if pattern == "*" {
-        return true;
-    }
-    match pattern.strip_suffix(".*") {
-        Some(prefix) => table.starts_with(prefix) && table[prefix.len()..].starts_with('.'),
-        None => pattern == table,
-    }
-}
-
-/// Checks a write pattern's form.
-pub fn valid_pattern(p: &str) -> bool {
-    if p == "*" {
-        return true;
-    }
-    let parts: Vec<&str> = p.split('.').collect();
-    let names_ok = |ps: &[&str]| ps.iter().all(|x| crate::names::is_name(x));
-    match parts.as_slice() {
-        [a, b, c] if *c == "*" => names_ok(&[a, b]),
-        [a, b] if *b == "*" => names_ok(&[a]),
-        [_, _, _] => names_ok(&parts),
-        _ => false,
-    }
-}
-
-/// Does a tool pattern (a tool name, `*` matching any run of characters) cover a tool name?
-pub fn tool_pattern_matches(pattern: &str, tool: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or("");
-    let Some(mut rest) = tool.strip_prefix(first) else {
-        return false;
-    };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        // No `*`: the name itself.
-        return rest.is_empty();
-    };
-    for p in middle {
-        match rest.find(p) {
-            Some(i) => rest = &rest[i + p.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
-}
-
-/// Checks a tool pattern's form: 1 to 64 of `[A-Za-z0-9_-]` and `*`.
-pub fn valid_tool_pattern(p: &str) -> bool {
-    !p.is_empty()
-        && p.len() <= 64
-        && p.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'*')
 }
 
 /// The read patterns of a caller: `None` when it reads every table, as the owner and apps do.
@@ -488,107 +373,9 @@ pub fn sees_session(reader: &Caller, actor_token: Option<&str>) -> bool {
     matches!(reader, Caller::Owner) || actor_token == Some(reader.token_name().as_str())
 }
 
-/// Creates the owner token on first start: written once to `.datanotes/owner-token` (0600) for
-/// the local CLI; its hash goes to `.datanotes/owner-token.sha256`. Returns the token if new.
-pub fn ensure_owner_token(meta_dir: &Path) -> std::io::Result<(String, Option<String>)> {
-    let hash_path = meta_dir.join("owner-token.sha256");
-    if let Ok(h) = std::fs::read_to_string(&hash_path) {
-        return Ok((h.trim().to_string(), None));
-    }
-    let token = new_token(OWNER_PREFIX);
-    let token_path = meta_dir.join("owner-token");
-    write_private(&token_path, token.as_bytes())?;
-    let hash = token_hash(&token);
-    write_private(&hash_path, hash.as_bytes())?;
-    Ok((hash, Some(token)))
-}
-
-/// Writes a file only its owner can read (0600), atomically.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    if let Some(d) = path.parent() {
-        std::fs::File::open(d)?.sync_all()?;
-    }
-    Ok(())
-}
-
-/// Reads the owner token the engine saved (for the local CLI); an error names the file and
-/// what to check.
-pub fn read_owner_token(db: &Path) -> std::io::Result<String> {
-    let path = db.join(".datanotes/owner-token");
-    match std::fs::read_to_string(&path) {
-        Ok(t) => Ok(t.trim().to_string()),
-        Err(e) => Err(std::io::Error::new(
-            e.kind(),
-            format!(
-                "cannot read the owner token {} ({e}): is {} a datanotes database folder, and are you its owner?",
-                path.display(),
-                db.display()
-            ),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[test]
-    fn patterns() {
-        assert!(pattern_matches("*", "a.b.c"));
-        assert!(pattern_matches("a.*", "a.b.c"));
-        assert!(!pattern_matches("a.*", "ab.b.c"));
-        assert!(pattern_matches("a.b.*", "a.b.c"));
-        assert!(!pattern_matches("a.b.*", "a.bc.d"));
-        assert!(pattern_matches("a.b.c", "a.b.c"));
-        assert!(!pattern_matches("a.b.c", "a.b.cd"));
-        assert!(
-            valid_pattern("a.b.*")
-                && valid_pattern("a.*")
-                && valid_pattern("*")
-                && valid_pattern("a.b.c")
-        );
-        assert!(
-            !valid_pattern("a.*.c")
-                && !valid_pattern("a")
-                && !valid_pattern("A.b.c")
-                && !valid_pattern("a.b.c.d")
-        );
-        for (p, t, want) in [
-            ("*", "select_rows", true),
-            ("planning_*", "planning_add_task", true),
-            ("planning_*", "planning_", true),
-            ("planning_*", "plan_add", false),
-            ("select_rows", "select_rows", true),
-            ("select_rows", "select_rows2", false),
-            ("*_task", "planning_add_task", true),
-            ("*_task", "planning_add_tasks", false),
-            ("a*b*c", "a_x_b_y_c", true),
-            ("a*b*c", "acb", false),
-            ("ab*ba", "aba", false),
-        ] {
-            assert_eq!(tool_pattern_matches(p, t), want, "{p} {t}");
-        }
-        assert!(
-            valid_tool_pattern("planning_*")
-                && !valid_tool_pattern("a.b")
-                && !valid_tool_pattern("")
-        );
-        let t = new_token(APP_PREFIX);
-        assert!(matches(&t, &token_hash(&t)));
-        assert!(!matches("x", &token_hash(&t)));
-    }
-
     #[test]
     fn a_grant_reads_only_the_tables_of_its_read_patterns() {
         let grant = |read: Option<Vec<&str>>| {
