@@ -203,7 +203,7 @@ impl Aggregator {
             }
         }
         ns.instructions = instructions;
-        ns.content = resources::resolve(&slots, &self.caps);
+        ns.content = resources::resolve(&slots, &prefixes, &self.caps);
         ns.json = ns
             .tools
             .iter()

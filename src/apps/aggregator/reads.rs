@@ -370,7 +370,7 @@ impl Aggregator {
         name: &str,
         arguments: Value,
     ) -> Result<Value> {
-        let app = {
+        let (app, own) = {
             let ns = self.ns.read().unwrap().clone();
             let Some(&i) = ns.content.prompt_by_name.get(name) else {
                 return Err(Error::not_found(format!(
@@ -382,12 +382,13 @@ impl Aggregator {
             };
             let app = ns.content.prompts[i].0.clone();
             self.may_use(&ctx.caller, &ns, &app)?;
-            app
+            (app, ns.content.prompt_own[i].clone())
         };
         let backend = self
             .backend_of(&app)
             .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
-        let mut params = json!({"name": name});
+        // Asked by the name the app gave it (listed with its app's prefix).
+        let mut params = json!({"name": own});
         if !arguments.is_null() {
             params["arguments"] = arguments;
         }
@@ -456,6 +457,7 @@ impl Aggregator {
                 };
                 let app = ns.content.prompts[i].0.clone();
                 self.may_use(&ctx.caller, &ns, &app)?;
+                params["ref"]["name"] = json!(ns.content.prompt_own[i]);
                 app
             }
             _ => {

@@ -33,6 +33,8 @@ pub(crate) struct Content {
     pub resources: Vec<(String, Value)>,
     pub templates: Vec<(String, Value)>,
     pub prompts: Vec<(String, Value)>,
+    /// Each prompt's name as its app knows it (its served name without the app's prefix).
+    pub prompt_own: Vec<String>,
     /// A prompt's index in `prompts`, by name.
     pub prompt_by_name: HashMap<String, usize>,
     /// What each app lists but cannot be served, with why.
@@ -222,13 +224,13 @@ pub fn for_the_model(t: &rmcp::model::Tool) -> bool {
 }
 
 /// The content of the namespace from the apps' last known listings.
-pub(super) fn resolve(slots: &[Slot], caps: &ListingCaps) -> Content {
+pub(super) fn resolve(slots: &[Slot], prefixes: &[String], caps: &ListingCaps) -> Content {
     let mut c = Content::default();
     let mut taken: HashMap<String, String> = ops::CATALOG
         .iter()
         .map(|o| (o.name.to_string(), "engine".to_string()))
         .collect();
-    for s in slots {
+    for (s, prefix) in slots.iter().zip(prefixes) {
         let Some(l) = &s.listing else { continue };
         let app = &s.name;
         let mut skip_r = |what: &Value, why: &str| {
@@ -265,8 +267,11 @@ pub(super) fn resolve(slots: &[Slot], caps: &ListingCaps) -> Content {
         }
         let mut seen = HashSet::new();
         for p in &l.prompts {
-            let name = p.get("name").and_then(Value::as_str).unwrap_or("");
-            let skip = if !super::valid_tool_name(name) {
+            let own = p.get("name").and_then(Value::as_str).unwrap_or("");
+            // Listed with the app's tool prefix, as its tools are.
+            let served = format!("{prefix}{own}");
+            let name = served.as_str();
+            let skip = if !super::valid_tool_name(own) || !super::valid_tool_name(name) {
                 Some(
                     json!({"name": name.chars().take(80).collect::<String>(), "takenBy": null,
                             "reason": "the name must match ^[a-zA-Z0-9_-]{1,64}$"}),
@@ -285,6 +290,7 @@ pub(super) fn resolve(slots: &[Slot], caps: &ListingCaps) -> Content {
                 Some(v) => c.skipped_prompts.entry(app.clone()).or_default().push(v),
                 None => {
                     let mut p = p.clone();
+                    p["name"] = json!(name);
                     if let Some(Value::String(d)) = p.get_mut("description")
                         && d.len() > MAX_DESCRIPTION_BYTES
                     {
@@ -293,6 +299,7 @@ pub(super) fn resolve(slots: &[Slot], caps: &ListingCaps) -> Content {
                     taken.insert(name.to_string(), app.clone());
                     c.prompt_by_name.insert(name.to_string(), c.prompts.len());
                     c.prompts.push((app.clone(), p));
+                    c.prompt_own.push(own.to_string());
                 }
             }
         }

@@ -117,6 +117,10 @@ impl Shelf {
                  "arguments": [{"name": "topic", "required": true}]},
                 {"name": "list_tables", "description": "shadows an operation"}]}),
             ),
+            // The app knows its prompts by its own names only.
+            "prompts/get" if p["name"] != "shelf_prompt" => {
+                fake_app::rpc_error(&id, -32602, "no such prompt", None)
+            }
             "prompts/get" => rpc(
                 &id,
                 json!({"messages": [
@@ -606,6 +610,47 @@ fn an_apps_resources_prompts_and_completions_reach_the_agent_named_by_the_app() 
         json!({"uri": "file://shelf//a.txt"}),
     );
     assert_eq!(r["contents"][0]["text"], "alpha", "{r}");
+
+    // With a tool prefix, the app's prompts are listed with it, as its tools are (the one that
+    // shadowed an operation is reachable now); asked and completed by the served name, the app
+    // is asked by its own.
+    s.ok_route(
+        "apps/update",
+        json!({"name": "shelf", "tool_prefix": "sh_"}),
+    );
+    eventually("the prompts prefixed", || {
+        ask(&rt, &c, "prompts/list", json!({}))["prompts"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["name"] == "sh_shelf_prompt"))
+    });
+    let p = ask(&rt, &c, "prompts/list", json!({}));
+    let names: Vec<&str> = p["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["sh_shelf_prompt", "sh_list_tables"], "{p}");
+    let g = ask(
+        &rt,
+        &c,
+        "prompts/get",
+        json!({"name": "sh_shelf_prompt", "arguments": {"topic": "pears"}}),
+    );
+    assert_eq!(
+        g["messages"][0]["content"]["text"], "tell me about pears",
+        "{g}"
+    );
+    let old = ask(&rt, &c, "prompts/get", json!({"name": "shelf_prompt"}));
+    assert!(old.get("error").is_some(), "{old}");
+    let r = ask(
+        &rt,
+        &c,
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "sh_shelf_prompt"},
+               "argument": {"name": "topic", "value": "ba"}}),
+    );
+    assert_eq!(r["completion"]["values"], json!(["banana"]), "{r}");
 }
 
 /// A client of 2026-07-28 subscribes with `subscriptions/listen`: an app's resource it names is
