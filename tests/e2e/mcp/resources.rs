@@ -162,7 +162,7 @@ fn serve_app(rt: &tokio::runtime::Runtime) -> (String, Arc<Shelf>) {
 
 type Client = RunningService<RoleClient, Updates>;
 
-fn connect(rt: &tokio::runtime::Runtime, s: &Server, token: &str) -> (Client, Updates) {
+pub(super) fn connect(rt: &tokio::runtime::Runtime, s: &Server, token: &str) -> (Client, Updates) {
     let u = Updates::default();
     let cfg = transport_config(&format!("{}/mcp", s.url), Some(token), None);
     let c = rt
@@ -193,6 +193,18 @@ fn all_resources(rt: &tokio::runtime::Runtime, c: &Client) -> (Vec<Value>, Vec<u
         }
         assert!(sizes.len() < 100, "the listing ends");
     }
+}
+
+/// `prompts/list`, and the names it lists.
+fn prompt_names(rt: &tokio::runtime::Runtime, c: &Client) -> (Value, Vec<String>) {
+    let p = ask(rt, c, "prompts/list", json!({}));
+    let names = p["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    (p, names)
 }
 
 fn uris(v: &[Value]) -> Vec<String> {
@@ -522,14 +534,8 @@ fn an_apps_resources_prompts_and_completions_reach_the_agent_named_by_the_app() 
     assert!(t.to_string().contains("file://shelf//{name}"), "{t}");
 
     // Prompts: the one that shadows an operation is skipped.
-    let p = ask(&rt, &c, "prompts/list", json!({}));
-    let names: Vec<&str> = p["prompts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["shelf_prompt"]);
+    let (p, names) = prompt_names(&rt, &c);
+    assert_eq!(names, ["shelf_prompt"], "{p}");
     assert_eq!(entry["skippedPrompts"][0]["takenBy"], "engine", "{entry}");
     let g = ask(
         &rt,
@@ -623,13 +629,7 @@ fn an_apps_resources_prompts_and_completions_reach_the_agent_named_by_the_app() 
             .as_array()
             .is_some_and(|p| p.iter().any(|p| p["name"] == "sh_shelf_prompt"))
     });
-    let p = ask(&rt, &c, "prompts/list", json!({}));
-    let names: Vec<&str> = p["prompts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let (p, names) = prompt_names(&rt, &c);
     assert_eq!(names, ["sh_shelf_prompt", "sh_list_tables"], "{p}");
     let g = ask(
         &rt,

@@ -4,10 +4,8 @@
 //! breaks the Agent Skills rule is refused naming the column; a grant that may not read the
 //! table sees none of it.
 
-use crate::kit::mcp::{Updates, ask, connect_on};
+use crate::kit::mcp::{ask, connect_on};
 use crate::kit::*;
-use rmcp::ServiceExt;
-use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
 
 const SKILLS: &str = "work.team.skills";
@@ -64,15 +62,7 @@ fn notes_of_a_skills_table_are_skills_listed_read_followed_and_found() {
     );
 
     let rt = runtime();
-    let u = Updates::default();
-    let cfg = transport_config(&format!("{}/mcp", s.url), Some(&s.token), None);
-    let c = rt
-        .block_on(async {
-            u.clone()
-                .serve(StreamableHttpClientTransport::from_config(cfg))
-                .await
-        })
-        .unwrap();
+    let (c, u) = super::resources::connect(&rt, &s, &s.token);
 
     // Listed first: the index, then each skill, with its description.
     let page = ask(&rt, &c, "resources/list", json!({}));
