@@ -6,18 +6,18 @@
 //! rights in an app's vocabulary, decided by the same [`authorize`]; a read-only metrics token
 //! ([`metrics_tokens`], `dn_metrics_`) is another, that reads the metrics and nothing else.
 
-mod listing;
 pub mod metrics_tokens;
 pub mod oauth;
 mod patterns;
-mod tokens;
+mod secrets;
+mod tool_listing;
 
-pub use listing::{MAX_PINNED, ToolListing, check_pinned};
 pub use patterns::{pattern_matches, tool_pattern_matches, valid_pattern, valid_tool_pattern};
-pub use tokens::{
+pub use secrets::{
     APP_PREFIX, OWNER_PREFIX, ensure_owner_token, matches, new_token, read_owner_token, token_hash,
     write_private,
 };
+pub use tool_listing::{MAX_PINNED, ToolListing, check_pinned};
 
 use crate::error::{Error, Result};
 use serde::Serialize;

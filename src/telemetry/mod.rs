@@ -5,7 +5,7 @@
 //!
 //! - [`request::Observed`]: one request at a door, from its arrival to its answer written.
 //! - [`app_call::AppCall`]: one call from the engine to an app's tool.
-//! - `queue`: the bounded span queue and its export thread.
+//! - `span_queue`: the bounded span queue and its export thread.
 //! - [`recent`]: each tool's calls of the last hour, minute by minute, for the console.
 //!
 //! Below the doors and the apps: it knows nothing of either, they tell it what happened.
@@ -14,9 +14,9 @@ pub mod app_call;
 pub mod metrics;
 mod otlp;
 pub mod otlp_metrics;
-mod queue;
 pub mod recent;
 pub mod request;
+mod span_queue;
 pub mod trace;
 
 pub use app_call::AppCall;

@@ -1,7 +1,7 @@
 //! Traces over OTLP, configured the standard way ([`super::otlp`]: on when
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`, or
 //! `serve --otlp-endpoint`, is set), with the sampler of `OTEL_TRACES_SAMPLER` / `_ARG` (the SDK
-//! reads them) and the queue of `OTEL_BSP_*` ([`super::queue`]). Off, [`tracer`] is `None` and no
+//! reads them) and the queue of `OTEL_BSP_*` ([`super::span_queue`]). Off, [`tracer`] is `None` and no
 //! span is made.
 //!
 //! Trace context comes in from a request's `params._meta` (`traceparent`, `tracestate`) or
@@ -61,7 +61,7 @@ pub fn start(config: &Config) -> anyhow::Result<Option<String>> {
         .map_err(|e| anyhow::anyhow!("the OTLP exporter could not be made: {e}"))?;
     let resource = super::otlp::resource();
     let provider = SdkTracerProvider::builder()
-        .with_span_processor(super::queue::Queue::start(exporter))
+        .with_span_processor(super::span_queue::Queue::start(exporter))
         .with_resource(resource)
         .build();
     let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "datanotes");
