@@ -172,8 +172,8 @@ impl Mcp {
                 .ok()
                 .and_then(|r| r.ok())
                 .is_some_and(|s| !s.is_empty());
-                // Not the vault's: an app's skill, namespaced under it.
-                found || crate::apps::aggregator::resources::inner(uri).is_none()
+                // Not the vault's (or not the caller's to read): an app's URI, named under it.
+                found
             }
         };
         if vault_skill {

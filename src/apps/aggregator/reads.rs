@@ -333,7 +333,7 @@ impl Aggregator {
             })
             .await
             .unwrap_or_else(|_| Err(Error::internal("the read panicked")));
-            if !(r.as_ref().is_err_and(|e| e.status == 404) && inner(uri).is_some()) {
+            if !r.as_ref().is_err_and(|e| e.status == 404) {
                 return r;
             }
         }

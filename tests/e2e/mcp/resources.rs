@@ -129,6 +129,12 @@ impl Shelf {
                 {"role": "user", "content": {"type": "resource",
                     "resource": {"uri": "file:///a.txt", "text": "alpha"}}}]}),
             ),
+            // A prompt's arguments are completed by its own name only.
+            "completion/complete"
+                if p["ref"]["type"] == "ref/prompt" && p["ref"]["name"] != "shelf_prompt" =>
+            {
+                fake_app::rpc_error(&id, -32602, "no such prompt", None)
+            }
             "completion/complete" => {
                 let v = p["argument"]["value"].as_str().unwrap_or("");
                 let values: Vec<&str> = ["apple", "apricot", "banana"]
