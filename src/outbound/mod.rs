@@ -170,9 +170,11 @@ pub fn builder_with(policy: Policy, lookup: Arc<dyn Lookup>) -> reqwest::ClientB
 /// The client that exports traces to the owner's OpenTelemetry collector (an address the
 /// owner configured, usually on this machine: no address policy): blocking, for the export
 /// thread, with no proxy, no redirect and `timeout` per export. Made on a thread of its own
-/// (a blocking client may not be made or dropped on the async runtime's threads).
+/// (a blocking client may not be made or dropped on the async runtime's threads), at the
+/// export's low priority, which the client's own thread inherits.
 pub fn collector_client(timeout: std::time::Duration) -> anyhow::Result<reqwest::blocking::Client> {
     std::thread::spawn(move || {
+        crate::telemetry::yield_to_requests();
         reqwest::blocking::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())

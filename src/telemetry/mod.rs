@@ -21,3 +21,17 @@ pub mod trace;
 
 pub use app_call::AppCall;
 pub use request::Observed;
+
+/// Lowers the calling thread's CPU priority (Linux: nice 10, for this thread alone, and the
+/// threads it then starts): export is background work, and on a busy machine the requests it
+/// describes come first. Its encoding and sending used to take a core from them for a few
+/// microseconds per span; a lagging export only fills the queue, which is bounded and counted.
+pub fn yield_to_requests() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid and setpriority take no pointers; on Linux a thread's ID names that
+    // thread alone for PRIO_PROCESS.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+    }
+}

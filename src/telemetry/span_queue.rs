@@ -1,6 +1,7 @@
-//! The span queue between the request path and the collector: a bounded channel
-//! (`OTEL_BSP_MAX_QUEUE_SIZE`, 2048) that a span ending never waits on, and one thread that
-//! exports its batches (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, 512, at least every
+//! The span queue between the request path and the collector: a bounded queue
+//! (`OTEL_BSP_MAX_QUEUE_SIZE`, 2048) that a span ending never waits on and that wakes nobody
+//! until a batch is ready (a wake per span cost a call more than the span itself), and one
+//! thread that exports its batches (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, 512, at least every
 //! `OTEL_BSP_SCHEDULE_DELAY`, 5 s) through the OTLP exporter. A full queue drops the span and
 //! counts it (`datanotes_trace_spans_dropped_total`); a collector unreachable, slow or refusing
 //! costs the requests nothing, its failed batches are counted
@@ -14,8 +15,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 struct Knobs {
@@ -43,8 +43,13 @@ impl Knobs {
     }
 }
 
-#[derive(Default)]
 struct Shared {
+    knobs: Knobs,
+    /// The spans ended and not yet exported, at most `knobs.queue`.
+    spans: Mutex<Vec<SpanData>>,
+    /// Told when a batch is ready or the queue stops: the worker sleeps until then (or its
+    /// schedule), so a span ending wakes nobody.
+    ready: Condvar,
     stopping: AtomicBool,
     /// Said in the log since the queue last emptied.
     said_full: AtomicBool,
@@ -54,7 +59,6 @@ struct Shared {
 
 #[derive(Debug)]
 pub(super) struct Queue {
-    tx: SyncSender<SpanData>,
     shared: Arc<Shared>,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -68,15 +72,20 @@ impl std::fmt::Debug for Shared {
 impl Queue {
     pub(super) fn start<E: SpanExporter + 'static>(exporter: E) -> Queue {
         let knobs = Knobs::from_env();
-        let (tx, rx) = sync_channel(knobs.queue);
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            spans: Mutex::new(Vec::with_capacity(knobs.batch)),
+            knobs,
+            ready: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            said_full: AtomicBool::new(false),
+            resource: Mutex::new(None),
+        });
         let s = shared.clone();
         let worker = std::thread::Builder::new()
             .name("trace-export".into())
-            .spawn(move || run(exporter, rx, s, knobs))
+            .spawn(move || run(exporter, s))
             .ok();
         Queue {
-            tx,
             shared,
             worker: Mutex::new(worker),
         }
@@ -87,17 +96,25 @@ impl SpanProcessor for Queue {
     fn on_start(&self, _span: &mut Span, _cx: &opentelemetry::Context) {}
 
     fn on_end(&self, span: SpanData) {
-        if !span.span_context.is_sampled() || self.shared.stopping.load(Ordering::Relaxed) {
+        let s = &*self.shared;
+        if !span.span_context.is_sampled() || s.stopping.load(Ordering::Relaxed) {
             return;
         }
-        if let Err(TrySendError::Full(_)) = self.tx.try_send(span) {
+        let mut spans = s.spans.lock().unwrap();
+        if spans.len() >= s.knobs.queue {
+            drop(spans);
             metrics().span_dropped();
-            if !self.shared.said_full.swap(true, Ordering::Relaxed) {
+            if !s.said_full.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     "the trace export queue is full (the collector is slow or unreachable): \
                      spans are dropped and counted in datanotes_trace_spans_dropped_total"
                 );
             }
+            return;
+        }
+        spans.push(span);
+        if spans.len() == s.knobs.batch {
+            s.ready.notify_one();
         }
     }
 
@@ -107,6 +124,7 @@ impl SpanProcessor for Queue {
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
         self.shared.stopping.store(true, Ordering::Relaxed);
+        self.shared.ready.notify_one();
         let Some(worker) = self.worker.lock().unwrap().take() else {
             return Ok(());
         };
@@ -126,39 +144,41 @@ impl SpanProcessor for Queue {
     }
 }
 
-fn run<E: SpanExporter>(mut exporter: E, rx: Receiver<SpanData>, shared: Arc<Shared>, k: Knobs) {
-    let mut failing = false;
-    let mut batch = Vec::with_capacity(k.batch);
+/// The next batch: at most `batch` spans, taken once that many are queued, the schedule's
+/// delay has passed, or the queue stops (then all that is queued).
+fn next_batch(s: &Shared) -> (Vec<SpanData>, bool) {
+    let k = &s.knobs;
+    let deadline = Instant::now() + k.delay;
+    let mut spans = s.spans.lock().unwrap();
     loop {
-        let deadline = Instant::now() + k.delay;
-        let mut gone = false;
-        while batch.len() < k.batch && !shared.stopping.load(Ordering::Relaxed) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            // Wake now and then to see a stop.
-            match rx.recv_timeout(left.min(Duration::from_millis(100))) {
-                Ok(s) => batch.push(s),
-                Err(RecvTimeoutError::Timeout) if Instant::now() >= deadline => break,
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    gone = true;
-                    break;
-                }
+        let stopping = s.stopping.load(Ordering::Relaxed);
+        let now = Instant::now();
+        if stopping || spans.len() >= k.batch || now >= deadline {
+            if stopping || spans.len() <= k.batch {
+                let fresh = Vec::with_capacity(k.batch);
+                return (std::mem::replace(&mut *spans, fresh), stopping);
             }
+            return (spans.drain(..k.batch).collect(), false);
         }
-        let stopping = gone || shared.stopping.load(Ordering::Relaxed);
-        if stopping {
-            batch.extend(rx.try_iter());
-        }
+        spans = s.ready.wait_timeout(spans, deadline - now).unwrap().0;
+    }
+}
+
+fn run<E: SpanExporter>(mut exporter: E, shared: Arc<Shared>) {
+    super::yield_to_requests();
+    let mut failing = false;
+    loop {
+        let (batch, stopping) = next_batch(&shared);
         if let Some(r) = shared.resource.lock().unwrap().take() {
             exporter.set_resource(&r);
         }
         // The queue emptied: a new episode of a full queue is said again.
-        if batch.len() < k.batch {
+        if batch.len() < shared.knobs.batch {
             shared.said_full.store(false, Ordering::Relaxed);
         }
         if !batch.is_empty() {
             let n = batch.len();
-            match block_on(exporter.export(std::mem::take(&mut batch))) {
+            match block_on(exporter.export(batch)) {
                 Ok(()) if failing => {
                     failing = false;
                     tracing::info!("trace export works again");
@@ -175,7 +195,6 @@ fn run<E: SpanExporter>(mut exporter: E, rx: Receiver<SpanData>, shared: Arc<Sha
                     }
                 }
             }
-            batch = Vec::with_capacity(k.batch);
         }
         if stopping {
             let _ = exporter.shutdown();
