@@ -318,6 +318,12 @@ impl std::fmt::Display for BackendError {
 pub trait AppBackend: Send + Sync {
     /// What telemetry names the kind of this app (`remote`, `wasm`): a label, never a branch.
     fn kind(&self) -> &'static str;
+    /// Whether its calls run inside the engine's process (a WASM guest): such a call is no
+    /// CLIENT span of its own; what it does (its instance, its run) goes straight under the
+    /// request's span. A call that leaves the process gets a CLIENT span whose context it sends.
+    fn in_process(&self) -> bool {
+        false
+    }
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>>;
     /// Calls a tool; the answer is an MCP `CallToolResult` as JSON, passed through intact.
     fn call<'a>(

@@ -1,6 +1,8 @@
 //! A call from the engine to an app's tool, as telemetry sees it: timed for
-//! `mcp.client.operation.duration`, and a CLIENT span under the request's (export on) whose
-//! context the backend passes on to the app (a remote app's `params._meta` and headers).
+//! `mcp.client.operation.duration`, and, for a call that leaves the process, a CLIENT span
+//! under the request's (export on) whose context the backend passes on to the app (a remote
+//! app's `params._meta` and headers). An in-process call (a WASM guest) is handed the request's
+//! own context: its instance and run spans are the request's children.
 
 use super::metrics::{OpLabels, metrics};
 use super::request::Observed;
@@ -11,21 +13,26 @@ use std::time::Instant;
 
 pub struct AppCall {
     start: Instant,
+    /// What the backend works under: the call's own span, else the request's.
     cx: Option<Context>,
+    /// The call's own CLIENT span (export on, a call that leaves the process).
+    span: Option<Context>,
     tool: String,
     app: String,
 }
 
 impl AppCall {
-    /// `tool`: the label value of the tool as listed; `name`: the name the app gave it.
+    /// `tool`: the label value of the tool as listed; `name`: the name the app gave it;
+    /// `client`: whether the call leaves the process (a CLIENT span of its own).
     pub fn start(
         observed: &Observed,
         tool: String,
         name: &str,
         app: &str,
         kind: &'static str,
+        client: bool,
     ) -> AppCall {
-        let cx = trace::tracer().and_then(|_| {
+        let span = trace::tracer().filter(|_| client).and_then(|_| {
             let parent = observed.context().cloned().unwrap_or_default();
             trace::start_span(
                 &parent,
@@ -45,7 +52,8 @@ impl AppCall {
         });
         AppCall {
             start: Instant::now(),
-            cx,
+            cx: span.clone().or_else(|| observed.context().cloned()),
+            span,
             tool,
             app: app.to_string(),
         }
@@ -67,7 +75,7 @@ impl AppCall {
             },
             self.start.elapsed().as_secs_f64(),
         );
-        if let Some(cx) = &self.cx {
+        if let Some(cx) = &self.span {
             trace::end_span(cx, error);
         }
     }

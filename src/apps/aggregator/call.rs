@@ -112,7 +112,14 @@ impl Aggregator {
         let label = metrics().tool_label(app, tool);
         let kind = backend.kind();
         let own = ns.own_name(i);
-        let timed = AppCall::start(&ctx.observed, label.clone(), own, app, kind);
+        let timed = AppCall::start(
+            &ctx.observed,
+            label.clone(),
+            own,
+            app,
+            kind,
+            !backend.in_process(),
+        );
         cc.trace = timed.context().cloned();
         // Called by the name the app gave it (listed with its app's prefix).
         let r = backend.call(own, args, &cc).await;

@@ -184,7 +184,7 @@ impl Inner {
         }
         let args = &args.to_string();
         let mut inst = self.checkout(actor, Some(cc), deadline).await?;
-        let run = self.run_span(cc);
+        let run = self.run_span(cc, &inst);
         if run.is_some() {
             inst.store.data_mut().trace = run.clone();
         }

@@ -246,6 +246,10 @@ impl AppBackend for WasmApp {
         "wasm"
     }
 
+    fn in_process(&self) -> bool {
+        true
+    }
+
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>> {
         // Kept with the compiled code since the component first listed its tools (at install):
         // no instance is made for it.

@@ -28,6 +28,8 @@ pub(super) struct Instance {
     since: Instant,
     /// While it is checked out: the epoch ticker ticks (guest code may run).
     ticking: Option<limits::Ticking>,
+    /// Handed out warm (made for an earlier call), for the run's span.
+    warm: bool,
 }
 
 impl Inner {
@@ -151,6 +153,7 @@ impl Inner {
             app,
             since: now,
             ticking: None,
+            warm: false,
         })
     }
 
@@ -167,20 +170,22 @@ impl Inner {
         let ticking = limits::Ticking::new(&self.rt.ticker);
         let inst = self.warm.lock().unwrap().pop();
         let warm = inst.is_some();
-        let span = cc.and_then(|c| c.trace.as_ref()).and_then(|parent| {
-            crate::telemetry::trace::start_span(
-                parent,
-                "wasm instance".into(),
-                opentelemetry::trace::SpanKind::Internal,
-                vec![opentelemetry::KeyValue::new(
-                    "datanotes.wasm.instance",
-                    if warm { "warm" } else { "new" },
-                )],
-            )
-        });
         let mut inst = match inst {
             Some(i) => i,
             None => {
+                // Making an instance is a span of its own (export on); taking a warm one is
+                // no work worth one (the run's span says which it was).
+                let span = cc.and_then(|c| c.trace.as_ref()).and_then(|parent| {
+                    crate::telemetry::trace::start_span(
+                        parent,
+                        "wasm instance".into(),
+                        opentelemetry::trace::SpanKind::Internal,
+                        vec![opentelemetry::KeyValue::new(
+                            "datanotes.wasm.instance",
+                            "new",
+                        )],
+                    )
+                });
                 crate::telemetry::metrics::metrics().wasm_started(&self.scope.name);
                 let r = self.instantiate().await;
                 if let Some(cx) = &span {
@@ -189,9 +194,7 @@ impl Inner {
                 r?
             }
         };
-        if warm && let Some(cx) = &span {
-            crate::telemetry::trace::end_span(cx, None);
-        }
+        inst.warm = warm;
         let h = inst.store.data_mut();
         h.actor = actor;
         // What `engine.progress` and `engine.cancelled` (0.2) answer to.
@@ -206,13 +209,21 @@ impl Inner {
         Ok(inst)
     }
 
-    /// The span of a guest's run (export on), under the call's.
-    pub(super) fn run_span(&self, cc: &CallContext) -> Option<opentelemetry::Context> {
+    /// The span of a guest's run (export on), under the call's, with whether its instance
+    /// was warm or made for it (`datanotes.wasm.instance`).
+    pub(super) fn run_span(
+        &self,
+        cc: &CallContext,
+        inst: &Instance,
+    ) -> Option<opentelemetry::Context> {
         crate::telemetry::trace::start_span(
             cc.trace.as_ref()?,
             "wasm run".into(),
             opentelemetry::trace::SpanKind::Internal,
-            vec![],
+            vec![opentelemetry::KeyValue::new(
+                "datanotes.wasm.instance",
+                if inst.warm { "warm" } else { "new" },
+            )],
         )
     }
 
