@@ -98,7 +98,9 @@ pub(crate) fn section_telemetry(b: &mut Bench) -> Vec<Figure> {
         ));
         t0.elapsed()
     };
-    let n = (b.opts.app_calls * 4).max(1000);
+    // Enough calls that the p50s hold still (one call is about 0.2 ms a server).
+    let n = (b.opts.app_calls * 20).max(4000);
+    let cpu0 = servers.map(|s| s.cpu_s());
     let mut samples = [vec![], vec![], vec![]];
     for i in 0..50 + n {
         // Each server in turn, the order rotating: none always follows another.
@@ -110,6 +112,14 @@ pub(crate) fn section_telemetry(b: &mut Bench) -> Vec<Figure> {
             }
         }
     }
+    let calls = (50 + n) as f64;
+    let cpu_us: Vec<f64> = (0..3)
+        .map(|k| (servers[k].cpu_s() - cpu0[k]) * 1e6 / calls)
+        .collect();
+    progress(format!(
+        "server CPU per call: traces off {:.0} µs, on {:.0} µs, receiver gone {:.0} µs",
+        cpu_us[0], cpu_us[1], cpu_us[2]
+    ));
     let [l_off, l_on, l_gone] = samples.map(|s| Latency::of(&s));
     progress(format!(
         "WASM noop over /mcp p50: traces off {:.3} ms, on {:.3} ms ({:.3}x), receiver gone {:.3} ms ({:.3}x)",
