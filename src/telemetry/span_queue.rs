@@ -123,8 +123,13 @@ impl SpanProcessor for Queue {
     }
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.shared.stopping.store(true, Ordering::Relaxed);
-        self.shared.ready.notify_one();
+        // Told under the queue's lock, so the worker cannot miss it between seeing `stopping`
+        // false and waiting (it would sleep out its schedule, past `timeout`).
+        {
+            let _spans = self.shared.spans.lock().unwrap();
+            self.shared.stopping.store(true, Ordering::Relaxed);
+            self.shared.ready.notify_one();
+        }
         let Some(worker) = self.worker.lock().unwrap().take() else {
             return Ok(());
         };
