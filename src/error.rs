@@ -134,6 +134,31 @@ pub fn parse<T: DeserializeOwned>(op: &str, args: Value) -> Result<T> {
     })
 }
 
+/// Refuses a key of the object `args` that is not one of `fields`, as [`parse`] would with
+/// `deny_unknown_fields` (which serde does not apply across a flattened struct).
+pub fn known_fields(op: &str, args: &Value, fields: &[&str]) -> Result<()> {
+    let Some(unknown) = args
+        .as_object()
+        .and_then(|o| o.keys().find(|k| !fields.contains(&k.as_str())))
+    else {
+        return Ok(());
+    };
+    let k: String = unknown.chars().take(80).collect();
+    Err(Error::invalid(format!(
+        "invalid arguments for {op}: unknown field `{k}`, expected one of {}",
+        fields
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+    .column(k.as_str())
+    .rule("arguments")
+    .hint(format!(
+        "check the field names and types against the input schema of {op}"
+    )))
+}
+
 /// A parse error in words an agent reads: the serde wording without Rust's type names.
 fn plain_words(msg: &str) -> String {
     let mut out = msg.to_string();

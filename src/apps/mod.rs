@@ -29,15 +29,9 @@ use wasm::net;
 pub struct AppRecord {
     /// The app's name: its tools' prefix and its token's name.
     pub name: String,
-    #[serde(default)]
-    /// The tables it may write (names or patterns).
-    pub write: Vec<String>,
-    #[serde(default)]
-    /// Whether it may create, alter and drop tables.
-    pub ddl: bool,
-    #[serde(default)]
-    /// Whether it may run maintenance.
-    pub maintain: bool,
+    /// What it may do beyond reading: `write`, `ddl`, `maintain` (saved as keys of the entry).
+    #[serde(flatten)]
+    pub rights: Rights,
     #[serde(default)]
     /// A remote app's MCP address.
     pub mcp_url: Option<String>,
@@ -86,18 +80,7 @@ pub struct AppRecord {
     pub tool_prefix: Option<String>,
 }
 
-pub use crate::auth::ToolListing;
-
-/// The rights on tables an upgrade grants with its new version.
-#[derive(Debug, Clone)]
-pub struct Grant {
-    /// See [`AppRecord::write`].
-    pub write: Vec<String>,
-    /// See [`AppRecord::ddl`].
-    pub ddl: bool,
-    /// See [`AppRecord::maintain`].
-    pub maintain: bool,
-}
+pub use crate::auth::{Rights, ToolListing};
 
 /// A change of an app's `mcp_url`, kept on its entry (and logged).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -133,9 +116,7 @@ impl AppRecord {
     pub fn scope(&self) -> AppScope {
         AppScope {
             name: self.name.clone(),
-            write: self.write.clone(),
-            ddl: self.ddl,
-            maintain: self.maintain,
+            rights: self.rights.clone(),
             call_tools: self.call_tools.clone(),
             read: None,
         }
@@ -145,9 +126,9 @@ impl AppRecord {
         json!({
             "name": self.name,
             "kind": self.kind(),
-            "write": self.write,
-            "ddl": self.ddl,
-            "maintain": self.maintain,
+            "write": self.rights.write,
+            "ddl": self.rights.ddl,
+            "maintain": self.rights.maintain,
             "call_tools": self.call_tools,
             "tool_listing": self.tool_listing,
             "pinned_tools": self.pinned_tools,
@@ -180,11 +161,11 @@ impl AppRecord {
 pub struct AppFields {
     /// See [`AppRecord::name`].
     pub name: Option<String>,
-    /// See [`AppRecord::write`].
+    /// See [`Rights::write`].
     pub write: Option<Vec<String>>,
-    /// See [`AppRecord::ddl`].
+    /// See [`Rights::ddl`].
     pub ddl: Option<bool>,
-    /// See [`AppRecord::maintain`].
+    /// See [`Rights::maintain`].
     pub maintain: Option<bool>,
     #[serde(default, deserialize_with = "some")]
     /// See [`AppRecord::mcp_url`]; `null` removes it.
@@ -235,6 +216,15 @@ fn some<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 impl AppFields {
+    /// `rights` with the rights these fields set instead (an absent field keeps its right).
+    pub fn rights_over(&self, rights: &Rights) -> Rights {
+        Rights {
+            write: self.write.clone().unwrap_or_else(|| rights.write.clone()),
+            ddl: self.ddl.unwrap_or(rights.ddl),
+            maintain: self.maintain.unwrap_or(rights.maintain),
+        }
+    }
+
     /// The first field only the owner may change, if any.
     fn touches_rights(&self) -> Option<&'static str> {
         if self.write.is_some() {

@@ -91,9 +91,7 @@ impl Registry {
         let token = auth::new_token(auth::APP_PREFIX);
         let rec = AppRecord {
             name: name.clone(),
-            write: f.write.unwrap_or_default(),
-            ddl: f.ddl.unwrap_or(false),
-            maintain: f.maintain.unwrap_or(false),
+            rights: f.rights_over(&Rights::default()),
             mcp_url: f.mcp_url.flatten(),
             mcp_token: f.mcp_token.flatten(),
             description: f.description.unwrap_or_default(),
@@ -154,15 +152,7 @@ impl Registry {
                 .iter_mut()
                 .find(|a| a.name == name)
                 .ok_or_else(|| no_app(name))?;
-            if let Some(v) = f.write {
-                a.write = v;
-            }
-            if let Some(v) = f.ddl {
-                a.ddl = v;
-            }
-            if let Some(v) = f.maintain {
-                a.maintain = v;
-            }
+            a.rights = f.rights_over(&a.rights);
             if let Some(v) = f.mcp_url
                 && v != a.mcp_url
             {
@@ -276,7 +266,7 @@ impl Registry {
         name: &str,
         from: &str,
         to: wasm::WasmInfo,
-        grant: Option<Grant>,
+        grant: Option<Rights>,
     ) -> Result<(AppRecord, AppRecord)> {
         self.modify(|apps| {
             let a = apps
@@ -294,7 +284,7 @@ impl Registry {
             let before = a.clone();
             a.wasm = Some(to);
             if let Some(g) = grant {
-                (a.write, a.ddl, a.maintain) = (g.write, g.ddl, g.maintain);
+                a.rights = g;
             }
             Ok((before, a.clone()))
         })

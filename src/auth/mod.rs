@@ -9,10 +9,12 @@
 pub mod metrics_tokens;
 pub mod oauth;
 mod patterns;
+mod rights;
 mod secrets;
 mod tool_listing;
 
 pub use patterns::{pattern_matches, tool_pattern_matches, valid_pattern, valid_tool_pattern};
+pub use rights::Rights;
 pub use secrets::{
     APP_PREFIX, OWNER_PREFIX, ensure_owner_token, matches, new_token, read_owner_token, token_hash,
     write_private,
@@ -28,12 +30,8 @@ use std::sync::Arc;
 pub struct AppScope {
     /// The app's name (its tools are prefixed with it).
     pub name: String,
-    /// The tables it may write: full names or patterns (`catalog.schema.*`, `catalog.*`, `*`).
-    pub write: Vec<String>,
-    /// Whether it may create, alter and drop tables.
-    pub ddl: bool,
-    /// Whether it may run maintenance (vacuum, rebuild_index, settings).
-    pub maintain: bool,
+    /// What it may do beyond reading: write, ddl, maintain.
+    pub rights: Rights,
     /// The tools it may list and call (engine operations and apps' tools): tool names or glob
     /// patterns (`*` matches any run of characters: `*`, `planning_*`, `select_rows`).
     pub call_tools: Vec<String>,
@@ -182,10 +180,11 @@ pub fn may_ever(caller: &Caller, access: Access) -> bool {
         Caller::Grant(g) => &g.scope,
         Caller::Metrics(_) => return access == Access::Metrics,
     };
+    let r = &scope.rights;
     match access {
-        Access::RowWrite => !scope.write.is_empty(),
-        Access::SchemaChange => scope.ddl && !scope.write.is_empty(),
-        Access::Maintain => scope.maintain,
+        Access::RowWrite => !r.write.is_empty(),
+        Access::SchemaChange => r.ddl && !r.write.is_empty(),
+        Access::Maintain => r.maintain,
         Access::Owner | Access::Metrics => false,
         _ => true,
     }
@@ -215,14 +214,15 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
         ),
     };
     let name = &name;
+    let rights = &app.rights;
     let scope = || {
-        if app.write.is_empty() {
+        if rights.write.is_empty() {
             "empty".to_string()
         } else {
-            app.write.join(", ")
+            rights.write.join(", ")
         }
     };
-    let in_scope = |t: &str| app.write.iter().any(|p| pattern_matches(p, t));
+    let in_scope = |t: &str| rights.write.iter().any(|p| pattern_matches(p, t));
     match access {
         Access::Read => match (target, &app.read) {
             (Target::Table(t), Some(read)) if !read.iter().any(|p| pattern_matches(p, t)) => {
@@ -248,7 +248,7 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
                 Target::Table(t) => t,
                 _ => "",
             };
-            if access == Access::SchemaChange && !app.ddl {
+            if access == Access::SchemaChange && !rights.ddl {
                 return Err(Error::forbidden(format!(
                     "{name} may not change the schema of {t}: it has no ddl right"
                 ))
@@ -284,7 +284,7 @@ pub fn authorize(caller: &Caller, access: Access, target: Target) -> Result<()> 
                 .rule("owner")
                 .hint("ask the owner to change it with the owner token (datanotes apps trust, or set_engine_settings)"));
             }
-            if app.maintain {
+            if rights.maintain {
                 Ok(())
             } else {
                 Err(Error::forbidden(format!(

@@ -7,7 +7,7 @@
 //! is stored content-addressed in `.datanotes/apps/` (the cache a confirm finds again), and no
 //! entry is made. A confirm holds to the plan's digest: a tag that moved is refused.
 
-use crate::apps::source::manifest::Rights;
+use crate::apps::source::manifest::AppRights;
 use crate::apps::source::{self, Artifact, Expect, Previous, Source};
 use crate::apps::wasm::{Limits, WasmInfo};
 use crate::apps::{self, AppFields, AppRecord};
@@ -53,7 +53,7 @@ struct UpgradeArgs {
 impl UpgradeArgs {
     /// The rights the app has with the new version: those it has, with those the call gives
     /// (checked as an update checks them).
-    fn grants(&self, rec: &AppRecord, cur: &WasmInfo) -> Result<(Rights, Limits), Error> {
+    fn grants(&self, rec: &AppRecord, cur: &WasmInfo) -> Result<(AppRights, Limits), Error> {
         apps::check(&AppFields {
             write: self.write.clone(),
             allow_hosts: self.allow_hosts.clone(),
@@ -67,10 +67,14 @@ impl UpgradeArgs {
             Some(h) => crate::apps::wasm::net::allow_hosts(h)?,
             None => cur.allow_hosts.clone(),
         };
-        let rights = Rights {
-            write: self.write.clone().unwrap_or_else(|| rec.write.clone()),
-            ddl: self.ddl.unwrap_or(rec.ddl),
-            maintain: self.maintain.unwrap_or(rec.maintain),
+        let fields = AppFields {
+            write: self.write.clone(),
+            ddl: self.ddl,
+            maintain: self.maintain,
+            ..Default::default()
+        };
+        let rights = AppRights {
+            rights: fields.rights_over(&rec.rights),
             allow_hosts,
             limits: serde_json::to_value(&limits)
                 .ok()
@@ -151,7 +155,7 @@ async fn check(
 
 /// The plan an owner reads: what the artifact is, who signed it, what it asks, what the call
 /// grants and where they differ, its tools, and the body that confirms it.
-fn plan(a: &Artifact, info: &WasmInfo, granted: &Rights, tools: Value, confirm: Value) -> Value {
+fn plan(a: &Artifact, info: &WasmInfo, granted: &AppRights, tools: Value, confirm: Value) -> Value {
     let asked = a.asked();
     json!({
         "source": a.source.text(),
@@ -164,7 +168,7 @@ fn plan(a: &Artifact, info: &WasmInfo, granted: &Rights, tools: Value, confirm: 
         })),
         "asked": asked,
         "granted": rights_json(granted),
-        "differences": Rights::differences(&asked, granted),
+        "differences": AppRights::differences(&asked, granted),
         "tools": tools,
         "confirm": confirm,
     })
@@ -172,12 +176,12 @@ fn plan(a: &Artifact, info: &WasmInfo, granted: &Rights, tools: Value, confirm: 
 
 /// Rights granted as the plan shows them: limits complete (the defaults filled in). The
 /// rights asked are shown as the app asks them (only the limits it names).
-fn rights_json(r: &Rights) -> Value {
+fn rights_json(r: &AppRights) -> Value {
     let limits = Limits::default()
         .merged(&Value::Object(r.limits.clone()))
         .unwrap_or_default();
     json!({
-        "write": r.write, "ddl": r.ddl, "maintain": r.maintain,
+        "write": r.rights.write, "ddl": r.rights.ddl, "maintain": r.rights.maintain,
         "allow_hosts": r.allow_hosts, "limits": limits,
     })
 }
@@ -243,20 +247,18 @@ pub(super) async fn create(s: Shared, actor: Actor, f: AppFields) -> Result<Resp
             .rule("unique")
             .hint("pick another name, or upgrade it with apps/upgrade"));
     }
-    let granted = Rights::granted(&f);
+    let granted = AppRights::granted(&f);
     let limits = Limits::default().merged(&Value::Object(granted.limits.clone()))?;
     let scope = AppScope {
         name: name.clone(),
-        write: granted.write.clone(),
-        ddl: granted.ddl,
-        maintain: granted.maintain,
+        rights: granted.rights.clone(),
         call_tools: f.call_tools.clone().unwrap_or_else(|| vec!["*".into()]),
         read: None,
     };
     let (mut info, tools) = check(&s, &a, scope, limits).await?;
     let mut confirm = json!({
         "source": text, "name": name, "digest": a.digest,
-        "write": granted.write, "ddl": granted.ddl, "maintain": granted.maintain,
+        "write": granted.rights.write, "ddl": granted.rights.ddl, "maintain": granted.rights.maintain,
         "allow_hosts": granted.allow_hosts, "confirm": true,
     });
     if !granted.limits.is_empty() {
@@ -339,9 +341,7 @@ pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Respons
     }
     let (granted, limits) = u.grants(&rec, &cur)?;
     let scope = AppScope {
-        write: granted.write.clone(),
-        ddl: granted.ddl,
-        maintain: granted.maintain,
+        rights: granted.rights.clone(),
         ..rec.scope()
     };
     let (mut info, tools) = check(&s, &a, scope, limits.clone()).await?;
@@ -375,12 +375,16 @@ pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Respons
     info.limits = limits;
     info.allow_hosts = granted.allow_hosts.clone();
     info.previous = Some(Box::new(kept(&cur)));
-    let grant = apps::Grant {
-        write: granted.write,
-        ddl: granted.ddl,
-        maintain: granted.maintain,
-    };
-    swap(&s, actor, Swap::Upgrade, &u.name, &cur, info, Some(grant)).await
+    swap(
+        &s,
+        actor,
+        Swap::Upgrade,
+        &u.name,
+        &cur,
+        info,
+        Some(granted.rights),
+    )
+    .await
 }
 
 /// What the registry keeps of the version a swap replaces.
@@ -410,7 +414,7 @@ async fn swap(
     name: &str,
     cur: &WasmInfo,
     to: WasmInfo,
-    grant: Option<apps::Grant>,
+    grant: Option<apps::Rights>,
 ) -> Result<Response, Error> {
     let from = digest_of(cur);
     let (before, after) = s.apps.swap_component(name, &cur.sha256, to, grant)?;

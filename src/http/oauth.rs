@@ -9,7 +9,7 @@
 //! as a same-origin JSON request, so a cross-site form cannot post one.
 
 use super::{Authed, json_body};
-use crate::auth::oauth::{AuthRequest, OAuthError, Refusal, Rights};
+use crate::auth::oauth::{AuthRequest, OAuthError, Refusal, Ticked};
 use crate::auth::{Access, Target, authorize};
 use crate::error::Error;
 use crate::server::{Shared, base_url};
@@ -248,24 +248,12 @@ async fn consent_page(
 
 /// The consent page's decision.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct Decision {
     request: String,
     decision: String,
-    #[serde(default)]
-    write: Vec<String>,
-    #[serde(default)]
-    ddl: bool,
-    #[serde(default)]
-    maintain: bool,
-    #[serde(default)]
-    call_tools: Vec<String>,
-    #[serde(default)]
-    read: Vec<String>,
-    #[serde(default)]
-    tool_listing: crate::auth::ToolListing,
-    #[serde(default)]
-    pinned_tools: Vec<String>,
+    /// What the owner ticked (its keys beside these two).
+    #[serde(flatten)]
+    consent: Ticked,
 }
 
 /// `POST /oauth/authorize`: the owner's decision, as the consent page sends it: same origin,
@@ -307,6 +295,8 @@ async fn decide(State(s): State<Shared>, req: Request) -> Result<Json<Value>, Er
     authorize(&ctx.caller, Access::Owner, Target::None)
         .map_err(|e| e.with_message("only the owner can answer a consent request"))?;
     let body = json_body(req).await?;
+    let known = [&["request", "decision"][..], &Ticked::KEYS[..]].concat();
+    crate::error::known_fields("oauth/authorize", &body, &known)?;
     let d: Decision = crate::error::parse("oauth/authorize", body)?;
     let allow = match d.decision.as_str() {
         "allow" => true,
@@ -315,18 +305,10 @@ async fn decide(State(s): State<Shared>, req: Request) -> Result<Json<Value>, Er
             return Err(Error::invalid("decision must be \"allow\" or \"deny\"").column("decision"));
         }
     };
-    let mut rights = Rights {
-        write: d.write,
-        ddl: d.ddl,
-        maintain: d.maintain,
-        call_tools: d.call_tools,
-        read: d.read,
-        tool_listing: d.tool_listing,
-        pinned_tools: d.pinned_tools,
-    };
+    let mut consent = d.consent;
     // Kept as the grant reads: none chosen, what its tools imply.
-    rights.read = rights.reads();
-    let redirect = s.oauth.decide(&d.request, allow, rights)?;
+    consent.read = consent.reads();
+    let redirect = s.oauth.decide(&d.request, allow, consent)?;
     Ok(Json(json!({ "redirect": redirect })))
 }
 

@@ -82,9 +82,7 @@ async fn install_component(
     let bytes = component_bytes(f.wasm_path.as_deref(), f.wasm_base64.as_deref())?;
     let mut scope = prev.map(|p| p.scope()).unwrap_or_default();
     scope.name = name;
-    scope.write = f.write.clone().unwrap_or(scope.write);
-    scope.ddl = f.ddl.unwrap_or(scope.ddl);
-    scope.maintain = f.maintain.unwrap_or(scope.maintain);
+    scope.rights = f.rights_over(&scope.rights);
     let rt = s.agg.wasm.clone();
     let (info, _) = rt.install(bytes, scope, limits).await?;
     Ok(Some(info))

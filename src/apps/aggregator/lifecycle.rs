@@ -107,9 +107,9 @@ impl Aggregator {
                 w.sha256,
                 serde_json::to_string(&w.limits).unwrap_or_default(),
                 w.allow_hosts,
-                rec.write,
-                rec.ddl,
-                rec.maintain
+                rec.rights.write,
+                rec.rights.ddl,
+                rec.rights.maintain
             );
             let scope = rec.scope();
             return Some((

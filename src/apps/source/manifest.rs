@@ -3,6 +3,7 @@
 //! asks with those the owner grants, which the plan shows.
 
 use crate::apps::wasm::Limits;
+use crate::auth::Rights;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -28,22 +29,16 @@ pub struct AppManifest {
     pub version: Option<String>,
     /// The rights it asks for.
     #[serde(default)]
-    pub rights: Rights,
+    pub rights: AppRights,
 }
 
-/// Rights, asked or granted: the vocabulary of an app entry.
+/// What an app asks for, or is granted: the rights of an app entry ([`Rights`]), and a WASM
+/// app's hosts and limits.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rights {
-    /// Tables it may write (names or patterns).
-    #[serde(default)]
-    pub write: Vec<String>,
-    /// Whether it may create, alter and drop tables.
-    #[serde(default)]
-    pub ddl: bool,
-    /// Whether it may run maintenance.
-    #[serde(default)]
-    pub maintain: bool,
+pub struct AppRights {
+    /// Write, ddl, maintain: the keys of an app entry.
+    #[serde(flatten)]
+    pub rights: Rights,
     /// Hosts it may send HTTP requests to.
     #[serde(default)]
     pub allow_hosts: Vec<String>,
@@ -64,8 +59,20 @@ impl AppManifest {
         if text.len() > MAX_MANIFEST_BYTES {
             return Err(bad(format!("it is larger than {MAX_MANIFEST_BYTES} bytes")));
         }
-        let m: AppManifest = serde_json::from_slice(text).map_err(|e| bad(e.to_string()))?;
-        for p in &m.rights.write {
+        let v: Value = serde_json::from_slice(text).map_err(|e| bad(e.to_string()))?;
+        // Unknown keys of `rights` are refused here: serde does not across a flattened struct.
+        let known = [&Rights::KEYS[..], &["allow_hosts", "limits"][..]].concat();
+        if let Some(k) = (v.get("rights").and_then(Value::as_object))
+            .and_then(|r| r.keys().find(|k| !known.contains(&k.as_str())))
+        {
+            let k: String = k.chars().take(80).collect();
+            return Err(bad(format!(
+                "rights: unknown field `{k}`, expected one of {}",
+                known.join(", ")
+            )));
+        }
+        let m: AppManifest = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
+        for p in &m.rights.rights.write {
             if !crate::auth::valid_pattern(p) {
                 return Err(bad(format!(
                     "rights.write: {p:?} is not a table name or pattern"
@@ -105,19 +112,17 @@ impl AppManifest {
             name: None,
             description: get("description"),
             version: get("version"),
-            rights: Rights::default(),
+            rights: AppRights::default(),
         };
         Ok((m != AppManifest::default()).then_some(m))
     }
 }
 
-impl Rights {
+impl AppRights {
     /// The rights a create or upgrade call grants: exactly what it gives.
-    pub fn granted(f: &crate::apps::AppFields) -> Rights {
-        Rights {
-            write: f.write.clone().unwrap_or_default(),
-            ddl: f.ddl.unwrap_or(false),
-            maintain: f.maintain.unwrap_or(false),
+    pub fn granted(f: &crate::apps::AppFields) -> AppRights {
+        AppRights {
+            rights: f.rights_over(&Rights::default()),
             allow_hosts: f
                 .allow_hosts
                 .as_ref()
@@ -133,7 +138,7 @@ impl Rights {
 
     /// Each right where asked and granted differ: `not granted` (asked, none given), `less`
     /// (given in part), `more` (given, not asked).
-    pub fn differences(asked: &Rights, granted: &Rights) -> Vec<Value> {
+    pub fn differences(asked: &AppRights, granted: &AppRights) -> Vec<Value> {
         let mut out = vec![];
         let mut diff = |right: &str, a: Value, g: Value, change: &str| {
             out.push(json!({"right": right, "asked": a, "granted": g, "change": change}));
@@ -149,7 +154,7 @@ impl Rights {
             }
         };
         for (right, a, g) in [
-            ("write", &asked.write, &granted.write),
+            ("write", &asked.rights.write, &granted.rights.write),
             ("allow_hosts", &asked.allow_hosts, &granted.allow_hosts),
         ] {
             if let Some(c) = set_diff(a, g) {
@@ -157,8 +162,8 @@ impl Rights {
             }
         }
         for (right, a, g) in [
-            ("ddl", asked.ddl, granted.ddl),
-            ("maintain", asked.maintain, granted.maintain),
+            ("ddl", asked.rights.ddl, granted.rights.ddl),
+            ("maintain", asked.rights.maintain, granted.rights.maintain),
         ] {
             if a != g {
                 diff(
@@ -185,7 +190,7 @@ impl Rights {
 
     /// Whether `self` asks for anything `than` does not: a wider write, ddl, maintain, a new
     /// host, or a limit above what `than` comes to.
-    pub fn exceeds(&self, than: &Rights) -> bool {
+    pub fn exceeds(&self, than: &AppRights) -> bool {
         Self::differences(self, than)
             .iter()
             .any(|d| d["change"] != "more")
@@ -211,10 +216,12 @@ mod tests {
             "t",
         )
         .unwrap();
-        assert_eq!(ok.rights.write, ["work.planning.*"]);
+        assert_eq!(ok.rights.rights.write, ["work.planning.*"]);
         for bad in [
             r#"{"rights":{"write":["not a pattern"]}}"#,
             r#"{"rights":{"writes":[]}}"#,
+            r#"{"rights":{"write":[],"call_tools":["*"]}}"#,
+            r#"{"rights":{"write":[]},"extra":1}"#,
             r#"{"name":"Bad Name"}"#,
             r#"{"rights":{"limits":{"memory_mb":"lots"}}}"#,
             r#"[1,2]"#,
@@ -226,13 +233,16 @@ mod tests {
 
     #[test]
     fn differences_say_what_was_not_granted() {
-        let asked = Rights {
-            write: vec!["work.a.*".into()],
-            ddl: true,
+        let asked = AppRights {
+            rights: Rights {
+                write: vec!["work.a.*".into()],
+                ddl: true,
+                ..Default::default()
+            },
             ..Default::default()
         };
-        let none = Rights::default();
-        let d = Rights::differences(&asked, &none);
+        let none = AppRights::default();
+        let d = AppRights::differences(&asked, &none);
         assert_eq!(d.len(), 2, "{d:?}");
         assert!(d.iter().all(|x| x["change"] == "not granted"));
         assert!(asked.exceeds(&none));
@@ -241,18 +251,18 @@ mod tests {
         // A limit below the default is no difference; one above what is granted is.
         let mut small = serde_json::Map::new();
         small.insert("timeout_ms".into(), 10_000.into());
-        let modest = Rights {
+        let modest = AppRights {
             limits: small,
             ..Default::default()
         };
-        assert!(Rights::differences(&modest, &none).is_empty());
+        assert!(AppRights::differences(&modest, &none).is_empty());
         let mut big = serde_json::Map::new();
         big.insert("memory_mb".into(), 1024.into());
-        let hungry = Rights {
+        let hungry = AppRights {
             limits: big,
             ..Default::default()
         };
-        let d = Rights::differences(&hungry, &none);
+        let d = AppRights::differences(&hungry, &none);
         assert_eq!(d[0]["right"], "limits.memory_mb");
         assert_eq!(d[0]["change"], "less");
         assert!(hungry.exceeds(&modest));

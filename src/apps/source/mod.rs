@@ -23,7 +23,7 @@ pub mod signature;
 pub mod url;
 
 use crate::error::{Error, Result};
-use manifest::{AppManifest, Rights};
+use manifest::{AppManifest, AppRights};
 use serde::{Deserialize, Serialize};
 use signature::{SignatureCheck, Status, TrustedKey};
 use std::path::PathBuf;
@@ -131,7 +131,7 @@ pub struct Origin {
     pub version: Option<String>,
     /// The rights its manifest asked for.
     #[serde(default)]
-    pub asked: Rights,
+    pub asked: AppRights,
 }
 
 /// The version an upgrade replaced (or a rollback left), kept for `apps/rollback`: its
@@ -177,7 +177,7 @@ impl Artifact {
     }
 
     /// The rights it asks for.
-    pub fn asked(&self) -> Rights {
+    pub fn asked(&self) -> AppRights {
         self.manifest
             .as_ref()
             .map(|m| m.rights.clone())

@@ -5,7 +5,7 @@
 
 use super::bounds::{self, Registrations};
 use super::clients::{ClientInfo, Documents};
-use super::{CODE_PREFIX, OAuth, OAuthError, Rights, hash32, mint, same_resource, short_id};
+use super::{CODE_PREFIX, OAuth, OAuthError, Ticked, hash32, mint, same_resource, short_id};
 use crate::error::Error;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -79,7 +79,7 @@ pub(super) struct Code {
     pub(super) redirect_uri: String,
     pub(super) challenge: String,
     pub(super) resource: String,
-    pub(super) rights: Rights,
+    pub(super) consent: Ticked,
     pub(super) at: Instant,
 }
 
@@ -300,9 +300,9 @@ impl OAuth {
         &self,
         request: &str,
         allow: bool,
-        rights: Rights,
+        consent: Ticked,
     ) -> crate::error::Result<String> {
-        rights.check()?;
+        consent.check()?;
         let p = {
             let mut pending = self.flow.pending.lock().unwrap();
             pending
@@ -340,7 +340,7 @@ impl OAuth {
                     redirect_uri: p.consent.redirect_uri.clone(),
                     challenge: p.challenge,
                     resource: p.consent.resource.clone(),
-                    rights,
+                    consent,
                     at: Instant::now(),
                 },
             );

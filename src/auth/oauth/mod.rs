@@ -23,7 +23,7 @@ mod tokens;
 
 pub use authorize::{AuthRequest, Consent, Refusal};
 
-use crate::auth::{Caller, token_hash};
+use crate::auth::{Caller, Rights, token_hash};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -76,23 +76,18 @@ fn hash32(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// What the owner ticked on the consent page: an app entry's rights.
+/// What the owner ticked on the consent page: the rights of an app entry ([`Rights`]), the
+/// tools, the read patterns and the listing.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Rights {
-    /// The tables it may write (patterns as an app's `write`).
-    #[serde(default)]
-    pub write: Vec<String>,
-    /// Whether it may create, alter and drop tables.
-    #[serde(default)]
-    pub ddl: bool,
-    /// Whether it may run maintenance.
-    #[serde(default)]
-    pub maintain: bool,
+pub struct Ticked {
+    /// Write, ddl, maintain: the keys of an app entry.
+    #[serde(flatten)]
+    pub rights: Rights,
     /// The tools it may list and call (patterns as an app's `call_tools`).
     #[serde(default)]
     pub call_tools: Vec<String>,
     /// The tables it may read (patterns as `write`). None chosen (and a grant saved before
-    /// there were read patterns): what its tools imply, [`Rights::reads`].
+    /// there were read patterns): what its tools imply, [`Ticked::reads`].
     #[serde(default)]
     pub read: Vec<String>,
     /// How its tokens are listed on `/mcp`: every tool, or the search listing.
@@ -116,7 +111,18 @@ pub const ROW_READS: &[&str] = &[
     "list_migrations",
 ];
 
-impl Rights {
+impl Ticked {
+    /// The keys of a consent, as the consent form sends them.
+    pub const KEYS: [&'static str; 7] = [
+        "write",
+        "ddl",
+        "maintain",
+        "call_tools",
+        "read",
+        "tool_listing",
+        "pinned_tools",
+    ];
+
     /// The tables the grant reads: its read patterns; none chosen, `*` if it may call an
     /// operation that reads rows ([`ROW_READS`]), else none.
     pub fn reads(&self) -> Vec<String> {
@@ -135,7 +141,7 @@ impl Rights {
     /// Checks every pattern's form; an error names the field and the pattern.
     pub fn check(&self) -> crate::error::Result<()> {
         use crate::error::Error;
-        for (field, patterns) in [("write", &self.write), ("read", &self.read)] {
+        for (field, patterns) in [("write", &self.rights.write), ("read", &self.read)] {
             if let Some(p) = patterns.iter().find(|p| !crate::auth::valid_pattern(p)) {
                 return Err(
                     Error::invalid(format!("{field} pattern {p:?} is not valid"))
@@ -156,7 +162,8 @@ impl Rights {
             );
         }
         crate::auth::check_pinned(&self.pinned_tools)?;
-        if self.write.len() > 1000 || self.call_tools.len() > 1000 || self.read.len() > 1000 {
+        if self.rights.write.len() > 1000 || self.call_tools.len() > 1000 || self.read.len() > 1000
+        {
             return Err(Error::invalid(
                 "at most 1000 write, 1000 read and 1000 call_tools patterns",
             )
@@ -278,7 +285,7 @@ impl OAuth {
                     "client_origin": g.client_origin,
                     "redirect_uri": g.redirect_uri,
                     "resource": g.resource,
-                    "rights": Rights { read: g.rights.reads(), ..g.rights.clone() },
+                    "rights": Ticked { read: g.consent.reads(), ..g.consent.clone() },
                     "created": iso(g.created),
                     "last_used": used.map(iso),
                     "expires": iso(g.refresh.expires),
@@ -369,7 +376,7 @@ mod tests {
 
     #[test]
     fn a_grant_reads_what_its_consent_chose_or_what_its_tools_imply() {
-        let rights = |tools: &[&str], read: &[&str]| Rights {
+        let rights = |tools: &[&str], read: &[&str]| Ticked {
             call_tools: tools.iter().map(|s| s.to_string()).collect(),
             read: read.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
@@ -388,7 +395,7 @@ mod tests {
             ["work.crm.*"]
         );
         // A grant saved before read patterns reads what its tools imply.
-        let old: Rights = serde_json::from_str(r#"{"call_tools": ["get_row"]}"#).unwrap();
+        let old: Ticked = serde_json::from_str(r#"{"call_tools": ["get_row"]}"#).unwrap();
         assert_eq!(old.reads(), ["*"]);
         let e = rights(&[], &["work"]).check().unwrap_err();
         assert_eq!((e.status, e.column.as_deref()), (400, Some("read")));

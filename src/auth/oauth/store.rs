@@ -5,7 +5,7 @@
 //! In memory beside it: the index of live access and refresh tokens by hash, rebuilt from the
 //! file at start and after every change.
 
-use super::{Rights, now_secs};
+use super::{Ticked, now_secs};
 use crate::auth::{AppScope, Grant};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -62,7 +62,9 @@ pub(super) struct GrantRecord {
     pub redirect_uri: String,
     /// The resource the tokens are for: this server's `/mcp`.
     pub resource: String,
-    pub rights: Rights,
+    /// What the owner ticked (saved as `rights`).
+    #[serde(rename = "rights")]
+    pub consent: Ticked,
     pub created: i64,
     #[serde(default)]
     pub last_used: Option<i64>,
@@ -201,15 +203,13 @@ impl Store {
                 id: g.id.clone(),
                 client: g.client_name.clone(),
                 resource: g.resource.clone(),
-                tool_listing: g.rights.tool_listing,
-                pinned_tools: g.rights.pinned_tools.clone(),
+                tool_listing: g.consent.tool_listing,
+                pinned_tools: g.consent.pinned_tools.clone(),
                 scope: AppScope {
                     name: g.client_name.clone(),
-                    write: g.rights.write.clone(),
-                    ddl: g.rights.ddl,
-                    maintain: g.rights.maintain,
-                    call_tools: g.rights.call_tools.clone(),
-                    read: Some(g.rights.reads()),
+                    rights: g.consent.rights.clone(),
+                    call_tools: g.consent.call_tools.clone(),
+                    read: Some(g.consent.reads()),
                 },
             });
             live.insert(g.id.clone(), Live { grant, last_used });

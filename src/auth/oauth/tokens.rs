@@ -168,7 +168,7 @@ impl OAuth {
             client_origin: c.origin,
             redirect_uri: c.redirect_uri,
             resource: c.resource,
-            rights: c.rights,
+            consent: c.consent,
             created: now,
             last_used: None,
             refresh: Held {
