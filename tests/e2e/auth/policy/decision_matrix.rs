@@ -323,7 +323,32 @@ fn every_route_and_method_is_decided_for_every_principal() {
             }
         }
     }
-    let (mcp_cells, mcp_wrong) = mcp_matrix(&s, &grant.access, &scraper, &whos[2..]);
+    // The MCP columns: each tick of a consent on a grant of its own.
+    let consent = |name: &str, rights: Value| oauth::connect(&s, name, rights).access;
+    let crm = json!(["work.crm.*"]);
+    let tokens = [
+        s.token.clone(),
+        whos[2].token.clone().unwrap(),
+        app("m-notools", json!({"call_tools": []})),
+        grant.access.clone(),
+        consent(
+            "matrix reader",
+            json!({"call_tools": ["list_tables"], "read": crm}),
+        ),
+        consent(
+            "matrix writer",
+            json!({"call_tools": ["insert_row", "get_row"], "write": crm}),
+        ),
+        consent(
+            "matrix designer",
+            json!({"call_tools": ["drop_table"], "write": crm, "ddl": true}),
+        ),
+        consent(
+            "matrix keeper",
+            json!({"call_tools": ["vacuum", "set_engine_settings"], "maintain": true}),
+        ),
+    ];
+    let (mcp_cells, mcp_wrong) = mcp_matrix(&s, &tokens, &scraper);
     wrong.extend(mcp_wrong);
     println!(
         "decision matrix: {} HTTP routes, {cells} HTTP cells; {} MCP methods x {} principals = {} MCP cells",
@@ -350,74 +375,99 @@ enum Got {
 }
 use Got::{Error as E, Ok as K, Refused as R};
 
-/// The principals of the MCP rows: the owner, an app with no rights, a grant that ticked
-/// `list_tables` only; then anonymous (always `401`), another token on the owner's session
-/// (always `404`) and a metrics token (always `403`).
-const MCP_WHO: usize = 6;
+/// The principals of the MCP rows, each with its own session: the owner; an app with no rights
+/// beyond reading (its `call_tools` every tool) and one whose `call_tools` is empty; a grant
+/// that ticked `list_tables` only, and one for each further tick (read patterns, write, ddl,
+/// maintain). Then, on the owner's session: anonymous (always `401`), another token (always
+/// `404`) and a metrics token (always `403`).
+const MCP_COLUMNS: [&str; 8] = [
+    "owner",
+    "app",
+    "app without call_tools",
+    "grant of list_tables",
+    "grant+read work.crm.*",
+    "grant+write",
+    "grant+ddl",
+    "grant+maintain",
+];
+const MCP_WHO: usize = MCP_COLUMNS.len() + 3;
 
 /// The MCP door's rows: a method (both eras' requests and notifications: the client's side of
 /// the specification), its params, and what the owner, an app and a grant get. A method the
 /// server answers that has no row fails the test, as does a row the server does not answer.
 #[allow(clippy::type_complexity)]
-const MCP: &[(&str, &str, [Got; 3])] = &[
-    ("ping", "{}", [K, K, K]),
-    ("tools/list", "{}", [K, K, K]),
+const MCP: &[(&str, &str, [Got; 8])] = &[
+    ("ping", "{}", [K; 8]),
+    ("tools/list", "{}", [K; 8]),
     (
         "tools/call",
         r#"{"name": "list_tables", "arguments": {}}"#,
-        [K, K, K],
+        [K, K, R, K, K, R, R, R],
     ),
     (
         "tools/call",
         r#"{"name": "insert_row", "arguments": {"table": "work.crm.people", "id": "mx", "values": {"name": "M"}}}"#,
-        [K, R, R],
+        [K, R, R, R, R, K, R, R],
     ),
     (
         "tools/call",
         r#"{"name": "get_row", "arguments": {"table": "work.crm.people", "id": "ada"}}"#,
-        [K, K, R],
+        [K, K, R, R, R, K, R, R],
     ),
-    ("resources/list", "{}", [K, K, K]),
-    ("resources/templates/list", "{}", [K, K, K]),
+    // A table that does not exist: past the policy, the engine's own error.
+    (
+        "tools/call",
+        r#"{"name": "drop_table", "arguments": {"table": "work.crm.nothing"}}"#,
+        [E, R, R, R, R, R, E, R],
+    ),
+    (
+        "tools/call",
+        r#"{"name": "vacuum", "arguments": {}}"#,
+        [K, R, R, R, R, R, R, K],
+    ),
+    // The trust root: the owner's alone, whatever a principal's maintain.
+    (
+        "tools/call",
+        r#"{"name": "set_engine_settings", "arguments": {"settings": {"require_signature": false}}}"#,
+        [K, R, R, R, R, R, R, R],
+    ),
+    ("resources/list", "{}", [K; 8]),
+    ("resources/templates/list", "{}", [K; 8]),
     (
         "resources/read",
         r#"{"uri": "datanotes://tables/work.crm.people/rows/ada"}"#,
-        [K, K, R],
+        [K, K, K, R, K, K, R, R],
     ),
     (
         "resources/subscribe",
         r#"{"uri": "datanotes://tables/work.crm.people/rows/ada"}"#,
-        [K, K, R],
+        [K, K, K, R, K, K, R, R],
     ),
     (
         "resources/unsubscribe",
         r#"{"uri": "datanotes://tables/work.crm.people/rows/ada"}"#,
-        [K, K, K],
+        [K; 8],
     ),
-    ("prompts/list", "{}", [K, K, K]),
-    ("prompts/get", r#"{"name": "no_such_prompt"}"#, [E, E, E]),
+    ("prompts/list", "{}", [K; 8]),
+    ("prompts/get", r#"{"name": "no_such_prompt"}"#, [E; 8]),
     (
         "completion/complete",
         r#"{"ref": {"type": "ref/resource", "uri": "datanotes://tables/{table}/rows/{id}"}, "argument": {"name": "table", "value": "work"}}"#,
-        [K, K, K],
+        [K; 8],
     ),
-    ("logging/setLevel", r#"{"level": "info"}"#, [K, K, K]),
-    ("tasks/get", r#"{"taskId": "no-such-task"}"#, [E, E, E]),
-    ("tasks/cancel", r#"{"taskId": "no-such-task"}"#, [E, E, E]),
-    ("tasks/result", r#"{"taskId": "no-such-task"}"#, [E, E, E]),
-    ("tasks/list", "{}", [K, K, K]),
-    ("notifications/initialized", "{}", [K, K, K]),
-    (
-        "notifications/cancelled",
-        r#"{"requestId": 999}"#,
-        [K, K, K],
-    ),
+    ("logging/setLevel", r#"{"level": "info"}"#, [K; 8]),
+    ("tasks/get", r#"{"taskId": "no-such-task"}"#, [E; 8]),
+    ("tasks/cancel", r#"{"taskId": "no-such-task"}"#, [E; 8]),
+    ("tasks/result", r#"{"taskId": "no-such-task"}"#, [E; 8]),
+    ("tasks/list", "{}", [K; 8]),
+    ("notifications/initialized", "{}", [K; 8]),
+    ("notifications/cancelled", r#"{"requestId": 999}"#, [K; 8]),
     (
         "notifications/progress",
         r#"{"progressToken": "p", "progress": 1}"#,
-        [K, K, K],
+        [K; 8],
     ),
-    ("notifications/roots/list_changed", "{}", [K, K, K]),
+    ("notifications/roots/list_changed", "{}", [K; 8]),
 ];
 
 /// Methods of the specification the server does not answer (`-32601`): a row each too, so
@@ -484,17 +534,15 @@ fn refusal(e: &str) -> bool {
         && !e.contains("-32601")
 }
 
-/// Every MCP row against the owner, an app, a grant, anonymous, another token on the owner's
-/// session and a metrics token; the cells covered.
-fn mcp_matrix(s: &Server, grant: &str, scraper: &str, apps: &[Who]) -> (usize, Vec<String>) {
-    let app = apps[0].token.clone().unwrap();
+/// Every MCP row against every column of [`MCP_COLUMNS`] (`tokens`, in that order), then
+/// anonymous, another token on the owner's session and a metrics token; the cells covered.
+fn mcp_matrix(s: &Server, tokens: &[String], scraper: &str) -> (usize, Vec<String>) {
+    assert_eq!(tokens.len(), MCP_COLUMNS.len());
+    let app = &tokens[1];
     let version = "2025-11-25";
-    let sessions = [
-        mcp::RawSession::open(s, &s.token, version),
-        mcp::RawSession::open(s, &app, version),
-        mcp::RawSession::open(s, grant, version),
-    ];
-    let names = ["owner", "app", "grant"];
+    let sessions: Vec<_> = (tokens.iter())
+        .map(|t| mcp::RawSession::open(s, t, version))
+        .collect();
     let (mut cells, mut wrong) = (0, vec![]);
     for (method, params, want) in MCP {
         for (i, session) in sessions.iter().enumerate() {
@@ -503,14 +551,14 @@ fn mcp_matrix(s: &Server, grant: &str, scraper: &str, apps: &[Who]) -> (usize, V
             if got != want[i] {
                 wrong.push(format!(
                     "{method} {params} as {}: {st} {got:?} (the matrix says {:?}): {text}",
-                    names[i], want[i]
+                    MCP_COLUMNS[i], want[i]
                 ));
             }
         }
         // Anonymous: 401; another principal's token on the owner's session: 404; a metrics
         // token: 403.
         let (st, _, _) = rpc(s, None, &sessions[0].id, method, params);
-        let (foreign, _, _) = rpc(s, Some(&app), &sessions[0].id, method, params);
+        let (foreign, _, _) = rpc(s, Some(app), &sessions[0].id, method, params);
         let (metrics, _, _) = rpc(s, Some(scraper), &sessions[0].id, method, params);
         cells += 3;
         if (st, foreign, metrics) != (401, 404, 403) {
