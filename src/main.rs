@@ -217,6 +217,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             otlp_protocol,
             trace_content,
         } => {
+            // The DNS server of outbound connections, if the owner named one: a bad value stops
+            // the start, before anything is served.
+            if let Some(dns) = datanotes::start::outbound_dns()? {
+                tracing::info!("outbound connections resolve names with the DNS server {dns}");
+            }
             let (traces, metrics) =
                 datanotes::start::start_tracing(otlp_endpoint, otlp_protocol, trace_content)?;
             if let Some(to) = traces {

@@ -137,6 +137,12 @@ async fn shutdown_signal() {
     }
 }
 
+/// The DNS server the owner named for outbound connections (`DATANOTES_DNS`), if any; an error
+/// says what the variable takes.
+pub fn outbound_dns() -> anyhow::Result<Option<std::net::SocketAddr>> {
+    crate::outbound::dns::from_env().map_err(anyhow::Error::msg)
+}
+
 /// Starts the export of traces and metrics over OTLP if the flags or the standard `OTEL_*`
 /// variables ask for it: the endpoints they export to (`None`: off).
 pub fn start_tracing(

@@ -13,6 +13,7 @@
 //! A check before a fetch ([`resolve`]) gives the clear refusal a user reads (the address and
 //! why); the connection's resolver asks again.
 
+pub mod dns;
 mod ranges;
 mod resolver;
 
@@ -146,16 +147,24 @@ pub fn check_url(u: &reqwest::Url, policy: Policy) -> Result<(), Refused> {
 /// its addresses is refused by the policy: the check before a fetch, whose refusal names the
 /// address.
 pub async fn resolve(host: &str, policy: Policy) -> Result<Vec<IpAddr>, Refused> {
-    Guard::new(policy, Arc::new(System))
-        .addresses(host, true)
-        .await
+    Guard::new(policy, lookup()).addresses(host, true).await
 }
 
 /// The builder of every outbound HTTP client: its resolver is a [`Guard`] under `policy`, it
 /// uses no proxy, and it follows no redirect (a caller that follows them does it by hand, each
 /// hop through [`check_url`], or sets [`redirects`]).
 pub fn builder(policy: Policy) -> reqwest::ClientBuilder {
-    builder_with(policy, Arc::new(System))
+    builder_with(policy, lookup())
+}
+
+/// The resolver of every outbound connection: the DNS server the owner named
+/// ([`dns::VAR`], checked at start), else the system's.
+fn lookup() -> Arc<dyn Lookup> {
+    static SERVER: std::sync::OnceLock<Option<std::net::SocketAddr>> = std::sync::OnceLock::new();
+    match SERVER.get_or_init(|| dns::from_env().ok().flatten()) {
+        Some(server) => Arc::new(dns::Server(*server)),
+        None => Arc::new(System),
+    }
 }
 
 /// [`builder`] with another resolver (a test's).

@@ -4,6 +4,7 @@
 mod oauth;
 mod prefix;
 mod python_app;
+mod rebinding;
 mod registry;
 mod scopes;
 mod sign;
