@@ -1,5 +1,5 @@
 //! The environment variables that tune the engine's limits and timeouts (`DATANOTES_*`, listed
-//! in README.md and docs/apps.md), read in one way: a whole number, or the default when the
+//! in the manual, docs/), read in one way: a whole number, or the default when the
 //! variable is unset or not a number. What a value of 0 means is each caller's to say.
 
 use std::time::Duration;

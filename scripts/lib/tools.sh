@@ -22,6 +22,7 @@
 #   tools_phoenix         Arize Phoenix (an OTLP receiver and trace store, PyPI arize-phoenix) in a
 #                         venv, with the MCP Python SDK and OpenTelemetry's Python SDK it brings:
 #                         sets PHOENIX_PYTHON
+#   tools_mdbook          mdBook (crates.io, built once per user: tools_cargo_install): sets MDBOOK
 #   tools_all             all of the above (scripts/fetch-tools)
 #   tools_venv NAME REQ...        a Python venv with pip requirements: sets TOOL_DIR
 #   tools_npm NAME CHECK PIN...   npm packages (exact versions): sets TOOL_DIR
@@ -46,6 +47,7 @@ COMPONENTIZE_PY_VERSION=0.25.1
 PROMETHEUS_DEB=prometheus_2.42.0+ds-5+b6_amd64.deb
 PROMETHEUS_SHA256=3b0e0255b059a7696bd4a139a4a4eb24d71df067936a61ece5093559cbc7991c
 PHOENIX_VERSION=20.26.1
+MDBOOK_VERSION=0.5.4
 
 # tools_install NAME WANT CHECK INSTALLER [ARG...]: unless target/tools/NAME/.installed says WANT
 # and the file CHECK (relative to the folder) is there, runs INSTALLER FOLDER ARG... in an empty
@@ -196,8 +198,49 @@ tools_phoenix() {
   PHOENIX_PYTHON=$TOOL_DIR/bin/python
 }
 
+# tools_cargo_install FOLDER CRATE VERSION [ARG...]: INSTALLER of tools_install for a binary of
+# crates.io that no registry this project reaches ships prebuilt. Built once per user with
+# `cargo install --locked` (ARGs added) into a cache outside the clone,
+# ${DATANOTES_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/datanotes}/CRATE-VERSION/bin/CRATE
+# (delete it to build it anew), then hard-linked (or copied) into FOLDER/bin/.
+tools_cargo_install() {
+  local dir=$1 crate=$2 version=$3 cache cached fd status=0
+  shift 3
+  cache=${DATANOTES_TOOL_CACHE:-${XDG_CACHE_HOME:-${HOME:?}/.cache}/datanotes}
+  cached=$cache/$crate-$version
+  mkdir -p "$cache" "$dir/bin" || return 1
+  exec {fd}>"$cache/.$crate-$version.lock" || return 1
+  if command -v flock >/dev/null; then flock "$fd" || { exec {fd}>&-; return 1; }; fi
+  if ! tools_cargo_ok "$cached/bin/$crate" "$crate" "$version"; then
+    echo "tools: building $crate $version into $cached (cargo install, once per user)" >&2
+    rm -rf "$cached.new"
+    if cargo install --quiet "$crate" --version "$version" --locked --force --root "$cached.new" \
+      --target-dir "$cache/$crate-$version.build" "$@" >&2 &&
+      tools_cargo_ok "$cached.new/bin/$crate" "$crate" "$version"; then
+      { rm -rf "$cached" && mv "$cached.new" "$cached"; } || status=1
+    else
+      status=1
+    fi
+    rm -rf "$cache/$crate-$version.build" "$cached.new"
+  fi
+  exec {fd}>&-
+  [ $status = 0 ] || return 1
+  ln "$cached/bin/$crate" "$dir/bin/$crate" 2>/dev/null || cp "$cached/bin/$crate" "$dir/bin/$crate"
+}
+
+# tools_cargo_ok BINARY CRATE VERSION: whether BINARY reports that version.
+tools_cargo_ok() {
+  "$1" --version 2>/dev/null | grep -qE "^$2 v?$3\$"
+}
+
+tools_mdbook() {
+  tools_install "mdbook-$MDBOOK_VERSION" "mdbook $MDBOOK_VERSION, --no-default-features" bin/mdbook \
+    tools_cargo_install mdbook "$MDBOOK_VERSION" --no-default-features || return 1
+  MDBOOK=$TOOL_DIR/bin/mdbook
+}
+
 tools_all() {
   tools_node && tools_conformance && tools_everything && tools_browser &&
     tools_mcp_python 1 && tools_mcp_python 2 && tools_componentize_py && tools_componentize_js &&
-    tools_prometheus && tools_phoenix
+    tools_prometheus && tools_phoenix && tools_mdbook
 }

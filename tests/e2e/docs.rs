@@ -1,4 +1,5 @@
-//! The docs tell the truth about the tree: every file or folder `ARCHITECTURE.md` names exists.
+//! The docs tell the truth about the tree: every file or folder `ARCHITECTURE.md` names exists,
+//! and every internal link and anchor of the manual (docs/, an mdBook) and the README resolves.
 
 use std::path::Path;
 
@@ -68,4 +69,167 @@ fn every_path_architecture_md_names_exists() {
         missing.is_empty(),
         "ARCHITECTURE.md names paths that do not exist: {missing:?}"
     );
+}
+
+/// The lines of a Markdown text outside its code fences.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    let mut out = vec![];
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced {
+            out.push(line);
+        }
+    }
+    out
+}
+
+/// A line without its code spans (`...`).
+fn without_code(line: &str) -> String {
+    line.split('`').step_by(2).collect::<Vec<_>>().join(" ")
+}
+
+/// The anchor mdBook (and GitHub) gives a heading: its text without markup, lowercased, letters,
+/// digits, `-` and `_` kept, spaces made `-`, the rest dropped.
+fn anchor_of(heading: &str) -> String {
+    // A link in a heading counts by its text.
+    let mut text = String::new();
+    let mut rest = heading;
+    while let Some(i) = rest.find("](") {
+        text.push_str(&rest[..i]);
+        rest = rest[i..].find(')').map_or("", |j| &rest[i + j + 1..]);
+    }
+    text.push_str(rest);
+    text.chars()
+        .filter_map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' {
+                Some(c.to_ascii_lowercase())
+            } else if c.is_whitespace() {
+                Some('-')
+            } else {
+                None
+            }
+        })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_string()
+}
+
+/// Every anchor of a Markdown text's headings (a repeated one as `x-1`, `x-2`...).
+fn anchors(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for line in prose(text) {
+        let Some(h) = line.strip_prefix('#') else {
+            continue;
+        };
+        let h = h.trim_start_matches('#');
+        if !h.starts_with(' ') {
+            continue;
+        }
+        let a = anchor_of(h.trim());
+        let n = out
+            .iter()
+            .filter(|x| {
+                **x == a
+                    || x.strip_prefix(&format!("{a}-"))
+                        .is_some_and(|d| d.parse::<u32>().is_ok())
+            })
+            .count();
+        out.push(if n == 0 { a } else { format!("{a}-{n}") });
+    }
+    out
+}
+
+/// The targets of a Markdown text's inline links (`[text](target)`), outside code.
+fn links(text: &str) -> Vec<String> {
+    let mut out = vec![];
+    for line in prose(text) {
+        let line = without_code(line);
+        let mut rest = line.as_str();
+        while let Some(i) = rest.find("](") {
+            let after = &rest[i + 2..];
+            let Some(end) = after.find(')') else { break };
+            out.push(after[..end].trim().to_string());
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+/// The manual (docs/, an mdBook) and the README link only to files and headings that exist, and
+/// every page of docs/ is in the book's table of contents.
+#[test]
+fn every_internal_link_and_anchor_of_the_manual_resolves() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = root.join("docs");
+    let mut pages: Vec<std::path::PathBuf> = std::fs::read_dir(&docs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    pages.sort();
+    let summary = std::fs::read_to_string(docs.join("SUMMARY.md")).unwrap();
+    let listed = links(&summary);
+    for p in &pages {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name == "SUMMARY.md" || listed.contains(&name),
+            "docs/{name} is not in docs/SUMMARY.md: add it to the book's table of contents"
+        );
+    }
+    pages.push(root.join("README.md"));
+    let (mut checked, mut broken) = (0, vec![]);
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let here = page.parent().unwrap();
+        for target in links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let file = if path.is_empty() {
+                page.clone()
+            } else {
+                here.join(path)
+            };
+            let shown = format!("{}: {target}", page.strip_prefix(root).unwrap().display());
+            if !file.exists() {
+                broken.push(format!("{shown} (no such file)"));
+                continue;
+            }
+            if !anchor.is_empty() {
+                let target_text = std::fs::read_to_string(&file).unwrap_or_default();
+                if !anchors(&target_text).iter().any(|a| a == anchor) {
+                    broken.push(format!("{shown} (no heading with that anchor)"));
+                }
+            }
+        }
+    }
+    println!(
+        "the manual: {} pages, {checked} internal links",
+        pages.len()
+    );
+    assert!(
+        checked > 40,
+        "only {checked} links found: is the pattern right?"
+    );
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn anchors_are_made_as_mdbook_makes_them() {
+    assert_eq!(anchor_of("Who may use what"), "who-may-use-what");
+    assert_eq!(
+        anchor_of("Fidelity of `/mcp`: the everything server"),
+        "fidelity-of-mcp-the-everything-server"
+    );
+    assert_eq!(anchor_of("Network (`allow_hosts`)"), "network-allow_hosts");
+    assert_eq!(anchor_of("See [the guide](x.md) now"), "see-the-guide-now");
+    assert_eq!(anchors("# A\n```\n# not\n```\n## A\n"), ["a", "a-1"]);
+    assert_eq!(links("[a](b.md) `[c](d)` [e](f.md#g)"), ["b.md", "f.md#g"]);
 }
