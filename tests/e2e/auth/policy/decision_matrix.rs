@@ -337,7 +337,7 @@ fn every_route_and_method_is_decided_for_every_principal() {
         ),
         consent(
             "matrix writer",
-            json!({"call_tools": ["insert_row", "get_row"], "write": crm}),
+            json!({"call_tools": ["update_row", "get_row"], "write": crm}),
         ),
         consent(
             "matrix designer",
@@ -406,7 +406,7 @@ const MCP: &[(&str, &str, [Got; 8])] = &[
     ),
     (
         "tools/call",
-        r#"{"name": "insert_row", "arguments": {"table": "work.crm.people", "id": "mx", "values": {"name": "M"}}}"#,
+        r#"{"name": "update_row", "arguments": {"table": "work.crm.people", "id": "ada", "values": {"name": "Ada"}}}"#,
         [K, R, R, R, R, K, R, R],
     ),
     (
@@ -422,7 +422,7 @@ const MCP: &[(&str, &str, [Got; 8])] = &[
     ),
     (
         "tools/call",
-        r#"{"name": "vacuum", "arguments": {}}"#,
+        r#"{"name": "vacuum", "arguments": {"before_seq": 1}}"#,
         [K, R, R, R, R, R, R, K],
     ),
     // The trust root: the owner's alone, whatever a principal's maintain.
