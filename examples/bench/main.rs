@@ -46,6 +46,7 @@ mod start;
 mod telemetry;
 mod tools;
 mod typed;
+mod versus;
 mod wasm;
 mod wasm_cancel;
 
@@ -99,6 +100,7 @@ const SECTIONS: &[(&str, Section)] = &[
     ("quality", quality::section_quality),
     ("tools", tools::section_tools),
     ("telemetry", telemetry::section_telemetry),
+    ("versus", versus::section_versus),
 ];
 
 /// The server binary: `DATANOTES_BIN`, else `datanotes` beside this example's folder.
