@@ -42,6 +42,7 @@ mod resources;
 mod select;
 mod semantic;
 mod server;
+mod side_by_side;
 mod start;
 mod telemetry;
 mod tools;

@@ -4,7 +4,8 @@
 //! (nothing listens). Then a burst at about 1,000 calls a second with tracing on: the server's
 //! CPU and peak memory.
 
-use super::agg::{mcp_raw_request, mcp_raw_session};
+use super::agg::mcp_raw_request;
+use super::side_by_side::SideBySide;
 use super::*;
 
 /// A receiver on loopback that answers every request 200 once its body is read.
@@ -49,58 +50,28 @@ fn receiver() -> String {
 
 pub(crate) fn section_telemetry(b: &mut Bench) -> Vec<Figure> {
     const S: &str = "telemetry";
-    const TOOL: &str = "planning_complete_task";
-    let wasm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins/planning.wasm");
-    if !wasm.is_file() {
-        skip(format!(
-            "telemetry: no {} (bash scripts/build-plugins)",
-            wasm.display()
-        ));
-        return vec![];
-    }
     let on_url = receiver();
     let gone_url = format!("http://127.0.0.1:{}", {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     });
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let start = |name: &str, env: &[(&str, &str)]| {
-        let s = Server::start_env(&b.bin, &tmp.path().join(name), env);
-        s.call(
-            "apps/create",
-            json!({"name": "planning", "write": ["personal.tasks.*"], "wasm_path": wasm}),
-        );
-        s
+    let endpoint = "OTEL_EXPORTER_OTLP_ENDPOINT";
+    let Some(side) = SideBySide::start(
+        S,
+        &[
+            (&b.bin, "off", &[]),
+            (&b.bin, "on", &[(endpoint, on_url.as_str())]),
+            (&b.bin, "gone", &[(endpoint, gone_url.as_str())]),
+        ],
+    ) else {
+        return vec![];
     };
-    let off = start("off", &[]);
-    let on = start("on", &[("OTEL_EXPORTER_OTLP_ENDPOINT", on_url.as_str())]);
-    let gone = start(
-        "gone",
-        &[("OTEL_EXPORTER_OTLP_ENDPOINT", gone_url.as_str())],
-    );
-    let rt = runtime();
-    let http = reqwest::Client::new();
-    let servers = [&off, &on, &gone];
-    let sids: Vec<String> = servers
-        .iter()
-        .map(|s| rt.block_on(mcp_raw_session(&http, &s.url, &s.token)))
-        .collect();
-    let call = |k: usize| {
-        let s = servers[k];
-        let t0 = Instant::now();
-        rt.block_on(mcp_raw_request(
-            &http,
-            &s.url,
-            &s.token,
-            &sids[k],
-            "tools/call",
-            json!({"name": TOOL, "arguments": {}}),
-        ));
-        t0.elapsed()
-    };
+    let (servers, sids, http, rt) = (&side.servers, &side.sids, &side.http, &side.rt);
+    let on = &servers[1];
+    let call = |k: usize| side.noop(k);
     // Enough calls that the p50s hold still (one call is about 0.2 ms a server).
     let n = (b.opts.app_calls * 20).max(4000);
-    let cpu0 = servers.map(|s| s.cpu_s());
+    let cpu0: Vec<f64> = servers.iter().map(|s| s.cpu_s()).collect();
     let mut samples = [vec![], vec![], vec![]];
     for i in 0..50 + n {
         // Each server in turn, the order rotating: none always follows another.
@@ -154,7 +125,7 @@ pub(crate) fn section_telemetry(b: &mut Bench) -> Vec<Figure> {
                         &token,
                         &sid,
                         "tools/call",
-                        json!({"name": TOOL, "arguments": {}}),
+                        SideBySide::noop_params(),
                     )
                     .await;
                     n += 1;
@@ -176,9 +147,7 @@ pub(crate) fn section_telemetry(b: &mut Bench) -> Vec<Figure> {
         "traces on, {done} calls in {wall:.1} s ({rate:.0}/s): server CPU {:.0}% of a core, peak RSS {rss:.1} MiB",
         100.0 * cpu / wall
     ));
-    for s in [off, on, gone] {
-        s.stop();
-    }
+    side.stop();
     let mut out = vec![];
     out.extend(
         l_off

@@ -5,20 +5,11 @@
 //! `tools/call` of the trivial WASM tool, the servers taking turns so that neither always
 //! follows the other. The ratios are this build's p50 over the baseline's.
 
-use super::agg::{mcp_raw_call, mcp_raw_request, mcp_raw_session};
+use super::side_by_side::SideBySide;
 use super::*;
 
 pub(crate) fn section_versus(b: &mut Bench) -> Vec<Figure> {
     const S: &str = "versus";
-    const TOOL: &str = "planning_complete_task";
-    let wasm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins/planning.wasm");
-    if !wasm.is_file() {
-        skip(format!(
-            "versus: no {} (bash scripts/build-plugins)",
-            wasm.display()
-        ));
-        return vec![];
-    }
     let baseline = std::env::var_os("BENCH_BASELINE_BIN").map(std::path::PathBuf::from);
     if let Some(p) = &baseline
         && !p.is_file()
@@ -39,56 +30,23 @@ pub(crate) fn section_versus(b: &mut Bench) -> Vec<Figure> {
             ""
         }
     ));
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let start = |bin: &Path, name: &str| {
-        let s = Server::start_env(bin, &tmp.path().join(name), &[]);
-        s.call(
-            "apps/create",
-            json!({"name": "planning", "write": ["personal.tasks.*"], "wasm_path": wasm}),
-        );
-        s
-    };
-    let servers = [start(&base_bin, "baseline"), start(&b.bin, "this")];
-    let rt = runtime();
-    let http = reqwest::Client::new();
-    let sids: Vec<String> = servers
-        .iter()
-        .map(|s| rt.block_on(mcp_raw_session(&http, &s.url, &s.token)))
-        .collect();
-    let ping = |k: usize| {
-        let s = &servers[k];
-        let t0 = Instant::now();
-        rt.block_on(mcp_raw_call(&http, &s.url, &s.token, &sids[k], "ping"));
-        t0.elapsed()
-    };
-    let call = |k: usize| {
-        let s = &servers[k];
-        let t0 = Instant::now();
-        rt.block_on(mcp_raw_request(
-            &http,
-            &s.url,
-            &s.token,
-            &sids[k],
-            "tools/call",
-            json!({"name": TOOL, "arguments": {}}),
-        ));
-        t0.elapsed()
+    let Some(side) = SideBySide::start(S, &[(&base_bin, "baseline", &[]), (&b.bin, "this", &[])])
+    else {
+        return vec![];
     };
     let n = (b.opts.app_calls * 20).max(4000);
     let (mut pings, mut calls) = ([vec![], vec![]], [vec![], vec![]]);
     for i in 0..50 + n {
         for j in 0..2 {
             let k = (i + j) % 2;
-            let (p, c) = (ping(k), call(k));
+            let (p, c) = (side.ping(k), side.noop(k));
             if i >= 50 {
                 pings[k].push(p);
                 calls[k].push(c);
             }
         }
     }
-    for s in servers {
-        s.stop();
-    }
+    side.stop();
     let [p_base, p_this] = pings.map(|s| Latency::of(&s));
     let [c_base, c_this] = calls.map(|s| Latency::of(&s));
     let (rp, rc) = (p_this.p50 / p_base.p50, c_this.p50 / c_base.p50);
