@@ -95,14 +95,14 @@ impl Server {
         Ok(server)
     }
 
-    /// After a registry change: new backends are listed in the background (a listing never
-    /// waits on an app).
-    pub(crate) fn resync(self: &Arc<Self>) {
-        for name in self.agg.sync() {
-            let agg = self.agg.clone();
-            tokio::spawn(async move {
-                let _ = agg.refresh(&name).await;
-            });
+    /// The owner's app lifecycle (create, update, upgrade, rollback, delete) on this server's
+    /// registry and aggregator.
+    pub(crate) fn installer(&self) -> crate::apps::install::Installer<'_> {
+        crate::apps::install::Installer {
+            engine: &self.engine,
+            apps: &self.apps,
+            agg: &self.agg,
+            sources: &self.sources,
         }
     }
 

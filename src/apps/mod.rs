@@ -6,6 +6,7 @@
 
 pub mod aggregator;
 pub(crate) mod backend;
+pub mod install;
 pub(crate) mod limits;
 pub(crate) mod plain;
 mod registry;

@@ -8,7 +8,6 @@
 //! (`impl IntoResponse for Error`), and the JSON body reader.
 
 mod app_connect;
-mod app_install;
 mod oauth;
 mod operations;
 mod paths;

@@ -1,6 +1,6 @@
-//! The routes beside the operations: the apps registry, webhooks, the metrics tokens, the
-//! change feed's long poll and tool-call records. [`ROUTES`] is their table (path under `/datanotes/`, access class,
-//! handler); [`register`] puts each on the router, and [`run_route`] runs one: token, body,
+//! The routes beside the operations: the apps registry (its lifecycle is `apps::install`'s),
+//! webhooks, the metrics tokens, the change feed's long poll and tool-call records. [`ROUTES`]
+//! is their table (path under `/datanotes/`, access class, handler); [`register`] puts each on the router, and [`run_route`] runs one: token, body,
 //! `auth::authorize` (the one function), handler.
 
 use super::{Authed, MAX_COMPONENT_BODY, json_body_max};
@@ -26,6 +26,11 @@ struct Route {
     run: fn(Shared, Ctx, Value) -> Answer,
 }
 
+/// An answer computed on the runtime (what awaits apps or sources).
+fn answer(f: impl std::future::Future<Output = Result<Value, Error>> + Send + 'static) -> Answer {
+    Box::pin(async move { Ok(Json(f.await?).into_response()) })
+}
+
 fn blocking(f: impl FnOnce() -> Result<Value, Error> + Send + 'static) -> Answer {
     Box::pin(async move {
         let v = tokio::task::spawn_blocking(f)
@@ -33,73 +38,6 @@ fn blocking(f: impl FnOnce() -> Result<Value, Error> + Send + 'static) -> Answer
             .map_err(|_| Error::internal("the handler panicked"))??;
         Ok(Json(v).into_response())
     })
-}
-
-/// Installs the component a create or update names (compiling it: seconds for Python or JS).
-async fn install_component(
-    s: &Shared,
-    f: &AppFields,
-) -> Result<Option<crate::apps::wasm::WasmInfo>, Error> {
-    use crate::apps::wasm::component_bytes;
-    // Every field is checked before a component is stored or compiled: a refusal changes nothing.
-    crate::apps::check(f)?;
-    if f.wasm_path.is_none() && f.wasm_base64.is_none() {
-        let Some(change) = &f.limits else {
-            return Ok(None);
-        };
-        // New limits for an installed component: the same component, without sending it again.
-        let installed = f
-            .name
-            .as_deref()
-            .and_then(|n| s.apps.get(n))
-            .and_then(|p| p.wasm);
-        let Some(mut w) = installed else {
-            return Err(Error::invalid("limits apply to WASM apps")
-                .column("limits")
-                .hint("give wasm_path or wasm_base64 too"));
-        };
-        w.limits = w.limits.merged(change)?;
-        return Ok(Some(w));
-    }
-    if f.mcp_url.as_ref().is_some_and(Option::is_some) {
-        return Err(Error::invalid(
-            "an app is either remote (mcp_url) or WASM (a component), not both",
-        )
-        .column("mcp_url")
-        .hint("drop mcp_url, or the component"));
-    }
-    let name = f.name.clone().unwrap_or_default();
-    let prev = s.apps.get(&name);
-    let base = prev
-        .as_ref()
-        .and_then(|p| p.wasm.as_ref())
-        .map(|w| w.limits.clone())
-        .unwrap_or_default();
-    let limits = match &f.limits {
-        Some(l) => base.merged(l)?,
-        None => base,
-    };
-    let bytes = component_bytes(f.wasm_path.as_deref(), f.wasm_base64.as_deref())?;
-    let mut scope = prev.map(|p| p.scope()).unwrap_or_default();
-    scope.name = name;
-    scope.rights = f.rights_over(&scope.rights);
-    let rt = s.agg.wasm.clone();
-    let (info, _) = rt.install(bytes, scope, limits).await?;
-    Ok(Some(info))
-}
-
-/// Removes a replaced or deleted app's component files (its version and the one kept for a
-/// rollback) when no app uses them any more.
-fn forget_component(s: &Shared, old: Option<&crate::apps::AppRecord>) {
-    let Some(w) = old.and_then(|o| o.wasm.as_ref()) else {
-        return;
-    };
-    let kept = w.previous.as_ref().map(|p| p.sha256.as_str());
-    for sha in std::iter::once(w.sha256.as_str()).chain(kept) {
-        if !s.apps.uses_component(sha) {
-            let _ = std::fs::remove_file(s.agg.wasm.apps_dir.join(format!("{sha}.wasm")));
-        }
-    }
 }
 
 fn fields(v: Value) -> Result<AppFields, Error> {
@@ -138,21 +76,7 @@ static ROUTES: &[Route] = &[
     Route {
         path: "apps/create",
         access: Access::Owner,
-        run: |s, c, v| {
-            Box::pin(async move {
-                let f = fields(v)?;
-                if f.source.is_some() {
-                    return super::app_install::create(s, c.actor, f).await;
-                }
-                let wasm = install_component(&s, &f).await?;
-                let (rec, token) = s.apps.create(f, wasm)?;
-                // A new app is listed before the answer (bounded by the app timeouts), also
-                // when a concurrent create's sync already made its slot.
-                s.agg.sync();
-                let _ = s.agg.refresh(&rec.name).await;
-                Ok(Json(json!({"app": s.agg.entry(&rec), "token": token})).into_response())
-            })
-        },
+        run: |s, c, v| answer(async move { s.installer().create(c.actor, fields(v)?).await }),
     },
     Route {
         path: "apps",
@@ -181,50 +105,22 @@ static ROUTES: &[Route] = &[
         path: "apps/update",
         access: Access::SelfService,
         run: |s, c, v| {
-            Box::pin(async move {
+            answer(async move {
                 let name = name_of(&v)?;
-                let f = fields(v)?;
-                if f.source.is_some() || f.confirm.is_some() || f.digest.is_some() {
-                    return Err(Error::invalid("apps/update does not pull a source")
-                        .column("source")
-                        .hint("use apps/upgrade {\"name\", \"source\"} for a new version by reference"));
-                }
                 let by_owner = matches!(c.caller, Caller::Owner);
-                let wasm = if by_owner {
-                    install_component(&s, &f).await?
-                } else {
-                    None
-                };
-                let old = s.apps.get(&name);
-                // An address an app gives for itself (well formed first): never a private
-                // one unless allowed.
-                apps::check(&f)?;
-                if !by_owner
-                    && let (Some(Some(url)), Some(o)) = (&f.mcp_url, &old)
-                    && o.self_url
-                    && o.mcp_url.as_ref() != Some(url)
-                {
-                    apps::self_url::check(o, url).await?;
-                }
-                let rec = s.apps.update(&name, f, by_owner, wasm)?;
-                forget_component(&s, old.as_ref());
-                // The new backend takes over; calls in flight finish on the old one.
-                if s.agg.sync().contains(&rec.name) {
-                    let _ = s.agg.refresh(&rec.name).await;
-                }
-                Ok(Json(json!({"app": s.agg.entry(&rec)})).into_response())
+                s.installer().update(&name, fields(v)?, by_owner).await
             })
         },
     },
     Route {
         path: "apps/upgrade",
         access: Access::Owner,
-        run: |s, c, v| Box::pin(super::app_install::upgrade(s, c.actor, v)),
+        run: |s, c, v| answer(async move { s.installer().upgrade(c.actor, v).await }),
     },
     Route {
         path: "apps/rollback",
         access: Access::Owner,
-        run: |s, c, v| Box::pin(super::app_install::rollback(s, c.actor, v)),
+        run: |s, c, v| answer(async move { s.installer().rollback(c.actor, v).await }),
     },
     Route {
         path: "apps/refresh",
@@ -254,14 +150,7 @@ static ROUTES: &[Route] = &[
     Route {
         path: "apps/delete",
         access: Access::Owner,
-        run: |s, _, v| {
-            blocking(move || {
-                let rec = s.apps.delete(&name_of(&v)?)?;
-                forget_component(&s, Some(&rec));
-                s.resync();
-                Ok(json!({"deleted": rec.name}))
-            })
-        },
+        run: |s, _, v| answer(async move { s.installer().delete(&name_of(&v)?) }),
     },
     Route {
         path: "apps/tools",

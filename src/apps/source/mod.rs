@@ -2,8 +2,9 @@
 //! machine. An `oci://` reference to a registry (the CNCF Wasm artifact layout that `wkg` and
 //! `oras` push) or an `https://` URL pinned by its SHA-256; its signature (cosign-compatible,
 //! checked against the keys the owner trusts); the manifest in which the app asks for rights.
-//! The plan the owner reads before granting them, and upgrades and rollbacks, are the HTTP
-//! door's (`http/app_install.rs`); what an entry keeps of its source is [`Origin`].
+//! The plan the owner reads before granting them, and upgrades and rollbacks, are the app
+//! lifecycle's (`apps/install/by_reference.rs`); what an entry keeps of its source is
+//! [`Origin`].
 //!
 //! - `oci.rs`: the registry client, the owner's credentials, the bounded pull;
 //! - `sign_in.rs`: the registry's one sign-in per pull, its address checked;

@@ -1,12 +1,13 @@
-//! WASM apps by reference, at the HTTP door: `apps/create` with a `source` (a plan, then a
-//! confirm), `apps/upgrade` and `apps/rollback`. The fetching and checking is
-//! `apps::source`'s; this file holds the two-step shape, the plan the owner reads, the swap of
-//! versions in the registry and the `app` events in the feed.
+//! WASM apps by reference: `apps/create` with a `source` (a plan, then a confirm),
+//! `apps/upgrade` and `apps/rollback`. The fetching and checking is `apps::source`'s; this file
+//! holds the two-step shape, the plan the owner reads, the swap of versions in the registry and
+//! the `app` events in the feed.
 //!
 //! A plan fetches, verifies, compiles and lists the tools, and enables nothing: the component
 //! is stored content-addressed in `.datanotes/apps/` (the cache a confirm finds again), and no
 //! entry is made. A confirm holds to the plan's digest: a tag that moved is refused.
 
+use super::Installer;
 use crate::apps::source::manifest::AppRights;
 use crate::apps::source::{self, Artifact, Expect, Previous, Source};
 use crate::apps::wasm::{Limits, WasmInfo};
@@ -16,9 +17,6 @@ use crate::engine::Actor;
 use crate::engine::journal::Op;
 use crate::engine::{Cmd, EventCall};
 use crate::error::{Error, parse};
-use crate::server::Shared;
-use axum::Json;
-use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 /// The largest component installed by reference (as from a file).
@@ -103,7 +101,7 @@ impl UpgradeArgs {
 }
 
 /// A component already stored under `.datanotes/apps/`, if its bytes still have its digest.
-fn cached(s: &Shared) -> impl Fn(&str) -> Option<Vec<u8>> + use<> {
+fn cached(s: &Installer<'_>) -> impl Fn(&str) -> Option<Vec<u8>> + use<> {
     let dir = s.agg.wasm.apps_dir.clone();
     move |sha: &str| {
         use sha2::Digest;
@@ -113,7 +111,7 @@ fn cached(s: &Shared) -> impl Fn(&str) -> Option<Vec<u8>> + use<> {
 }
 
 /// Fetches a source under the owner's settings (trusted keys, required signatures).
-async fn fetch(s: &Shared, src: &Source, digest: Option<&str>) -> Result<Artifact, Error> {
+async fn fetch(s: &Installer<'_>, src: &Source, digest: Option<&str>) -> Result<Artifact, Error> {
     let settings = s.engine.settings();
     let expect = Expect {
         digest,
@@ -121,13 +119,13 @@ async fn fetch(s: &Shared, src: &Source, digest: Option<&str>) -> Result<Artifac
         require_signature: settings.require_signature,
         max_bytes: MAX_COMPONENT,
     };
-    source::fetch(src, &expect, &s.sources, cached(s)).await
+    source::fetch(src, &expect, s.sources, cached(s)).await
 }
 
 /// Stores, compiles and lists a fetched component under `scope` and `limits`: the plan's
 /// check, and what a confirm installs. Nothing is enabled.
 async fn check(
-    s: &Shared,
+    s: &Installer<'_>,
     a: &Artifact,
     scope: AppScope,
     limits: Limits,
@@ -187,7 +185,14 @@ fn rights_json(r: &AppRights) -> Value {
 }
 
 /// Records an install, an upgrade or a rollback in the journal and the feed (an `app` event).
-fn record(s: &Shared, actor: Actor, action: &str, app: &str, to: &WasmInfo, from: Option<&str>) {
+fn record(
+    s: &Installer<'_>,
+    actor: Actor,
+    action: &str,
+    app: &str,
+    to: &WasmInfo,
+    from: Option<&str>,
+) {
     let o = to.origin.as_ref();
     let event = json!({
         "action": action,
@@ -219,7 +224,7 @@ fn digest_of(w: &WasmInfo) -> String {
 }
 
 /// `apps/create` with a `source`: a plan, or (with `confirm: true`) the install.
-pub(super) async fn create(s: Shared, actor: Actor, f: AppFields) -> Result<Response, Error> {
+pub(super) async fn create(s: &Installer<'_>, actor: Actor, f: AppFields) -> Result<Value, Error> {
     apps::check(&f)?;
     if f.wasm_path.is_some() || f.wasm_base64.is_some() || f.mcp_url.is_some() {
         return Err(Error::invalid(
@@ -230,7 +235,7 @@ pub(super) async fn create(s: Shared, actor: Actor, f: AppFields) -> Result<Resp
     }
     let text = f.source.clone().unwrap_or_default();
     let src = Source::parse(&text, f.sha256.as_deref())?;
-    let a = fetch(&s, &src, f.digest.as_deref()).await?;
+    let a = fetch(s, &src, f.digest.as_deref()).await?;
     let name = f
         .name
         .clone()
@@ -255,7 +260,7 @@ pub(super) async fn create(s: Shared, actor: Actor, f: AppFields) -> Result<Resp
         call_tools: f.call_tools.clone().unwrap_or_else(|| vec!["*".into()]),
         read: None,
     };
-    let (mut info, tools) = check(&s, &a, scope, limits).await?;
+    let (mut info, tools) = check(s, &a, scope, limits).await?;
     let mut confirm = json!({
         "source": text, "name": name, "digest": a.digest,
         "write": granted.rights.write, "ddl": granted.rights.ddl, "maintain": granted.rights.maintain,
@@ -272,7 +277,7 @@ pub(super) async fn create(s: Shared, actor: Actor, f: AppFields) -> Result<Resp
     }
     let plan = plan(&a, &info, &granted, tools, confirm);
     if f.confirm != Some(true) {
-        return Ok(Json(json!({ "plan": plan })).into_response());
+        return Ok(json!({ "plan": plan }));
     }
     info.origin = Some(a.origin());
     let description = f
@@ -286,15 +291,15 @@ pub(super) async fn create(s: Shared, actor: Actor, f: AppFields) -> Result<Resp
     };
     let (rec, token) = s.apps.create(fields, Some(info))?;
     if let Some(w) = &rec.wasm {
-        record(&s, actor, "install", &rec.name, w, None);
+        record(s, actor, "install", &rec.name, w, None);
     }
     s.agg.sync();
     let _ = s.agg.refresh(&rec.name).await;
-    Ok(Json(json!({"app": s.agg.entry(&rec), "token": token, "plan": plan})).into_response())
+    Ok(json!({"app": s.agg.entry(&rec), "token": token, "plan": plan}))
 }
 
 /// The WASM app `name`, or a clear refusal.
-fn wasm_app(s: &Shared, name: &str) -> Result<(AppRecord, WasmInfo), Error> {
+fn wasm_app(s: &Installer<'_>, name: &str) -> Result<(AppRecord, WasmInfo), Error> {
     let rec = s.apps.get(name).ok_or_else(|| apps::no_app(name))?;
     let w = rec.wasm.clone().ok_or_else(|| {
         Error::invalid(format!("app {name} is not a WASM app"))
@@ -309,9 +314,9 @@ fn wasm_app(s: &Shared, name: &str) -> Result<(AppRecord, WasmInfo), Error> {
 /// asking for more than the current one asked, or not signed by the trusted key that signed the
 /// current one, answers a plan unless confirmed (its `signer_change` says what changes). A component
 /// that does not compile changes nothing. The version replaced is kept for a rollback.
-pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Response, Error> {
+pub(super) async fn upgrade(s: &Installer<'_>, actor: Actor, v: Value) -> Result<Value, Error> {
     let u: UpgradeArgs = parse("apps/upgrade", v)?;
-    let (rec, cur) = wasm_app(&s, &u.name)?;
+    let (rec, cur) = wasm_app(s, &u.name)?;
     let text = match (&u.source, &cur.origin) {
         (Some(t), _) => t.clone(),
         (None, Some(o)) => o.source.clone(),
@@ -332,19 +337,17 @@ pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Respons
         _ => None,
     };
     let src = Source::parse(&text, sha.as_deref())?;
-    let a = fetch(&s, &src, u.digest.as_deref()).await?;
+    let a = fetch(s, &src, u.digest.as_deref()).await?;
     let from = digest_of(&cur);
     if a.digest == from && a.sha256 == cur.sha256 {
-        return Ok(
-            Json(json!({"app": s.agg.entry(&rec), "upgraded": Value::Null})).into_response(),
-        );
+        return Ok(json!({"app": s.agg.entry(&rec), "upgraded": Value::Null}));
     }
     let (granted, limits) = u.grants(&rec, &cur)?;
     let scope = AppScope {
         rights: granted.rights.clone(),
         ..rec.scope()
     };
-    let (mut info, tools) = check(&s, &a, scope, limits.clone()).await?;
+    let (mut info, tools) = check(s, &a, scope, limits.clone()).await?;
     let had = cur
         .origin
         .as_ref()
@@ -369,14 +372,14 @@ pub(super) async fn upgrade(s: Shared, actor: Actor, v: Value) -> Result<Respons
         if let Some(change) = signer {
             plan["signer_change"] = change.into();
         }
-        return Ok(Json(json!({ "plan": plan })).into_response());
+        return Ok(json!({ "plan": plan }));
     }
     info.origin = Some(a.origin());
     info.limits = limits;
     info.allow_hosts = granted.allow_hosts.clone();
     info.previous = Some(Box::new(kept(&cur)));
     swap(
-        &s,
+        s,
         actor,
         Swap::Upgrade,
         &u.name,
@@ -408,14 +411,14 @@ enum Swap {
 /// backend take over (calls in flight finish on the old one) and answers the entry with the
 /// digests from and to.
 async fn swap(
-    s: &Shared,
+    s: &Installer<'_>,
     actor: Actor,
     kind: Swap,
     name: &str,
     cur: &WasmInfo,
     to: WasmInfo,
     grant: Option<apps::Rights>,
-) -> Result<Response, Error> {
+) -> Result<Value, Error> {
     let from = digest_of(cur);
     let (before, after) = s.apps.swap_component(name, &cur.sha256, to, grant)?;
     forget_dropped(s, &before);
@@ -432,19 +435,19 @@ async fn swap(
     }
     let mut out = json!({"app": s.agg.entry(&after)});
     out[key] = json!({"from": from, "to": to});
-    Ok(Json(out).into_response())
+    Ok(out)
 }
 
 /// `apps/rollback`: back to the version kept, at once (its component is stored and compiled);
 /// the version left is kept in its turn.
-pub(super) async fn rollback(s: Shared, actor: Actor, v: Value) -> Result<Response, Error> {
+pub(super) async fn rollback(s: &Installer<'_>, actor: Actor, v: Value) -> Result<Value, Error> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Args {
         name: String,
     }
     let args: Args = parse("apps/rollback", v)?;
-    let (_, cur) = wasm_app(&s, &args.name)?;
+    let (_, cur) = wasm_app(s, &args.name)?;
     let Some(prev) = cur.previous.clone() else {
         return Err(Error::invalid(format!(
             "app {} has no earlier version to go back to",
@@ -475,15 +478,13 @@ pub(super) async fn rollback(s: Shared, actor: Actor, v: Value) -> Result<Respon
         origin: prev.origin.clone(),
         previous: Some(Box::new(kept(&cur))),
     };
-    swap(&s, actor, Swap::Rollback, &args.name, &cur, to, None).await
+    swap(s, actor, Swap::Rollback, &args.name, &cur, to, None).await
 }
 
 /// After a swap: the version no longer kept (an upgrade's, two versions back) is dropped, and
 /// its component file too when no app uses it.
-fn forget_dropped(s: &Shared, before: &AppRecord) {
-    if let Some(p) = before.wasm.as_ref().and_then(|w| w.previous.as_ref())
-        && !s.apps.uses_component(&p.sha256)
-    {
-        let _ = std::fs::remove_file(s.agg.wasm.apps_dir.join(format!("{}.wasm", p.sha256)));
+fn forget_dropped(s: &Installer<'_>, before: &AppRecord) {
+    if let Some(p) = before.wasm.as_ref().and_then(|w| w.previous.as_ref()) {
+        s.forget_file(&p.sha256);
     }
 }
