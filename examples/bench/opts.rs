@@ -28,6 +28,10 @@ pub(crate) struct Opts {
     pub(crate) app_calls: usize,
     /// Copies of hostile.wasm installed to measure per-app start.
     pub(crate) wasm_copies: usize,
+    /// Calls timed on each server of a side-by-side section (`telemetry`, `versus`): enough
+    /// that their p50s hold still, but in a quick debug run, whose latencies are not judged,
+    /// only enough to show the sections work.
+    pub(crate) side_calls: usize,
 }
 
 impl Opts {
@@ -100,6 +104,11 @@ impl Opts {
             apps_down: if quick { 1 } else { 5 },
             app_calls: if quick { 50 } else { 300 },
             wasm_copies: if quick { 3 } else { 20 },
+            side_calls: match (quick, crate::RELEASE) {
+                (true, false) => 500,
+                (true, true) => 4000,
+                (false, _) => 6000,
+            },
         }
     }
 }

@@ -69,8 +69,7 @@ pub(crate) fn section_telemetry(b: &mut Bench) -> Vec<Figure> {
     let (servers, sids, http, rt) = (&side.servers, &side.sids, &side.http, &side.rt);
     let on = &servers[1];
     let call = |k: usize| side.noop(k);
-    // Enough calls that the p50s hold still (one call is about 0.2 ms a server).
-    let n = (b.opts.app_calls * 20).max(4000);
+    let n = b.opts.side_calls;
     let cpu0: Vec<f64> = servers.iter().map(|s| s.cpu_s()).collect();
     let mut samples = [vec![], vec![], vec![]];
     for i in 0..50 + n {

@@ -34,7 +34,7 @@ pub(crate) fn section_versus(b: &mut Bench) -> Vec<Figure> {
     else {
         return vec![];
     };
-    let n = (b.opts.app_calls * 20).max(4000);
+    let n = b.opts.side_calls;
     let (mut pings, mut calls) = ([vec![], vec![]], [vec![], vec![]]);
     for i in 0..50 + n {
         for j in 0..2 {
