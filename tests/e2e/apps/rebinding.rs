@@ -1,7 +1,8 @@
 //! DNS rebinding against the engine's outbound connections, through a real server and a real
 //! DNS server (`DATANOTES_DNS`, UDP on 127.0.0.1) that answers a public address to the first
 //! question about a name and `127.0.0.1` to every later one: the engine must check the address
-//! again when it connects, and never reach the app listening on loopback.
+//! again when it connects, and never reach what listens on loopback: a remote app, an OAuth
+//! client metadata document, a registry's sign-in, a registry's redirect of a blob.
 
 use crate::kit::fake_app::{initialized, rpc, serve_seeing};
 use crate::kit::oauth;
@@ -152,4 +153,91 @@ fn a_client_metadata_document_whose_name_rebinds_to_loopback_is_not_fetched() {
         inside.accept().is_err(),
         "the engine connected to loopback through the rebound name"
     );
+}
+
+#[test]
+fn a_registry_sign_in_whose_realm_rebinds_to_loopback_is_never_reached() {
+    use crate::kit::hostile_registry::{HostileRegistry, Mode};
+    // Something listening on loopback where the rebound name would lead.
+    let inside = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = inside.local_addr().unwrap().port();
+    inside.set_nonblocking(true).unwrap();
+    let dns = Rebinder::start(Ipv4Addr::new(1, 1, 1, 1), Ipv4Addr::LOCALHOST);
+    // A registry (the owner named it: on loopback, as allowed) whose challenge sends clients
+    // to sign in at a name that is public when checked and loopback when connected to.
+    let reg = HostileRegistry::start(Mode::SignInAt(format!(
+        "https://realm.rebind.test:{port}/token"
+    )));
+    let s = Server::start_with_env(&[("DATANOTES_DNS", &dns.addr)]);
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"source": reg.reference("apps/p:1"), "name": "p"}),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_error_shape(&v["error"]);
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    let answered = dns.answered.lock().unwrap().clone();
+    assert!(
+        answered.len() >= 2 && answered[0] == Ipv4Addr::new(1, 1, 1, 1),
+        "the DNS server was asked at the check and again at the connection: {answered:?} ({v})"
+    );
+    assert!(
+        msg.contains("sign in") && msg.contains("127.0.0.1"),
+        "the error says the sign-in's address was refused at the connection: {v}"
+    );
+    assert!(
+        reg.requests() >= 1,
+        "the registry was asked for its challenge: {v}"
+    );
+    assert!(
+        inside.accept().is_err(),
+        "the engine connected to loopback through the rebound realm"
+    );
+    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
+    assert_eq!(apps["apps"], json!([]), "nothing installed: {apps}");
+}
+
+#[test]
+fn a_registry_blob_redirected_to_a_name_that_rebinds_to_loopback_is_never_fetched() {
+    use crate::kit::hostile_registry::{HostileRegistry, Mode};
+    let inside = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = inside.local_addr().unwrap().port();
+    inside.set_nonblocking(true).unwrap();
+    let dns = Rebinder::start(Ipv4Addr::new(1, 1, 1, 1), Ipv4Addr::LOCALHOST);
+    // The owner's registry serves the manifest and sends the component's blob to storage at a
+    // name that is public when checked and loopback when connected to.
+    let bytes = std::fs::read(crate::wasm::component("planning")).unwrap();
+    let reg = HostileRegistry::start(Mode::RedirectBlob(
+        bytes,
+        format!("https://blob.rebind.test:{port}/blob"),
+    ));
+    let s = Server::start_with_env(&[("DATANOTES_DNS", &dns.addr)]);
+    let (st, v) = s.post(
+        "/datanotes/apps/create/",
+        Some(&s.token),
+        &json!({"source": reg.reference("apps/p:1"), "name": "p"}),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert_error_shape(&v["error"]);
+    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    let answered = dns.answered.lock().unwrap().clone();
+    assert!(
+        answered.len() >= 2 && answered[0] == Ipv4Addr::new(1, 1, 1, 1),
+        "the DNS server was asked at the check and again at the connection: {answered:?} ({v})"
+    );
+    assert!(
+        msg.contains("blob.rebind.test") && msg.contains("127.0.0.1"),
+        "the error names the redirect and the address refused at the connection: {v}"
+    );
+    assert!(
+        reg.blob_gets() >= 1,
+        "the registry's blob was asked for: {v}"
+    );
+    assert!(
+        inside.accept().is_err(),
+        "the engine connected to loopback through the rebound redirect"
+    );
+    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
+    assert_eq!(apps["apps"], json!([]), "nothing installed: {apps}");
 }
