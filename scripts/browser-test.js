@@ -14,6 +14,10 @@ const link = process.env.LINK;
 const base = new URL(link).origin;
 const token = decodeURIComponent(link.split("#token=")[1]);
 const ui = `${base}/datanotes/ui/`;
+/** Where the scenarios' screenshots go (SHOTS, else target/browser-shots/), for a person to look. */
+const path = require("path");
+const shots = process.env.SHOTS || path.join(__dirname, "..", "target", "browser-shots");
+require("fs").mkdirSync(shots, { recursive: true });
 
 let step = "start";
 const started = Date.now();
@@ -178,12 +182,28 @@ async function main() {
   const tool = page.locator('details[data-tool="planning_add_task"]');
   await tool.locator("summary").first().click();
   await page.fill("#arg-planning_add_task-title", "Water the plants");
+  // A list of text is typed as values separated by commas, not as JSON.
+  check((await page.getAttribute("#arg-planning_add_task-tags", "placeholder")) === "values, separated by commas", "tags is typed as JSON");
+  await page.fill("#arg-planning_add_task-tags", "home, plants");
   await tool.locator("button[type=submit]").click();
-  await tool.locator("pre.result.ok").waitFor();
-  const out = await tool.locator("pre.result").textContent();
-  check(/served by planning/.test(out) && /"id"/.test(out), `unexpected result: ${out}`);
+  await tool.locator("div.result.ok").waitFor();
+  const out = await tool.locator("div.result .result-status").textContent();
+  check(out === "ok (served by planning)", `unexpected result: ${out}`);
+  // The answer reads as a table of its keys, shown once; the raw JSON is one click away.
+  const keys = await tool.locator("div.result table.readable > tbody > tr > th").allTextContents();
+  check(keys.includes("id") && keys.includes("version") && new Set(keys).size === keys.length, `the answer's keys, once each: ${JSON.stringify(keys)}`);
+  check((await tool.locator("div.result table.readable").count()) === 1, "the answer is shown twice");
+  check(await tool.locator("div.result details.raw pre").isHidden(), "the raw JSON is not behind a click");
+  await tool.locator("div.result details.raw summary").click();
+  check(/"structuredContent"|"content"/.test(await tool.locator("div.result details.raw pre").textContent()), "the raw JSON is not the tool's answer");
+  // The tool's description is not repeated under its summary line.
+  const cardText = await tool.textContent();
+  const first = (await tool.locator("summary").first().textContent()).split(" — ")[1] || "";
+  check(first && cardText.split(first).length === 2, `the description is shown twice: ${first}`);
+  await page.screenshot({ path: path.join(shots, "tools-try-it.png") });
   const rows = await api("select_rows", { table: "personal.tasks.items", where: [{ column: "title", op: "=", value: "Water the plants" }] });
   check(rows.body.rows && rows.body.rows.length === 1, "the row the tool added is not in the table");
+  check(JSON.stringify(rows.body.rows[0].values.tags) === '["home","plants"]', `the list typed with commas: ${JSON.stringify(rows.body.rows[0].values)}`);
   ok("call a tool from the form generated from its schema", out.split("\n")[0]);
 
   step = "what a WASM app holds now";
@@ -196,7 +216,10 @@ async function main() {
   const mem = await page.textContent("#server-memory");
   const m = /^server: ([0-9.]+) MiB resident · WASM apps: ([0-9]+) live instances?, [0-9.]+ MiB of memory$/.exec(mem);
   check(m && Number(m[1]) > 1 && Number(m[2]) >= rt.instances, `the server's memory is not shown: ${mem}`);
-  ok("the console shows what a WASM app and the server hold now", `${line.trim()}; ${mem}`);
+  const limits = await page.locator('[data-app="planning"] .limits').textContent();
+  check(/^limits: memory \d+ MiB · CPU [0-9.]+ (ms|s|min) per call · [0-9.]+ (ms|s|min) per call · results up to [0-9.]+ (B|KiB|MiB|GiB) · \d+ instances? at once$/.test(limits) && !/\d{4,} (ms|B)/.test(limits),
+    `the limits do not read as units: ${limits}`);
+  ok("the console shows what a WASM app and the server hold now", `${line.trim()}; ${mem}; ${limits}`);
 
   step = "live";
   await page.click('a[data-view="live"]');
@@ -315,12 +338,17 @@ async function main() {
   await page.click('a[data-view="tables"]');
   await page.click('a[href="#tables/personal.tasks.items"]');
   await page.waitForSelector("#columns");
+  // A column's rules read as words, not JSON.
+  const rules = Object.fromEntries(await page.$$eval("#columns tbody tr", (trs) => trs.map((tr) => [tr.cells[0].firstChild.textContent, tr.cells[2].textContent])));
+  check(rules.title === "required" && /^one of todo, doing, done · default todo$/.test(rules.status || "") && !Object.values(rules).some((r) => /[{}"]/.test(r)),
+    `the columns' rules: ${JSON.stringify(rules)}`);
+  await page.screenshot({ path: path.join(shots, "table-rules.png") });
   check(/broken: column title is required/.test(await page.textContent("#invalid")), "the invalid row is not shown");
   check(/planning_add_task \(planning\)/.test(await page.textContent("#table-tools")), "the tools declaring the table are not shown");
   await page.waitForSelector('#rows td:text("buy-oat-milk")');
   await page.locator('#rows tr:has-text("buy-oat-milk") button.history').click();
   await page.waitForSelector('#history td:text("insert")');
-  ok("tables: describe (invalid rows, declaring tools), browse, a row's history");
+  ok("tables: describe (rules in words, invalid rows, declaring tools), browse, a row's history", `status: ${rules.status}`);
 
   step = "search";
   // A few notes; the target ("Buy oat milk", about groceries) has none of the query's words.
@@ -584,7 +612,6 @@ async function appOAuthScenario(browser, watch) {
   step = "oauth app: start the SDK's example server";
   const { spawn } = require("child_process");
   const fs = require("fs");
-  const path = require("path");
   const net = require("net");
   const freePort = () => new Promise((resolve, reject) => {
     const s = net.createServer();
@@ -675,7 +702,6 @@ async function registryScenario(page) {
   step = "registry: start it and push";
   const { spawn, execFileSync } = require("child_process");
   const fs = require("fs");
-  const path = require("path");
   const net = require("net");
   const root = path.resolve(__dirname, "..");
   const registryBin = path.join(root, "target/oci-tools/docker-registry");
@@ -832,9 +858,21 @@ async function registryScenario(page) {
     step = "registry: Live shows app events";
     await page.goto(`${ui}#live`);
     await page.waitForFunction(() => document.querySelector("#live-status")?.textContent === "connected");
+    // Live opens with what happened before (marked as earlier): here the install, upgrade and
+    // rollback just made in the console, newest first.
+    const pastApp = '#live-rows tr.past[data-op="app"][data-app="planning"]';
+    const pastRows = await page.$$eval(pastApp, (xs) => xs.map((x) => x.textContent));
+    check(pastRows.length === 3 && /rollback planning/.test(pastRows[0]) && /upgrade planning/.test(pastRows[1]) && /install planning/.test(pastRows[2]),
+      `Live does not open with the app's earlier events, newest first: ${JSON.stringify(pastRows)}`);
+    const earlier = await page.textContent("#live-history");
+    const nPast = await page.locator("#live-rows tr.past").count();
+    check(nPast >= 3 && nPast <= 50 && earlier === `· ${nPast} earlier events below, marked`, `the earlier events: ${nPast} rows, said: ${earlier}`);
+    check((await page.locator("#live-rows tr:not(.past)").count()) === 0 && /^0 events/.test(await page.textContent("#live-count")), "earlier events counted as new");
+    await page.screenshot({ path: path.join(shots, "live-earlier.png") });
+    ok("Live opens with the recent events from the feed, marked as earlier", `${nPast} earlier events; the app's: ${pastRows.map((r) => r.replace(/\s+/g, " ").trim().slice(0, 40)).join(" | ")}`);
     const upgraded = await api("apps/upgrade", { name: "planning", source: `oci://${addr}/apps/planning:0.2.0`, digest: d2, confirm: true, maintain: true });
     check(upgraded.status === 200, `apps/upgrade: ${JSON.stringify(upgraded.body)}`);
-    const appRow = '#live-rows tr[data-op="app"][data-app="planning"]';
+    const appRow = '#live-rows tr:not(.past)[data-op="app"][data-app="planning"]';
     await page.waitForSelector(`${appRow}:has-text("upgrade planning")`, { timeout: 5000 })
       .catch(async () => check(false, `no upgrade row in Live: ${await page.textContent("#live-rows")}`));
     const liveRow = await page.textContent(appRow);

@@ -183,7 +183,7 @@ function appCard(a) {
     h("div", {}, "rights: ", rights));
   if (a.wasm) {
     const l = a.wasm.limits || {};
-    card.append(h("div", {}, `limits: memory ${l.memory_mb} MiB · cpu ${l.cpu_ms} ms · timeout ${l.timeout_ms} ms · result ${l.max_result_bytes} B · instances ${l.max_instances}`),
+    card.append(h("div", { class: "limits" }, `limits: memory ${l.memory_mb} MiB · CPU ${duration(l.cpu_ms)} per call · ${duration(l.timeout_ms)} per call · results up to ${size(l.max_result_bytes)} · ${l.max_instances} instance${l.max_instances === 1 ? "" : "s"} at once`),
       h("div", {}, "allow_hosts: ", a.wasm.allow_hosts && a.wasm.allow_hosts.length ? a.wasm.allow_hosts.join(", ") : "none (no network)"),
       h("div", { class: "muted" }, `component ${String(a.wasm.sha256).slice(0, 12)}… (${(a.wasm.size / 1e6).toFixed(1)} MB)`));
     card.append(originBlock(a)); // install.js
@@ -389,11 +389,20 @@ function fieldFor(tool, name, s, required) {
   else if (t === "boolean") input = h("select", { id, name }, h("option", { value: "" }, ""), h("option", { value: "true" }, "true"), h("option", { value: "false" }, "false"));
   else if (t === "integer" || t === "number") input = h("input", { id, name, type: "number", step: t === "integer" ? "1" : "any" });
   else if (t === "string") input = h("input", { id, name });
+  else if (t === "array" && listItem(s)) input = h("input", { id, name, placeholder: "values, separated by commas" });
   else input = h("textarea", { id, name, placeholder: "JSON" });
   input.classList.add("arg");
-  input.dataset.kind = s.enum ? "enum" : t || "json";
+  input.dataset.kind = s.enum ? "enum" : t === "array" && listItem(s) ? `list-${listItem(s)}` : t || "json";
   if (required) input.required = true;
   return h("div", {}, label, input);
+}
+
+/** The type of a list's items that a form takes as comma-separated values ("string",
+ * "number", "integer"), or null (anything else is typed as JSON). */
+function listItem(s) {
+  const it = s.items || {};
+  const t = Array.isArray(it.type) ? it.type.find((x) => x !== "null") : it.type;
+  return !it.enum && ["string", "number", "integer"].includes(t) ? t : null;
 }
 
 function readArgs(form) {
@@ -404,16 +413,62 @@ function readArgs(form) {
     const k = el.dataset.kind;
     if (k === "string") args[el.name] = v;
     else if (k === "integer" || k === "number") args[el.name] = Number(v);
-    else args[el.name] = JSON.parse(v);
+    else if (k.startsWith("list-")) {
+      const items = v.split(/[,\n]/).map((x) => x.trim()).filter(Boolean);
+      args[el.name] = k === "list-string" ? items : items.map(Number);
+    } else args[el.name] = JSON.parse(v);
   }
   return args;
+}
+
+/** A JSON value as people read it: an object as a table of its keys, a list of objects as a
+ * table with a column per key, a list of plain values as a list, text as text. */
+function readable(v, depth = 0) {
+  if (v === null || v === undefined) return h("span", { class: "muted" }, "none");
+  if (typeof v !== "object") return h("span", {}, String(v));
+  if (depth > 3) return h("code", {}, JSON.stringify(v));
+  if (Array.isArray(v)) {
+    if (!v.length) return h("span", { class: "muted" }, "empty list");
+    if (v.every((x) => x && typeof x === "object" && !Array.isArray(x))) {
+      const keys = [...new Set(v.flatMap((x) => Object.keys(x)))];
+      return h("div", { class: "scroll" }, h("table", { class: "readable" }, h("thead", {}, h("tr", {}, keys.map((k) => h("th", {}, k)))),
+        h("tbody", {}, v.map((x) => h("tr", {}, keys.map((k) => h("td", {}, readable(x[k], depth + 1))))))));
+    }
+    return h("ul", { class: "readable" }, v.map((x) => h("li", {}, readable(x, depth + 1))));
+  }
+  const entries = Object.entries(v);
+  if (!entries.length) return h("span", { class: "muted" }, "empty");
+  return h("table", { class: "readable" }, h("tbody", {}, entries.map(([k, x]) => h("tr", {}, h("th", {}, k), h("td", {}, readable(x, depth + 1))))));
+}
+
+/** What a tool answered, readable: an app tool's content (text that is JSON shown as data;
+ * its structured content once, not again beside the same text), an operation's answer; the
+ * raw JSON one click away. */
+function resultView(r) {
+  const v = r.value;
+  const parts = [];
+  if (v && typeof v === "object" && Array.isArray(v.content)) {
+    const shown = [];
+    for (const c of v.content) {
+      if (c.type === "text") {
+        let data;
+        try { data = JSON.parse(c.text); } catch (_) { data = undefined; }
+        if (data !== undefined && typeof data === "object") { parts.push(readable(data)); shown.push(JSON.stringify(data)); }
+        else parts.push(h("p", { class: "result-text" }, c.text));
+      } else parts.push(h("p", { class: "muted" }, `${c.type}${c.mimeType ? ` (${c.mimeType})` : ""}`));
+    }
+    if (v.structuredContent !== undefined && !shown.includes(JSON.stringify(v.structuredContent))) parts.push(readable(v.structuredContent));
+  } else if (typeof v === "string") parts.push(h("p", { class: "result-text" }, v));
+  else parts.push(readable(v));
+  return [h("p", { class: "result-status" }, `${r.ok ? "ok" : "error"} (served by ${r.servedBy})`), ...parts,
+    h("details", { class: "raw" }, h("summary", {}, "raw JSON"), h("pre", {}, json(v)))];
 }
 
 function tryForm(t) {
   const schema = t.inputSchema || {};
   const req = new Set(schema.required || []);
   const props = schema.properties || {};
-  const out = h("pre", { class: "result", hidden: true });
+  const out = h("div", { class: "result", hidden: true });
   const f = h("form", { class: "try" }, Object.entries(props).map(([n, s]) => fieldFor(t.name, n, s, req.has(n))),
     h("div", { class: "row" }, h("button", { type: "submit", class: "primary" }, `Call ${t.name}`)));
   f.addEventListener("submit", async (ev) => {
@@ -425,7 +480,7 @@ function tryForm(t) {
     try {
       const r = await api("apps/call", { tool: t.name, arguments: args });
       out.className = r.ok ? "result ok" : "result error";
-      out.textContent = `${r.ok ? "ok" : "error"} (served by ${r.servedBy})\n${typeof r.value === "string" ? r.value : json(r.value)}`;
+      out.replaceChildren(...resultView(r));
     } catch (e) { out.className = "result error"; out.textContent = errorText(e); }
   });
   return h("div", {}, f, out);
@@ -477,7 +532,7 @@ async function toolsView() {
       g.tools.map((t) => h("details", { class: "card tool", "data-tool": t.name },
         h("summary", {}, h("code", {}, t.name), h("span", { class: "muted" }, ` — ${(t.description || "").split("\n")[0]}`)),
         (() => { const line = h("p", { class: "tool-stats muted", hidden: true }); statLines.set(t.name, line); return line; })(),
-        t.description ? h("p", {}, t.description) : null,
+        (t.description || "").includes("\n") ? h("p", { class: "tool-more" }, t.description.split("\n").slice(1).join("\n").trim()) : null,
         h("details", {}, h("summary", {}, "input schema"), h("pre", {}, json(t.inputSchema))),
         tryForm(t))))),
     v.instructions ? h("details", {}, h("summary", {}, "instructions for agents"), h("pre", {}, v.instructions)) : null);
@@ -496,15 +551,36 @@ function stopLive() {
   if (state.live) { state.live.abort.abort(); state.live = null; }
 }
 
-/** Reads the SSE feed with fetch (EventSource sends no Authorization header). */
-async function readFeed(live, onChange) {
-  let last = null;
+/** The kinds of change Live shows. */
+const LIVE_OPS = ["insert", "update", "delete", "create_table", "alter_table", "drop_table", "undo", "restore", "settings", "hand_edit", "tool_call", "app"];
+/** How many earlier events Live opens with. */
+const LIVE_HISTORY = 50;
+
+/** The feed's last seq (the health answer) and the events of LIVE_OPS among the last 1,000
+ * changes before it, oldest first, at most LIVE_HISTORY; none if the feed cannot say. */
+async function recentEvents() {
+  try {
+    const r = await fetch("/datanotes/health", { headers: { Authorization: `Bearer ${state.token}` } });
+    const seq = Number((await r.json()).seq);
+    if (!Number.isFinite(seq)) return { seq: null, changes: [] };
+    const page = await api("changes", { since: Math.max(0, seq - 1000), limit: 1000, ops: LIVE_OPS });
+    const changes = (page.changes || []).filter((c) => c.seq <= seq);
+    return { seq, changes: changes.slice(-LIVE_HISTORY) };
+  } catch (_) {
+    // History vacuumed, or a token that may not read the feed: Live starts from now.
+    return { seq: null, changes: [] };
+  }
+}
+
+/** Reads the SSE feed with fetch (EventSource sends no Authorization header), after seq `from`
+ * (null: from now). */
+async function readFeed(live, onChange, from = null) {
+  let last = from;
   while (!live.abort.signal.aborted) {
     try {
       const headers = { Authorization: `Bearer ${state.token}`, Accept: "text/event-stream" };
       if (last !== null) headers["Last-Event-ID"] = String(last);
-      const ops = "insert,update,delete,create_table,alter_table,drop_table,undo,restore,settings,hand_edit,tool_call,app";
-      const r = await fetch(`/datanotes/changes/stream?ops=${ops}`, { headers, signal: live.abort.signal });
+      const r = await fetch(`/datanotes/changes/stream?ops=${LIVE_OPS.join(",")}`, { headers, signal: live.abort.signal });
       if (r.status === 401) { signOut("Token refused"); return; }
       if (!r.ok) throw new ApiError(r.status, await r.json().catch(() => ({})));
       live.status("connected");
@@ -557,6 +633,7 @@ async function liveView() {
   const appSel = h("select", { id: "filter-app" }, h("option", { value: "" }, "every app"));
   const tableSel = h("select", { id: "filter-table" }, h("option", { value: "" }, "every table"));
   const count = h("span", { class: "muted", id: "live-count" }, "0 events");
+  const earlier = h("span", { class: "muted", id: "live-history" });
   const body = h("tbody", { id: "live-rows" });
   const seen = { apps: new Set(), tables: new Set() };
   try {
@@ -571,13 +648,8 @@ async function liveView() {
   appSel.addEventListener("change", refilter);
   tableSel.addEventListener("change", refilter);
   const MAX = 500;
-  const flush = () => {
-    live.scheduled = false;
-    if (!live.pending.length) return;
-    const batch = live.pending.splice(0);
-    const frag = document.createDocumentFragment();
-    for (let i = batch.length - 1; i >= Math.max(0, batch.length - MAX); i--) {
-      const c = batch[i];
+  // A change's row; `past`: one of the events before Live opened (marked, and not counted).
+  const rowOf = (c, past) => {
       const app = appOf(c);
       const table = c.table || "";
       if (app && !seen.apps.has(app)) { seen.apps.add(app); appSel.append(h("option", { value: app }, app)); }
@@ -589,7 +661,7 @@ async function liveView() {
         : call && call.summary;
       const ok = call ? call.ok : true;
       const slow = call && Number(call.durationMs) >= SLOW_MS;
-      const tr = h("tr", { "data-op": c.op, "data-seq": c.seq, class: slow ? "slow" : null },
+      const tr = h("tr", { "data-op": c.op, "data-seq": c.seq, class: [slow ? "slow" : null, past ? "past" : null].filter(Boolean).join(" ") || null },
         h("td", {}, new Date(c.ts).toLocaleTimeString()),
         h("td", {}, actorText(c.actor)),
         h("td", {}, h("code", {}, what), summary ? h("div", { class: "muted" }, summary) : null),
@@ -598,21 +670,34 @@ async function liveView() {
       tr.dataset.app = app;
       tr.dataset.table = table;
       tr.hidden = !visible(tr);
-      frag.append(tr);
-    }
+      return tr;
+  };
+  const flush = () => {
+    live.scheduled = false;
+    if (!live.pending.length) return;
+    const batch = live.pending.splice(0);
+    const frag = document.createDocumentFragment();
+    for (let i = batch.length - 1; i >= Math.max(0, batch.length - MAX); i--) frag.append(rowOf(batch[i], false));
     body.prepend(frag);
     while (body.rows.length > MAX) body.deleteRow(body.rows.length - 1);
     count.textContent = `${live.total} events since opened (newest ${MAX} shown)`;
   };
   show(h("h1", {}, "Live"),
-    h("div", { class: "row" }, h("label", { for: "filter-app" }, "App"), appSel, h("label", { for: "filter-table" }, "Table"), tableSel, status, count),
+    h("div", { class: "row" }, h("label", { for: "filter-app" }, "App"), appSel, h("label", { for: "filter-table" }, "Table"), tableSel, status, count, earlier),
     h("div", { class: "scroll live" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "time"), h("th", {}, "actor"), h("th", {}, "tool or operation"), h("th", {}, "result"), h("th", {}, "duration"))), body)));
+  // The last events before now, marked as earlier, then the stream from right after them.
+  const recent = await recentEvents();
+  if (state.live !== live) return;
+  const past = document.createDocumentFragment();
+  for (let i = recent.changes.length - 1; i >= 0; i--) past.append(rowOf(recent.changes[i], true));
+  body.append(past);
+  earlier.textContent = recent.changes.length ? `· ${recent.changes.length} earlier events below, marked` : "";
   readFeed(live, (c) => {
     live.total++;
     live.pending.push(c);
     if (live.pending.length > MAX) live.pending.splice(0, live.pending.length - MAX);
     if (!live.scheduled) { live.scheduled = true; requestAnimationFrame(flush); setTimeout(flush, 100); }
-  });
+  }, recent.seq);
 }
 
 // Tables --------------------------------------------------------------------------------------
@@ -635,8 +720,7 @@ async function tablesView() {
   show(h("h1", {}, "Tables"), searchCard(tables, table), h("details", {}, h("summary", {}, "all tables"), list),
     h("section", { class: "card" }, h("h2", {}, table), d.description ? h("p", { class: "muted" }, d.description) : null,
       h("div", { class: "scroll" }, h("table", { id: "columns" }, h("thead", {}, h("tr", {}, h("th", {}, "column"), h("th", {}, "type"), h("th", {}, "constraints"))),
-        h("tbody", {}, cols.map(([n, c]) => { const { type, ...rest } = c; return h("tr", {}, h("td", {}, n), h("td", {}, type), h("td", {}, Object.keys(rest).length ? JSON.stringify(rest) : "")); })))),
-      d.constraints ? h("p", {}, "table constraints: ", JSON.stringify(d.constraints)) : null,
+        h("tbody", {}, cols.map(([n, c]) => h("tr", {}, h("td", {}, n, c.description ? h("div", { class: "muted" }, c.description) : null), h("td", {}, c.type), h("td", {}, ruleText(c))))))),
       h("p", {}, `${d.rows} rows · ${(d.invalid || []).length} invalid`),
       (d.invalid || []).length ? h("ul", { class: "error", id: "invalid" }, d.invalid.map((x) => h("li", {}, `${x.id}: ${x.error}`))) : null,
       h("p", { id: "table-tools" }, "tools that declare it: ", (d.tools || []).length ? d.tools.map((t) => `${t.name} (${t.app})`).join(", ") : "none"),
@@ -660,6 +744,37 @@ async function tablesView() {
   await page(0);
   // #tables/TABLE/ID (a search hit, a similar note): the row itself, as its History button shows it.
   if (rowId !== null) await history_(table, rowId, hist);
+}
+
+/** A column's rules in words: "required · unique · 1 to 200 characters · one of a, b". */
+function ruleText(c) {
+  const unit = { text: "characters", list: "items" }[c.type];
+  const value = (x) => (typeof x === "string" ? x : JSON.stringify(x));
+  const bound = c.min !== undefined && c.max !== undefined ? `${value(c.min)} to ${value(c.max)}`
+    : c.min !== undefined ? `at least ${value(c.min)}` : c.max !== undefined ? `at most ${value(c.max)}` : null;
+  return [c.required ? "required" : null, c.unique ? "unique" : null,
+    bound ? (unit ? `${bound} ${unit}` : bound) : null,
+    c.pattern ? `matches ${c.pattern}` : null,
+    c.values ? `one of ${c.values.join(", ")}` : null,
+    c.table ? `links to ${c.table}` : null,
+    c.default !== undefined ? `default ${value(c.default)}` : null].filter(Boolean).join(" · ");
+}
+
+/** A duration in ms as people say it: "500 ms", "30 s", "3 min". */
+function duration(ms) {
+  const n = Number(ms);
+  if (!Number.isFinite(n)) return String(ms);
+  if (n < 1000) return `${n} ms`;
+  if (n < 60000 || n % 60000) return `${+(n / 1000).toFixed(1)} s`;
+  return `${n / 60000} min`;
+}
+
+/** A size in bytes as people say it: "512 B", "64 KiB", "1 MiB". */
+function size(bytes) {
+  const n = Number(bytes);
+  if (!Number.isFinite(n)) return String(bytes);
+  for (const [u, k] of [["GiB", 1 << 30], ["MiB", 1 << 20], ["KiB", 1 << 10]]) if (n >= k) return `${+(n / k).toFixed(1)} ${u}`;
+  return `${n} B`;
 }
 
 function fmt(v) {
