@@ -1,5 +1,8 @@
 //! Caps with eviction, written once: a map that must stay under its cap lets its oldest entries
 //! go first, "oldest" being what each map says (made, last used, due).
+//!
+//! Its users: OAuth codes and requests, pending connects, MCP sessions, remote agent sessions,
+//! calls waiting for input and task inboxes.
 
 use std::collections::HashMap;
 use std::hash::Hash;

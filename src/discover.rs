@@ -2,6 +2,8 @@
 //! assumed: `serve` records its address in `DIR/.datanotes/server.json` ([`Recorded`], removed
 //! when it stops); a client reads it from `--database DIR`, or takes `--url` (`DATANOTES_URL`).
 //! Every failure names the folder, file or address at fault and how to fix it.
+//!
+//! The record holds the server's address and pid.
 
 use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};

@@ -2,6 +2,10 @@
 //!
 //! A refusal is `{"error": {"code", "message", "table"?, "column"?, "rule"?, "hint"?}}` and an HTTP
 //! status; the same value is what MCP and the WASM host import return as a structured error.
+//!
+//! `parse` is the strict reading of a call's JSON arguments: the failing field's path
+//! (serde_path_to_error) goes into `column` and the message, in JSON's words (integer, list,
+//! object), never Rust's type names.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

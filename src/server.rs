@@ -3,6 +3,9 @@
 //!
 //! Both doors ([`crate::http`], [`crate::mcp`]) depend on this module, never on each other; the
 //! start-up that mounts them is [`crate::start`], above all three.
+//!
+//! `Server::mcp_caller` is the same for `/mcp`, where an OAuth access token is accepted only for
+//! the resource it was issued for; `server::challenge` writes a 401's `WWW-Authenticate`.
 
 use crate::apps::Registry;
 use crate::apps::aggregator::Aggregator;

@@ -3,6 +3,14 @@
 //! is taken (by an operation or an earlier app) or does not fit MCP clients is skipped and shown
 //! in the app's `skippedTools`. Listing never waits on an app: it serves the last known tools.
 //! Written once, above [`AppBackend`], for every kind of app.
+//!
+//! An app's owner-set `tool_prefix` goes in front of its tools' names; the app is still asked by
+//! its own. Tools over the caps are skipped and instructions cut. Reachability is one log line per
+//! change, with probes backing off while an app stays down. The last known tools are saved in
+//! `.datanotes/app-tools/<app>.json` and loaded at start. A version changes with the namespace's
+//! tools (MCP `list_changed`). Here too: the tools `describe_table` shows, the calling token sent
+//! with an app call (`CallContext::caller`), and the one rule for a non-object `structuredContent`
+//! (moved into the text, on both doors: `backend::structured_as_object`).
 
 mod call;
 mod lifecycle;

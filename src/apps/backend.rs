@@ -1,6 +1,13 @@
 //! The one app abstraction: every kind of app (a remote MCP server, a WASM component) lists its
 //! tools and serves calls through [`AppBackend`]. Scopes, namespacing, skippedTools and
 //! reachability live above it, in the aggregator, written once.
+//!
+//! [`AppBackend`] lists tools, resources, templates and prompts; calls a tool; serves the rest
+//! through `request` (read a resource, get a prompt, complete, subscribe); keeps up at each probe
+//! (`keep_up`); and hands its subscriptions to the backend that replaces it (`subscriptions`,
+//! `adopt`). [`CallContext`] is a call's context: actor, caller, the call's `ClientChannel`, the
+//! agent session's `AgentChannel`, cancellation. Resources and prompts flow through it exactly as
+//! tools do. `AppBackend::kind` is a telemetry label, never a branch.
 
 use futures_util::future::BoxFuture;
 use rmcp::model::Tool;

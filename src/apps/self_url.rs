@@ -24,6 +24,9 @@
 //! The rule holds at every connection, not only at the change: the app's client connects under
 //! [`policy`] (a name the app gave that resolves to a private address later is not reached).
 //! The addresses themselves are judged by `crate::outbound`.
+//!
+//! The pin (`self_url: false`) and the record of each change (`urlChangedAt`, `previousUrl`) are
+//! the registry's (`apps/mod.rs`).
 
 use super::AppRecord;
 use crate::error::{Error, Result};

@@ -5,6 +5,13 @@
 //! never logged or echoed. An OAuth grant is one more kind of caller ([`Caller::Grant`]), with
 //! rights in an app's vocabulary, decided by the same [`authorize`]; a read-only metrics token
 //! ([`metrics_tokens`], `dn_metrics_`) is another, that reads the metrics and nothing else.
+//!
+//! The callers ([`Caller`]): the owner, an app with its [`AppScope`], an OAuth grant with the same
+//! `Rights`, a metrics token. The access classes ([`Access`]): read, row write, schema change,
+//! maintain, self-service, call tool, app content, metrics, owner. `authorize(caller, access,
+//! target)` decides for the operations, for the routes beside them (apps, webhooks, the feed), and
+//! for the tools a token may list and call (class `CallTool`, target a tool). A grant reads only
+//! the tables of its read patterns (`AppScope::read`; `None`, every table, for apps).
 
 pub mod metrics_tokens;
 pub mod oauth;

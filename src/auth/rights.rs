@@ -1,6 +1,10 @@
 //! The one vocabulary of what a principal may do beyond reading: write rows of some tables,
 //! change schemas, run maintenance. An app entry, a grant's consent, an app's manifest (what it
 //! asks) and the consent form all hold this type; [`super::authorize`] reads it.
+//!
+//! It is flattened into an app entry (`AppRecord`), a grant's consent (`oauth::Ticked`, also the
+//! consent form's), an app's manifest (`AppRights`, with its hosts and limits) and a token's
+//! `AppScope`.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,10 @@
 //! Changes as the feed serves them: one encoder for a change's JSON (from a migration just
 //! committed, or from the journal's stored columns), and the ring of recent changes the writer
 //! fills after each commit. The engine publishes here; the feed (`crate::feed`) reads.
+//!
+//! One encoder: serde over the journal's stored JSON columns, kept as they are, so the bytes a
+//! consumer reads do not depend on whether a change came from the ring or the journal. The ring
+//! ([`Recent`]) is a contiguous run of seqs, bounded in entries (20,000) and bytes (64 MiB).
 
 use super::journal::{Migration, Op, Stored};
 use crate::error::{Error, Result};

@@ -1,4 +1,9 @@
 //! Recovery at open: the index checked, the journal redone on the files, the index reconciled.
+//!
+//! Each migration is redone under the definition in force around it (an `alter_table` or its undo
+//! cut short finishes), idempotently: a file already in the after state is left alone, and one in
+//! neither state was edited by hand. Versions never go back. No file state stops the engine from
+//! starting: the redo reports and the writer waits.
 
 use super::writer::{
     defhash, flag_ref_violations, index_read, known_versions, reindex_table, wipe_index,

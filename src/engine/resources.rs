@@ -8,6 +8,8 @@
 //! says where the next page starts), so a vault of any size never makes one big answer. Files
 //! are read with the bounded, no-follow reader every read goes through. The caller's rights are
 //! checked by the door's caller through `auth::authorize`; this file only reads.
+//!
+//! Completion of table names and row ids is here too.
 
 use super::{Engine, Reads, files, index};
 use crate::error::{Error, Result};

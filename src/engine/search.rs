@@ -5,6 +5,8 @@
 //! the semantic index alone. `hybrid` (the default while the semantic index is ready) fuses the
 //! two rankings by reciprocal rank fusion, its full-text ranking taking any of the words, so a
 //! question whose words are not all in a note still finds the notes closest to it.
+//!
+//! Here too: the operations' checks (query, limit, tables), and `rebuild_semantic_index`.
 
 use super::args::{SearchMode, SearchNotes, SimilarNotes};
 use super::semantic::{self, FUSION_DEPTH, Near, chunk};

@@ -12,6 +12,9 @@
 //! A skill's name follows the Agent Skills rule (1 to 64 of `a-z`, `0-9` and `-`, no `-` at
 //! either end or twice in a row), checked on every write like any constraint; the `name` column
 //! is unique, so a name finds one row. Editing a note edits its skill: the file is the truth.
+//!
+//! The aggregator lists the skills first, MCP subscriptions follow a skills table's changes, and
+//! the tool index (`tools/`) finds them as an `@skills` segment, read again after writes.
 
 use super::index::{self, Cond, Query};
 use super::schema::{ColumnType, Table, TableDef};

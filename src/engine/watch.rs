@@ -1,5 +1,7 @@
 //! The file watcher: while serving, a change made by hand to a row file or a table definition is
 //! handed to the writer as a scan (debounced), which journals it as a hand edit.
+//!
+//! Debounced: 150 ms of quiet, or at least once a second under a steady stream of writes.
 
 use super::{Cmd, Engine};
 use crate::engine::journal::Actor;

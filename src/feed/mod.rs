@@ -4,6 +4,11 @@
 //! Recent changes are kept serialized in a bounded ring filled by the writer after each commit;
 //! a reader whose cursor is older than the ring is served from the journal. Readers never hold
 //! anything the writer waits for, so a slow consumer cannot slow writers or other consumers.
+//!
+//! The consumers' [`Filter`] names ops as `Op`. [`ToolCallRecord`] is the tool-call report (ten
+//! keys, one struct): built by the MCP door, parsed by the `tool-calls/record` route, cut and
+//! recorded in one place (`ToolCallRecord::record`). A session id is shown only to its principal
+//! and the owner ([`hide_sessions`]).
 
 pub mod webhooks;
 

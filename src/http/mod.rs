@@ -6,6 +6,9 @@
 //! Here too: the caller of a request as an extractor ([`Authed`], built on
 //! [`Server::caller`](crate::server::Server::caller)), every [`Error`] as a JSON answer
 //! (`impl IntoResponse for Error`), and the JSON body reader.
+//!
+//! The router puts static paths first, then `/datanotes/{op}` for the operations; a two-part path
+//! that is no route is 404, a known path with another method 405.
 
 mod app_connect;
 mod oauth;

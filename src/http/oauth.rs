@@ -7,6 +7,12 @@
 //! The consent page is the owner's: it signs in with the owner token (sent as a bearer header
 //! by the page's script, never a cookie), cannot be framed, and its decision is accepted only
 //! as a same-origin JSON request, so a cross-site form cannot post one.
+//!
+//! The consent page is `ui/consent.html`, filled HTML-escaped. The token, registration and
+//! revocation endpoints answer RFC 6749 error bodies, with CORS open.
+//!
+//! The protected-resource metadata is served at `/.well-known/oauth-protected-resource` and at
+//! `/.well-known/oauth-protected-resource/mcp`.
 
 use super::{Authed, json_body};
 use crate::auth::oauth::{AuthRequest, OAuthError, Refusal, Ticked};

@@ -3,6 +3,10 @@
 //! The route is public: the page holds no data. Every piece of data it shows comes through the
 //! same authorized API calls as any client's (`Authorization: Bearer`, no cookie), so an app
 //! token sees in the console what that app may see, and nothing more.
+//!
+//! The page is served with a Content-Security-Policy that keeps every request on this server, and
+//! keeps the signed-in token in `sessionStorage`. It is tested in a real headless Chromium by
+//! `scripts/browser` (`scripts/browser-test.js`).
 
 use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};

@@ -1,5 +1,10 @@
 //! A `tools/call` served through `/mcp`: the call through the aggregator (cancelled when the
 //! client gives up on it), its result as an agent sees it, and its `tool_call` event.
+//!
+//! The call is raced against its cancellation (`notifications/cancelled`, rmcp's or the lean path's
+//! own registry of calls in flight; a closed connection drops the call). Its `tool_call` event is
+//! handed to the writer without waiting (`Engine::write_nowait`). A call of `call_tool {name,
+//! arguments}` is the call of the tool it names, unwrapped before anything else.
 
 use super::Shared;
 use crate::apps::aggregator::CallOutcome;

@@ -5,6 +5,8 @@
 //! progress token (none if the client gave none); its `sampling/createMessage` and
 //! `elicitation/create` are sent to the client as requests on the call's stream, only if the
 //! client declared the capability, and the client's answer (or error) is the app's.
+//!
+//! Its `roots/list` requests go the same way, only if the client declared `roots`.
 #![allow(deprecated)] // MCP logging (SEP-2577 deprecates it; clients still use it)
 
 use super::Session;

@@ -4,6 +4,11 @@
 //! resource of the vault is followed through the change feed, an app's through the app
 //! (`notifications/resources/updated`, named for the caller). A change of the apps' resources
 //! or prompts reaches every session as `list_changed`.
+//!
+//! An app whose resources are read from the vault (`AppBackend::resources_follow_the_vault`, as a
+//! WASM app's) has its subscribed resources followed through the feed: each change of the vault may
+//! change them, and so may a new backend for the app, a new component or new rights, which the
+//! aggregator says as `ResourceUpdate::App` (`apps/aggregator/resources.rs`).
 
 use super::{Mcp, Session, Sessions, exact, rounds};
 use crate::apps::aggregator::resources::ResourceUpdate;

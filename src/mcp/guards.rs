@@ -1,5 +1,8 @@
 //! What stands before the MCP layer at `/mcp`: the token (the `Host` and `Origin` checks are
 //! [`super::hosts`]).
+//!
+//! The token is a static token, or an OAuth access token for this `/mcp` (`Server::mcp_caller`); a
+//! 401 names the OAuth metadata.
 
 use crate::server::Shared;
 use axum::extract::{Request, State};

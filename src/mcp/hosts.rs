@@ -8,6 +8,8 @@
 //! `--public-host` name. Any port. An `Origin` header, when sent, must name an accepted host
 //! too (`http` or `https`); `Origin: null` is refused. Everything else is answered 403 before
 //! the MCP layer.
+//!
+//! The check comes first, for the lean path and rmcp alike; rmcp's own host check is off.
 
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};

@@ -5,6 +5,11 @@
 //! rmcp would give the same peer: it serves protocol versions before 2026-07-28 only). Its
 //! calls in flight are cancelled by `notifications/cancelled` here; it tells rmcp's session
 //! about its traffic now and then.
+//!
+//! A request on a session rmcp has not handed over yet (a client that calls at once after
+//! `notifications/initialized`) waits for it, a second at most. The lean path tells rmcp's session
+//! about its traffic every 30 s, so that an active session is not closed as idle. A listing copies
+//! each tool's JSON as the aggregator wrote it once for the namespace (`Aggregator::tool_list`).
 
 use super::*;
 

@@ -8,6 +8,8 @@
 //!
 //! Both tools are there for every token in search mode: its `call_tools` bound what they find
 //! and call, not whether they exist. `call_tool` is a name no app can hold.
+//!
+//! An app entry's `tool_listing: "search"` gives its token the same listing.
 
 use super::Session;
 use crate::apps::ToolListing;

@@ -7,6 +7,8 @@
 //! waiting for it. The call runs on in its own task meanwhile ([`Rounds`] keeps it, under an
 //! unguessable state given to the caller that made it), for at most the call timeout; one whose
 //! client never comes back is cancelled (the app told) when it runs out.
+//!
+//! The waiting calls are bounded in number ([`MAX_WAITING`]); the oldest goes first.
 
 use super::exact::Exact;
 use super::{Shared, calls};

@@ -2,6 +2,10 @@
 //! short idle time; beyond a cap the least recently used session (of that token, else of all)
 //! is closed first. A request on a session that was closed gets a 404 saying so, which MCP
 //! clients answer by starting a new session.
+//!
+//! The door learns a session at `notifications/initialized`, and checks the caps before rmcp sees a
+//! request. A resumed stream's `Last-Event-ID` is moved on by one before rmcp sees it (rmcp replays
+//! the named event itself).
 
 use super::Session;
 use axum::http::{HeaderMap, StatusCode, header};

@@ -1,6 +1,13 @@
 //! The operation catalog: every engine operation declared once (name, description, input schema,
 //! access class). HTTP, MCP and the WASM host import all dispatch through [`call`], and
 //! [`crate::auth::authorize`] is the one place that decides whether a caller may run it.
+//!
+//! The access classes are read, row write, schema change, maintain and owner (and the classes of
+//! the routes beside the operations, `auth::Access`). `listed` is the one rule of what a caller's
+//! listing shows (its `call_tools`, and for an operation, rights that can pass it): the
+//! aggregator's listings and `search_tools` both use it. `reads_of` hands the engine what a caller
+//! may read (`engine::Reads`: each table's answer from `authorize`), so reads of many tables
+//! (listings, searches, the journal, the vault's resources and completions) keep to it.
 
 mod compact;
 

@@ -12,6 +12,15 @@
 //!
 //! A check before a fetch ([`resolve`]) gives the clear refusal a user reads (the address and
 //! why); the connection's resolver asks again.
+//!
+//! Who connects through here: remote apps and their OAuth servers, OAuth client ID metadata
+//! documents, URL installs, a registry's reads (its challenge, manifests, signatures, blobs and
+//! where it redirects them) and its sign-in realm, and webhooks. The one exception is the owner's
+//! `datanotes apps sign`, whose push `oci-client` makes with a client of its own to the registry
+//! the owner names. The local CLI (`cli/`, `datanotes mcp`) talks to its own server on loopback.
+//! [`collector_client`] is the trace and metrics exporters' client (blocking, no proxy, no
+//! redirect, to the collector the owner named). A [`Policy`] is public addresses only, public ones
+//! and one place the owner gave (loopback, one address), or any address the owner allowed.
 
 pub mod dns;
 mod ranges;

@@ -3,6 +3,8 @@
 //! carries an IPv4 one (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, SIIT
 //! `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) by that IPv4 address; a tunnel
 //! whose far end cannot be read from the address (Teredo, local-use NAT64) is refused.
+//!
+//! Every range counts: CGNAT, `0/8`, both NAT64 prefixes, 6to4, Teredo, site-local and the rest.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -9,6 +9,12 @@
 //! - [`recent`]: each tool's calls of the last hour, minute by minute, for the console.
 //!
 //! Below the doors and the apps: it knows nothing of either, they tell it what happened.
+//!
+//! The HTTP door observes each request in a middleware (`http/mod.rs`, `observe`: the route's
+//! pattern as its name and label); `Authed` hands it to the operation's `Ctx`, and `ops::call`
+//! makes each operation's span under it. At `/mcp`, `mcp/observe.rs` does the same for each POSTed
+//! request. The metrics are served by `http/operations.rs` to the owner and to the metrics tokens
+//! of `auth/metrics_tokens.rs`; the gauges' source is set by `Server::new`.
 
 pub mod app_call;
 pub mod metrics;

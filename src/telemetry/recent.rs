@@ -5,6 +5,8 @@
 //!
 //! Bounded like the metrics: the tool is its label value (a tool the namespace lists, at most
 //! [`super::metrics::TOOLS_PER_APP`] per app, else `other`), and a series keeps 60 minutes.
+//!
+//! The console draws it in `ui/stats.js`.
 
 use super::metrics::BUCKETS;
 use serde_json::{Value, json};

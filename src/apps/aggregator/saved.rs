@@ -1,4 +1,4 @@
-//! The apps' last listings, saved under `.datanotes/apps/`: an app that is down at start is
+//! The apps' last listings, saved under `.datanotes/app-tools/`: an app that is down at start is
 //! listed from what it last said (listing never waits on an app).
 
 use super::*;

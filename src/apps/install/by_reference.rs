@@ -6,6 +6,11 @@
 //! A plan fetches, verifies, compiles and lists the tools, and enables nothing: the component
 //! is stored content-addressed in `.datanotes/apps/` (the cache a confirm finds again), and no
 //! entry is made. A confirm holds to the plan's digest: a tag that moved is refused.
+//!
+//! An upgrade answers a plan again when the new version asks for more or changes signer. Each step
+//! is recorded as an `app` event with its digests. An upgrade or a rollback swaps the entry's
+//! version in one atomic registry write, the component stored and compiled first: after a crash
+//! exactly one version is active.
 
 use super::Installer;
 use crate::apps::source::manifest::AppRights;

@@ -1,6 +1,8 @@
 //! A remote app: an MCP server over streamable HTTP, reached with rmcp's client, behind
 //! [`AppBackend`]. `client.rs` is its HTTP client (the caller's actor on each call, the answer
 //! limits, the session's route); `direct.rs` posts a call on the caller's own task.
+//!
+//! Here: the timeouts, the listing read page by page under the caps, and the calls.
 
 mod client;
 mod content;

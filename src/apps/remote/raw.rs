@@ -5,6 +5,9 @@
 //! answer is a `CreateTaskResult`, and `tasks/get`, `tasks/result`, `tasks/list`,
 //! `tasks/cancel`). The answer is one JSON message or an SSE stream, each bounded; what the app
 //! sends on the stream before its answer is handled as during a call (see `direct.rs`).
+//!
+//! A tool's fields rmcp does not model are kept in `Listing::fields` and written back by
+//! `tools/list`.
 
 use super::client::HttpErr;
 use super::pending::{Abandon, Events};

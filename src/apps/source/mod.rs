@@ -16,6 +16,12 @@
 //! step is bounded in time ([`SourceOptions::timeout`]), a digest is checked before its bytes
 //! are used, and a tag is resolved once: the pull, the signature and the install all use the
 //! digest it resolved to.
+//!
+//! [`fetch`] resolves the tag once, holds to a plan's digest, checks the signature (required when
+//! the owner says so) before the component is pulled, and is bounded in time as a whole.
+//! [`Previous`] is the version kept for a rollback. [`sweep`] removes at start the components
+//! fetched for plans never confirmed, a day old. Bytes are checked against their digest again when
+//! read back from the cache.
 
 pub mod manifest;
 pub mod oci;

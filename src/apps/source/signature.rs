@@ -10,6 +10,9 @@
 //! image signature`. Signing again appends a layer, as cosign does. This is what `cosign sign
 //! --key` writes (v2; v3 with `--new-bundle-format=false`) and `cosign verify --key` reads, on
 //! registries without the OCI 1.1 referrers API too. Keyless signatures are not checked.
+//!
+//! Verified against the owner's `trusted_keys` with the `sigstore` crate, and made by `datanotes
+//! apps keygen` and `apps sign`.
 
 use super::oci::registry_error;
 use crate::error::Error;

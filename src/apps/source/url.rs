@@ -3,6 +3,8 @@
 //! [`MAX_HOPS`]) and only to a public address unless the owner allows private ones (the outbound
 //! rule, `crate::outbound`, checked again at the connection); the body is bounded and hashed as
 //! it streams.
+//!
+//! The owner allows private addresses with `--apps-private-sources`.
 
 use super::SourceOptions;
 use crate::error::{Error, Result};

@@ -1,7 +1,7 @@
 //! [`WasmError`]: what went wrong loading, instantiating or calling a WASM app, and the one
 //! place it becomes the aggregator's [`BackendError`]. Its messages name the world's interfaces
 //! (`world.rs`), and `world.rs` answers these errors: a vocabulary and its errors, which know
-//! each other (the one circle of this room besides `runtime.rs` and `typed/`).
+//! each other (the one circle of this room besides `runtime/` and `typed/`).
 
 use super::WORLD;
 use super::world::{TOOLS_INTERFACE, TOOLS_INTERFACE_V2};

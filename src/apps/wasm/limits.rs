@@ -1,5 +1,10 @@
 //! What an app may use: the owner-set [`Limits`], the memory budget of an instance
 //! ([`GuestLimits`], wasmtime's `ResourceLimiter`), and CPU time counted in epoch ticks.
+//!
+//! `memory_mb` is one budget per instance: the `ResourceLimiter` sums every memory and table, and
+//! counts of memories, tables and core instances are capped. It is released with the instance and
+//! counted in a [`Meter`] per app and one for the runtime. `cpu_ms` is counted in epoch ticks (10
+//! ms); `idle_ms` says when a warm instance goes.
 
 use super::error::WasmError;
 use crate::error::{Error, Result};

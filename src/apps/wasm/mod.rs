@@ -30,7 +30,7 @@
 //!
 //! One file per concern, as in wasmtime-wasi's `p2/`:
 //! - `mod.rs`: [`WasmApp`], the backend (listing, calls, their deadlines and slots);
-//! - `runtime.rs`: [`WasmRuntime`]: the engine's configuration and linker, the guests' threads,
+//! - `runtime/`: [`WasmRuntime`]: the engine's configuration and linker, the guests' threads,
 //!   the compile cache, installing a component;
 //! - `pool.rs`: warm instances (made, checked out, checked in or thrown away);
 //! - `limits.rs`: the owner's [`Limits`], the memory budget (a `ResourceLimiter`), CPU time in
@@ -43,6 +43,13 @@
 //! - `typed/`: typed components (any other component): its exported functions as tools, their
 //!   JSON Schemas from the WIT types, arguments and results converted;
 //! - `error.rs`: [`WasmError`], mapped to the aggregator's error in one place.
+//!
+//! Both versions of the world are linked, `wit/datanotes-app.wit` (0.1) and `wit/0.2/` (0.2:
+//! `engine.progress`, `engine.cancelled`, optional `resources` and `prompts` exports); a component
+//! targets one. A cancelled call of a component that asks `engine.cancelled` gets a 50 ms grace to
+//! return before it is dropped. The epoch ticker ticks only while an instance is checked out, and
+//! sleeps while every app is idle, waking only to drop idle instances when due. The guest's engine
+//! calls run `ops::call` in the server runtime's blocking threads.
 
 mod error;
 mod guest;

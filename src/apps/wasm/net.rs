@@ -13,6 +13,8 @@
 //!
 //! Names are compared without regard to case. A name is checked as the app wrote it in its
 //! request, before any DNS lookup.
+//!
+//! A request is bounded by the call's remaining time.
 
 use crate::error::{Error, Result};
 use serde_json::Value;

@@ -2,6 +2,13 @@
 //! instance per concurrent call, kept for the next call unless it trapped, hit a limit or was
 //! cancelled, and dropped once it has been idle for the app's `idle_ms`: an app nobody calls
 //! holds no instance, only its compiled code (mapped from the compile cache).
+//!
+//! Idle instances are dropped by the epoch ticker's thread when due, so keeping an instance warm
+//! wakes no thread on the call's path; `idle_ms` 0 drops it after each call. With the component's
+//! last instance the code's pages are released (`madvise`), so an idle app holds only its
+//! component's metadata. `runtime` in `apps/get` (`AppBackend::stats`: instances, their memory, how
+//! long the last fresh one took to make), the owner's `/datanotes/health` (RSS) and the console's
+//! Apps view show it.
 
 use super::Inner;
 use super::error::WasmError;

@@ -14,6 +14,9 @@
 //! endpoint, refresh and revocation), [`bounds`] (what anonymous callers may hold: requests and
 //! registrations, per address and in total). The HTTP side (metadata documents, the consent
 //! page, the endpoints' wire shapes) is the HTTP door's `http/oauth.rs`.
+//!
+//! [`OAuth::identify`] takes a token and the resource it is presented at: a token makes a
+//! `Caller::Grant` only at the resource it was issued for.
 
 pub mod authorize;
 mod bounds;

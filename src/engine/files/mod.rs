@@ -1,5 +1,8 @@
 //! The files: the source of truth. A table is a folder `catalog/schema/table/` holding its
 //! definition `_table.yaml` and one `<id>.md` per row (YAML front matter = columns, Markdown = body).
+//!
+//! Why a file is not read, or is not a valid row, is a [`FileProblem`]: a plain sentence, what
+//! `describe_table` shows and what the journal records as `{"invalid": why}`.
 
 mod read;
 mod write;

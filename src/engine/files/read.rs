@@ -1,5 +1,10 @@
 //! Reading the folder as hostile input: tables and rows found without following a link,
 //! every file read bounded (and only a regular file), what is refused said in a sentence.
+//!
+//! Every read of a row file or `_table.yaml` goes through one bounded reader (`read_row`,
+//! `read_table_def`): `lstat`, then `O_NOFOLLOW | O_NONBLOCK`, `fstat`, at most a cap + 1 bytes.
+//! Links, pipes, devices, sockets, folders and oversized files are reported invalid, never read;
+//! stats are `lstat`s.
 
 use super::*;
 

@@ -1,5 +1,9 @@
 //! Writing the folder: a file atomically (temp file, fsync, rename), a folder fsynced, and
 //! folders made or removed only through real folders of the database (never through a link).
+//!
+//! Every folder a write goes through is checked (`check_dirs`, once per folder per batch, before
+//! the journal commit) to be a real folder; a write through a link is refused. Temp files a crash
+//! left behind are removed by the next scan.
 
 use super::*;
 

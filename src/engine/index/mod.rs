@@ -1,6 +1,9 @@
 //! The index: SQLite (WAL) with one typed table per datanotes table, an index per column, and an
 //! FTS5 table over text columns and bodies. Derived from the files: a missing or corrupt index is
 //! rebuilt from them, so it is written with `synchronous=NORMAL`.
+//!
+//! Full-text changes are queued (`fts_pending`, rolled back with a refused job) and applied once
+//! per batch, outside the jobs' savepoints: FTS5 flushes a segment at every savepoint.
 
 mod fts;
 mod rows;

@@ -1,6 +1,13 @@
 //! The journal: every write is a migration, durable (SQLite WAL, `synchronous=FULL`) before it is
 //! acknowledged. `seq` only grows (AUTOINCREMENT) and survives restarts and vacuum: it is the
 //! change feed's cursor.
+//!
+//! A migration is `{seq, ts, op, table, row, before, after, actor}`. Its vocabulary is typed, and
+//! written exactly as it always was: [`Op`], every kind of migration, stored and served as its
+//! snake_case name (`tool_call` and `semantic_index` are events: they change nothing, cannot be
+//! undone, and reach only the feed's consumers that name them); and [`RowState`], a row migration's
+//! before and after: `null`, `{"invalid": why}` or `{"version", "values", "body"}`. A failed
+//! `ROLLBACK` is reported, not ignored ([`rollback`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;

@@ -4,6 +4,9 @@
 //! A vector `v` (unit length) is kept as `q = round(v / s)` with `s = max|v| / 127`, a quarter
 //! of its f32 size; a score is `s_query · s_chunk · Σ q_query·q_chunk`, within about 1 % of
 //! the cosine. A row's score is its best chunk's.
+//!
+//! Each row's chunks are one run; runs left behind are reclaimed. The scan uses AVX2 where the
+//! machine has it.
 
 use std::collections::HashMap;
 use std::sync::Arc;

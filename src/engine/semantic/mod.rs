@@ -5,13 +5,16 @@
 //! - `chunk.rs`: what of a row is embedded, and a long body's chunks;
 //! - `matrix.rs`: the vectors in memory (int8) and the exact nearest-neighbour scan;
 //! - `store.rs`: the vectors on disk (`.datanotes/semantic.db`), tagged with the model;
-//! - `worker.rs`: the thread that catches up with the journal, reconciles with the index at
+//! - `worker/`: the thread that catches up with the journal, reconciles with the index at
 //!   start, and rebuilds;
 //! - this file: the shared state ([`Semantic`]), its status, and the searches it answers.
 //!
 //! A write never waits for it: the writer publishes a commit and nudges the worker, which reads
 //! the rows the journal says changed (at their current version, from the index) and embeds them.
 //! The index records the journal seq it covers (`through`); every answer says it.
+//!
+//! A hit names the version its vector was computed from. Vectors are tagged with the model's
+//! fingerprint, and those of another model are never compared.
 
 pub mod chunk;
 pub mod matrix;

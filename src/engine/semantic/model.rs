@@ -4,6 +4,8 @@
 //! The folder is hostile input like the rest: no file is read through a symbolic link (and no
 //! folder inside the database folder either), each file is bounded in size before it is read,
 //! and every problem is one sentence naming the file and what is wrong with it.
+//!
+//! The model's shape is checked against its tokenizer; its fingerprint is a digest of its files.
 
 use model2vec_rs::model::StaticModel;
 use sha2::{Digest, Sha256};

@@ -10,6 +10,8 @@
 //! `list_changed` costs one rebuild a second); a removed app leaves at once. Nothing here is
 //! saved: the listings the aggregator keeps are the truth, and the index is rebuilt from them
 //! at start.
+//!
+//! Both rankings are fused as the notes' are, by reciprocal rank fusion.
 
 mod segment;
 mod words;

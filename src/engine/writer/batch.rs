@@ -1,6 +1,11 @@
 //! The writer's loop: jobs taken in batches (a scan, a vacuum or a rebuild alone in its own),
 //! each job in a savepoint of the batch's transaction, writes refused while the files are behind
 //! the journal, and the row folders checked before anything is written into them.
+//!
+//! A hand-edit scan runs in a batch of its own, after the files of earlier writes exist. No SQL
+//! result is ignored: a `SAVEPOINT` or `RELEASE` that fails refuses the job, a failed `ROLLBACK TO`
+//! refuses the whole batch, and a definition or settings value that cannot be serialized refuses
+//! the job rather than journal `null`.
 
 use super::*;
 

@@ -1,4 +1,9 @@
 //! Group commit: the journal, the batch's files, the index, in that order.
+//!
+//! Read it for durability, with `recovery.rs`. A file that cannot be staged refuses the batch and
+//! takes it back out of the journal. One that cannot be put in place after the journal commit is
+//! not acknowledged: the writer then refuses every write (503, with the reason) and runs no scan
+//! (it would take the old files for hand edits) until a redo gets through.
 
 use super::*;
 use crate::engine::files::{self};

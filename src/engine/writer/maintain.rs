@@ -1,4 +1,6 @@
 //! Maintenance: vacuum and rebuilding the index, and the re-indexing helpers recovery shares.
+//!
+//! `rebuild_index` and `vacuum` are each one transaction.
 
 use super::*;
 use crate::engine::Tables;

@@ -5,6 +5,9 @@
 //! wakes it only when it is idle; while it gathers an interval's events ([`Queue::gather`]) the
 //! next events are queued without a wake, and the interval ends at its deadline, at the first
 //! job that is not an event, or when a batch's worth of jobs is waiting.
+//!
+//! An event's report is encoded once, on the writer. On a batch nobody waits for, the writer yields
+//! its core every 20 µs of event work, as the calls it reports on share that core.
 
 use super::{Job, MAX_BATCH};
 use std::collections::VecDeque;

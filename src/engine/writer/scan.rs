@@ -1,4 +1,9 @@
 //! Hand edits: files compared with the index, differences journaled as `hand_edit`.
+//!
+//! This holds the folder scan and the check before every row write: before a job writes a row (or
+//! every row of a table), the file is compared with the index (stat and hash). A hand edit found
+//! then is journaled first, in its own savepoint, and the job applies on top of it or is refused
+//! (`expect_version`: 409 naming it).
 
 use super::*;
 use crate::engine::files::{self, FileProblem, RowFile};

@@ -17,6 +17,10 @@
 //! - a read whose answer was lost (the server restarted while it answered) posted again as
 //!   the server comes back (a write is not: it may have been done);
 //! - a request the server could not be asked answered with an error in plain words.
+//!
+//! It also sends a 2026-07-28 message's own headers (`headers.rs`), closes such a request's stream
+//! when the client cancels it, and when stdin closes still answers what it was asked, for up to a
+//! minute, before it exits.
 
 mod forward;
 use forward::is_sse;

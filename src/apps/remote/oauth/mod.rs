@@ -13,6 +13,9 @@
 //! - Every request to the app carries the access token ([`AppOAuth::bearer`]), refreshed before
 //!   it expires and once after a 401 ([`AppOAuth::rejected`]). A refresh the authorization
 //!   server refuses (or no refresh token) means the owner must connect the app again.
+//!
+//! The "needs sign-in" state an entry shows is `AppBackend::sign_in`. The owner's `apps/connect`
+//! and the browser's callback are the HTTP door's `http/app_connect.rs`.
 
 mod connect;
 mod token_file;

@@ -1,5 +1,7 @@
 //! Each component's last tool listing, saved beside its compiled code: an app is listed at
 //! start without instantiating it, and how long listing took is kept for `apps/get`.
+//!
+//! How long a listing took without an instance, derived or read, is each app's `runtime.listingUs`.
 
 use super::*;
 

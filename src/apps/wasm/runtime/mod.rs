@@ -1,5 +1,16 @@
 //! The shared runtime: wasmtime's engine configuration and linker, the guests' threads, the
 //! compile cache, and installing a component.
+//!
+//! Compiling runs in a child process (`datanotes compile-wasm`, hidden, the server's own binary)
+//! that exits, so what it allocates never stays in the server; components are mapped from the cache
+//! file (`deserialize_file`): code and memory images (copy-on-write) are its pages. Instances come
+//! from wasmtime's pooling allocator (slots of reserved address space, capped per instance at what
+//! an app's limits allow, so the limiter still decides): a fresh instance reuses a slot instead of
+//! mapping its memory and fiber stack anew; a memory or table slot given back keeps no resident
+//! pages (a fiber stack keeps what its calls touched). A full pool drops every app's warm instances
+//! and tries again; where the pool cannot be reserved, instances are allocated one by one. A loaded
+//! component (its metadata and its linking, `typed::Shared`) is kept by SHA-256 while an app holds
+//! it: apps installed from the same file share one.
 
 mod compile;
 mod listings;

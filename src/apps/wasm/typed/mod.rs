@@ -2,7 +2,7 @@
 //! function (of the world, or of an exported interface) is a tool, its JSON Schemas derived from
 //! its WIT types (`schema.rs`), its arguments checked and converted before the guest runs and
 //! its result converted back (`convert.rs`, `call.rs`). A typed component is compiled and shared
-//! by the runtime (`runtime.rs` holds the [`Shared`] ones; this module compiles with its engine):
+//! by the runtime (`runtime/` holds the [`Shared`] ones; this module compiles with its engine):
 //! the two know each other by design.
 //!
 //! Names: `<app>_<function>`, the function's kebab-case name with `-` as `_` (`get-point` in app
@@ -14,6 +14,8 @@
 //!
 //! Imports: `datanotes:app/engine` and `log` (with the app's own scope, as for our world) and
 //! WASI; any other import is refused at install, named.
+//!
+//! Both kinds of component share the pool, the limits, the scopes and `AppBackend`.
 
 mod call;
 mod convert;

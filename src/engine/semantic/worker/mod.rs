@@ -7,6 +7,12 @@
 //! row whose file hash and embedded columns are unchanged is skipped; the others are chunked
 //! and embedded, written to the store with the new `through` in one transaction, then swapped
 //! into the matrix. A crash anywhere leaves a store that the next start reconciles by hash.
+//!
+//! The thread is `datanotes-semantic`, at nice 10. It waits until `serve` says which model
+//! (`--model`, `DATANOTES_MODEL`; the setting `semantic_model` wins); then stored vectors of that
+//! model's fingerprint are loaded and reconciled by the files' hashes, else everything is embedded
+//! anew. `Engine::publish` nudges it after every commit; a round runs at most once per 15 ms. An
+//! answer's `indexedThrough` is `through`.
 
 mod follow;
 use follow::{embed, put};
