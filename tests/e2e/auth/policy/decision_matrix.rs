@@ -506,8 +506,8 @@ fn rpc(
         (200, Some(m)) => {
             let error = m
                 .get("error")
-                .map(|e| e.to_string())
-                .or_else(|| (m["result"]["isError"] == true).then(|| m["result"].to_string()));
+                .cloned()
+                .or_else(|| (m["result"]["isError"] == true).then(|| m["result"].clone()));
             match error {
                 None => K,
                 Some(e) if refusal(&e) => R,
@@ -519,19 +519,21 @@ fn rpc(
     (st, got, text.chars().take(300).collect())
 }
 
-/// An error of the policy: a refusal names its rule, or says the caller may not.
-fn refusal(e: &str) -> bool {
-    [
-        "403",
-        "forbidden",
-        "not allowed",
-        "may not",
-        "\\\"rule\\\"",
-        "\"rule\"",
+/// An error of the policy: the engine's error code `forbidden`, as a JSON-RPC error's `data`
+/// or as a failed tool call's error (its structured content, else its text).
+fn refusal(e: &Value) -> bool {
+    let text = e["content"][0]["text"]
+        .as_str()
+        .and_then(|t| serde_json::from_str::<Value>(t).ok());
+    let code = [
+        e.pointer("/data/code"),
+        e.pointer("/structuredContent/error/code"),
+        text.as_ref().and_then(|t| t.pointer("/error/code")),
     ]
-    .iter()
-    .any(|w| e.contains(w))
-        && !e.contains("-32601")
+    .into_iter()
+    .flatten()
+    .find_map(Value::as_str);
+    code == Some("forbidden")
 }
 
 /// Every MCP row against every column of [`MCP_COLUMNS`] (`tokens`, in that order), then
