@@ -224,21 +224,30 @@ impl std::fmt::Debug for dyn AgentChannel {
 /// The caller of a tool call, as an app sees it while the call runs: where its log messages
 /// and progress go, and who answers its requests. The MCP door implements it on the client's
 /// session; the app's backend uses it without knowing the door.
+///
+/// The defaults are those of a channel with no client to tell or ask: no progress wanted,
+/// notifications dropped, requests refused as undeclared.
 pub trait ClientChannel: Send + Sync {
     /// Whether the caller asked for progress (it gave a progress token): the app is then given
     /// one with the call.
-    fn wants_progress(&self) -> bool;
+    fn wants_progress(&self) -> bool {
+        false
+    }
     /// A notification of the app during the call: `notifications/message` (passed on at or
     /// above the level the caller set) and `notifications/progress` (passed on with the
     /// caller's own progress token); any other is dropped.
-    fn notify<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, ()>;
+    fn notify<'a>(&'a self, _method: &'a str, _params: Value) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
     /// A request of the app to the caller (`sampling/createMessage`, `elicitation/create`):
     /// the caller's result, or its error (also when it did not declare the capability).
     fn request<'a>(
         &'a self,
         method: &'a str,
-        params: Value,
-    ) -> BoxFuture<'a, Result<Value, ClientRefusal>>;
+        _params: Value,
+    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
+        Box::pin(async move { Err(ClientRefusal::undeclared(method)) })
+    }
 }
 
 impl std::fmt::Debug for dyn ClientChannel {

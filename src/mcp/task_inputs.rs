@@ -117,16 +117,9 @@ impl Inbox {
 /// The client's side of the background `tasks/result`: the app's requests wait in the inbox.
 pub(super) struct Asked(pub(super) Arc<Inbox>);
 
+/// A task's notifications have no request of the client to go with (the trait's default:
+/// dropped), and it wants no progress.
 impl ClientChannel for Asked {
-    fn wants_progress(&self) -> bool {
-        false
-    }
-
-    /// A task's notifications have no request of the client to go with.
-    fn notify<'a>(&'a self, _method: &'a str, _params: Value) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
-    }
-
     fn request<'a>(
         &'a self,
         method: &'a str,

@@ -13,10 +13,9 @@
 
 use super::Aggregator;
 use crate::apps::backend::{
-    AgentChannel, AppRequest, CallContext, ClientChannel, ClientRefusal, agent_capabilities,
-    capabilities_key, rpc_error_in,
+    AgentChannel, AppRequest, CallContext, ClientChannel, agent_capabilities, capabilities_key,
+    rpc_error_in,
 };
-use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -125,23 +124,8 @@ struct Declared {
     caps: Value,
 }
 
-impl ClientChannel for Declared {
-    fn wants_progress(&self) -> bool {
-        false
-    }
-
-    fn notify<'a>(&'a self, _method: &'a str, _params: Value) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
-    }
-
-    fn request<'a>(
-        &'a self,
-        method: &'a str,
-        _params: Value,
-    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
-        Box::pin(async move { Err(ClientRefusal::undeclared(method)) })
-    }
-}
+/// Tells nothing and asks nothing: the trait's defaults.
+impl ClientChannel for Declared {}
 
 impl AgentChannel for Declared {
     fn id(&self) -> &str {
