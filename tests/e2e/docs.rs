@@ -233,3 +233,54 @@ fn anchors_are_made_as_mdbook_makes_them() {
     assert_eq!(anchors("# A\n```\n# not\n```\n## A\n"), ["a", "a-1"]);
     assert_eq!(links("[a](b.md) `[c](d)` [e](f.md#g)"), ["b.md", "f.md#g"]);
 }
+
+/// The HTTP API chapter's example, run as a reader would paste it: its block against a demo
+/// database (`serve --demo`, with the default model), the token file and address replaced by
+/// the test server's. Every `api` line answers one JSON object, and none is an error: a field
+/// the engine does not take, a table or column the demo lacks, a wrong shape, would be one.
+#[test]
+fn the_http_api_chapters_example_runs_as_written_against_a_demo_database() {
+    use crate::kit::{Server, model_dir};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/http-api.md")).unwrap();
+    let block = doc
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("docs/http-api.md has a sh block");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let model = model_dir();
+    let s = Server::start_with(&dir, &["--demo", "--model", model.to_str().unwrap()]);
+    // similar_notes answers once the demo's rows are embedded.
+    s.indexed();
+    let token_file = dir.join(".datanotes/owner-token");
+    assert!(
+        block.contains("demo/.datanotes/owner-token") && block.contains("http://127.0.0.1:5234"),
+        "the example no longer reads the demo's token and address: {block}"
+    );
+    let script = block
+        .replace("demo/.datanotes/owner-token", token_file.to_str().unwrap())
+        .replace("http://127.0.0.1:5234", &s.url);
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The calls whose answer is printed (a captured one, `s=$(api ...)`, is read by the next).
+    let calls: Vec<&str> = block.lines().filter(|l| l.starts_with("api ")).collect();
+    assert!(calls.len() >= 10, "{block}");
+    let answers: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(answers.len(), calls.len(), "{stdout}");
+    for (call, answer) in calls.iter().zip(&answers) {
+        let v: serde_json::Value = serde_json::from_str(answer)
+            .unwrap_or_else(|e| panic!("{call} answered no JSON ({e}): {answer}"));
+        assert!(v.get("error").is_none(), "{call} failed: {answer}");
+    }
+}
