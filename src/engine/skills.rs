@@ -15,6 +15,10 @@
 //!
 //! The aggregator lists the skills first, MCP subscriptions follow a skills table's changes, and
 //! the tool index (`tools/`) finds them as an `@skills` segment, read again after writes.
+//!
+//! This module and `schema/` know each other by design: a skills table is a table whose rules
+//! are constraints among the others (`schema/` calls [`check_table`] and [`check_row`] where it
+//! checks every definition and row), and those rules read the schema's types.
 
 use super::index::{self, Cond, Query};
 use super::schema::{ColumnType, Table, TableDef};
