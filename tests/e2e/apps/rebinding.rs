@@ -155,19 +155,19 @@ fn a_client_metadata_document_whose_name_rebinds_to_loopback_is_not_fetched() {
     );
 }
 
-#[test]
-fn a_registry_sign_in_whose_realm_rebinds_to_loopback_is_never_reached() {
-    use crate::kit::hostile_registry::{HostileRegistry, Mode};
+/// An install from a registry (`mode`, given the port of a listener on loopback) through a
+/// server whose DNS answers a public address, then loopback: refused, the DNS asked at the
+/// check and again at the connection, the loopback listener never reached, nothing installed.
+/// Answers the registry and the refusal (its message, and the whole answer).
+fn refused_through_a_rebinding_name(
+    mode: impl FnOnce(u16) -> crate::kit::hostile_registry::Mode,
+) -> (crate::kit::hostile_registry::HostileRegistry, String, Value) {
     // Something listening on loopback where the rebound name would lead.
     let inside = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = inside.local_addr().unwrap().port();
     inside.set_nonblocking(true).unwrap();
     let dns = Rebinder::start(Ipv4Addr::new(1, 1, 1, 1), Ipv4Addr::LOCALHOST);
-    // A registry (the owner named it: on loopback, as allowed) whose challenge sends clients
-    // to sign in at a name that is public when checked and loopback when connected to.
-    let reg = HostileRegistry::start(Mode::SignInAt(format!(
-        "https://realm.rebind.test:{port}/token"
-    )));
+    let reg = crate::kit::hostile_registry::HostileRegistry::start(mode(port));
     let s = Server::start_with_env(&[("DATANOTES_DNS", &dns.addr)]);
     let (st, v) = s.post(
         "/datanotes/apps/create/",
@@ -176,12 +176,33 @@ fn a_registry_sign_in_whose_realm_rebinds_to_loopback_is_never_reached() {
     );
     assert_eq!(st, 400, "{v}");
     assert_error_shape(&v["error"]);
-    let msg = v["error"]["message"].as_str().unwrap_or_default();
+    let msg = v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let answered = dns.answered.lock().unwrap().clone();
     assert!(
         answered.len() >= 2 && answered[0] == Ipv4Addr::new(1, 1, 1, 1),
         "the DNS server was asked at the check and again at the connection: {answered:?} ({v})"
     );
+    assert!(
+        inside.accept().is_err(),
+        "the engine connected to loopback through the rebound name: {v}"
+    );
+    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
+    assert_eq!(apps["apps"], json!([]), "nothing installed: {apps}");
+    (reg, msg, v)
+}
+
+#[test]
+fn a_registry_sign_in_whose_realm_rebinds_to_loopback_is_never_reached() {
+    // A registry (the owner named it: on loopback, as allowed) whose challenge sends clients
+    // to sign in at a name that is public when checked and loopback when connected to.
+    let (reg, msg, v) = refused_through_a_rebinding_name(|port| {
+        crate::kit::hostile_registry::Mode::SignInAt(format!(
+            "https://realm.rebind.test:{port}/token"
+        ))
+    });
     assert!(
         msg.contains("sign in") && msg.contains("127.0.0.1"),
         "the error says the sign-in's address was refused at the connection: {v}"
@@ -190,42 +211,19 @@ fn a_registry_sign_in_whose_realm_rebinds_to_loopback_is_never_reached() {
         reg.requests() >= 1,
         "the registry was asked for its challenge: {v}"
     );
-    assert!(
-        inside.accept().is_err(),
-        "the engine connected to loopback through the rebound realm"
-    );
-    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
-    assert_eq!(apps["apps"], json!([]), "nothing installed: {apps}");
 }
 
 #[test]
 fn a_registry_blob_redirected_to_a_name_that_rebinds_to_loopback_is_never_fetched() {
-    use crate::kit::hostile_registry::{HostileRegistry, Mode};
-    let inside = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = inside.local_addr().unwrap().port();
-    inside.set_nonblocking(true).unwrap();
-    let dns = Rebinder::start(Ipv4Addr::new(1, 1, 1, 1), Ipv4Addr::LOCALHOST);
     // The owner's registry serves the manifest and sends the component's blob to storage at a
     // name that is public when checked and loopback when connected to.
     let bytes = std::fs::read(crate::wasm::component("planning")).unwrap();
-    let reg = HostileRegistry::start(Mode::RedirectBlob(
-        bytes,
-        format!("https://blob.rebind.test:{port}/blob"),
-    ));
-    let s = Server::start_with_env(&[("DATANOTES_DNS", &dns.addr)]);
-    let (st, v) = s.post(
-        "/datanotes/apps/create/",
-        Some(&s.token),
-        &json!({"source": reg.reference("apps/p:1"), "name": "p"}),
-    );
-    assert_eq!(st, 400, "{v}");
-    assert_error_shape(&v["error"]);
-    let msg = v["error"]["message"].as_str().unwrap_or_default();
-    let answered = dns.answered.lock().unwrap().clone();
-    assert!(
-        answered.len() >= 2 && answered[0] == Ipv4Addr::new(1, 1, 1, 1),
-        "the DNS server was asked at the check and again at the connection: {answered:?} ({v})"
-    );
+    let (reg, msg, v) = refused_through_a_rebinding_name(|port| {
+        crate::kit::hostile_registry::Mode::RedirectBlob(
+            bytes,
+            format!("https://blob.rebind.test:{port}/blob"),
+        )
+    });
     assert!(
         msg.contains("blob.rebind.test") && msg.contains("127.0.0.1"),
         "the error names the redirect and the address refused at the connection: {v}"
@@ -234,10 +232,4 @@ fn a_registry_blob_redirected_to_a_name_that_rebinds_to_loopback_is_never_fetche
         reg.blob_gets() >= 1,
         "the registry's blob was asked for: {v}"
     );
-    assert!(
-        inside.accept().is_err(),
-        "the engine connected to loopback through the rebound redirect"
-    );
-    let (_, apps) = s.post("/datanotes/apps/", Some(&s.token), &json!({}));
-    assert_eq!(apps["apps"], json!([]), "nothing installed: {apps}");
 }
