@@ -215,12 +215,20 @@ pub fn create_tasks(s: &Server) {
     }
 }
 
-/// Writes a file the way a person would (not atomically, no fsync).
+/// Writes a file the way an editor that saves by rename does (no fsync): the whole text goes to a
+/// hidden file beside it, which then takes the file's name. Written in place instead, the file is
+/// empty between the truncate and the write, and a loaded machine can pause the test there for
+/// longer than the watcher's 150 ms of quiet: the engine then rightly journals the empty file as a
+/// hand edit of its own (CI saw it). In-place edits have their own tests, which write with
+/// `std::fs::write` and assert only what they are about.
 pub fn write_by_hand(path: &Path, text: &str) {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).unwrap();
     }
-    std::fs::write(path, text).unwrap();
+    let name = path.file_name().unwrap().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.saving"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
 }
 
 /// Deletes the index files (`.datanotes/index.db*`) of a stopped server's folder; answers how many.
