@@ -15,10 +15,7 @@ pub fn seed(engine: &Engine) -> anyhow::Result<()> {
         return Ok(());
     }
     let ctx = Ctx::owner("demo seed");
-    run(
-        engine,
-        &ctx,
-        "create_table",
+    let tables = [
         json!({
             "table": "personal.people.list",
             "description": "People I work with",
@@ -28,11 +25,6 @@ pub fn seed(engine: &Engine) -> anyhow::Result<()> {
                 "role": {"type": "enum", "values": ["friend", "colleague", "family"]}
             }
         }),
-    )?;
-    run(
-        engine,
-        &ctx,
-        "create_table",
         json!({
             "table": "personal.tasks.items",
             "description": "Things to do",
@@ -45,11 +37,6 @@ pub fn seed(engine: &Engine) -> anyhow::Result<()> {
                 "owner": {"type": "link", "table": "personal.people.list"}
             }
         }),
-    )?;
-    run(
-        engine,
-        &ctx,
-        "create_table",
         json!({
             "table": "personal.notes.daily",
             "description": "A journal, one note a day",
@@ -58,7 +45,10 @@ pub fn seed(engine: &Engine) -> anyhow::Result<()> {
                 "mood": {"type": "integer", "min": 1, "max": 5}
             }
         }),
-    )?;
+    ];
+    for t in tables {
+        run(engine, &ctx, "create_table", t)?;
+    }
     for (id, name, email, role) in [
         ("ada", "Ada Lovelace", "ada@example.org", "colleague"),
         ("alan", "Alan Turing", "alan@example.org", "friend"),

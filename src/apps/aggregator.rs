@@ -73,6 +73,22 @@ impl CallOutcome {
         }
     }
 
+    /// The outcome of an engine operation (or of the engine's refusal to call a tool): its
+    /// answer, or its error as JSON.
+    pub fn of_engine(r: crate::error::Result<Value>) -> CallOutcome {
+        let (ok, value) = match r {
+            Ok(v) => (true, v),
+            Err(e) => (false, e.to_json()),
+        };
+        CallOutcome {
+            ok,
+            value,
+            served_by: "engine".into(),
+            is_mcp_result: false,
+            cancelled: false,
+        }
+    }
+
     /// The answer of `apps/call/`: `{ok, value, servedBy}`.
     pub fn to_json(&self) -> Value {
         json!({"ok": self.ok, "value": self.value, "servedBy": self.served_by})

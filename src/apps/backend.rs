@@ -221,6 +221,9 @@ impl std::fmt::Debug for dyn AgentChannel {
     }
 }
 
+/// What an agent answers an app's request: its result, or why not.
+pub type ClientAnswer<'a> = BoxFuture<'a, Result<Value, ClientRefusal>>;
+
 /// The caller of a tool call, as an app sees it while the call runs: where its log messages
 /// and progress go, and who answers its requests. The MCP door implements it on the client's
 /// session; the app's backend uses it without knowing the door.
@@ -241,11 +244,7 @@ pub trait ClientChannel: Send + Sync {
     }
     /// A request of the app to the caller (`sampling/createMessage`, `elicitation/create`):
     /// the caller's result, or its error (also when it did not declare the capability).
-    fn request<'a>(
-        &'a self,
-        method: &'a str,
-        _params: Value,
-    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
+    fn request<'a>(&'a self, method: &'a str, _params: Value) -> ClientAnswer<'a> {
         Box::pin(async move { Err(ClientRefusal::undeclared(method)) })
     }
 }
@@ -330,6 +329,9 @@ impl std::fmt::Display for BackendError {
     }
 }
 
+/// What an app answers a call or request: its JSON result, or why there is none.
+pub type AppAnswer<'a> = BoxFuture<'a, Result<Value, BackendError>>;
+
 /// An app the engine can list and call.
 pub trait AppBackend: Send + Sync {
     /// What telemetry names the kind of this app (`remote`, `wasm`): a label, never a branch.
@@ -342,12 +344,7 @@ pub trait AppBackend: Send + Sync {
     }
     fn list(&self) -> BoxFuture<'_, Result<Listing, BackendError>>;
     /// Calls a tool; the answer is an MCP `CallToolResult` as JSON, passed through intact.
-    fn call<'a>(
-        &'a self,
-        tool: &'a str,
-        args: Value,
-        ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<Value, BackendError>>;
+    fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> AppAnswer<'a>;
     /// A request beside the tools (resources, prompts, completions), answered as the app's
     /// JSON result. An app that offers none answers that it does not.
     fn request<'a>(
@@ -355,7 +352,7 @@ pub trait AppBackend: Send + Sync {
         req: AppRequest,
         params: Value,
         ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<Value, BackendError>> {
+    ) -> AppAnswer<'a> {
         let _ = (params, ctx);
         Box::pin(async move {
             Err(BackendError(format!(

@@ -100,31 +100,8 @@ pub(super) fn grants_table(grants: &[Value], now: chrono::DateTime<chrono::Utc>)
         })
         .collect();
     let head = ["ID", "CLIENT", "CREATED", "LAST USED", "RIGHTS"].map(String::from);
-    let mut width = [0usize; 4];
-    for r in std::iter::once(&head).chain(&rows) {
-        for (w, c) in width.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    std::iter::once(&head)
-        .chain(&rows)
-        .map(|r| {
-            format!(
-                "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                w0 = width[0],
-                w1 = width[1],
-                w2 = width[2],
-                w3 = width[3]
-            )
-            .trim_end()
-            .to_string()
-        })
-        .collect()
+    let rows: Vec<_> = std::iter::once(head).chain(rows).collect();
+    super::aligned(&rows, ["", "  ", "  ", "  ", "  "])
 }
 
 pub(super) fn print_grants(grants: &[Value], now: chrono::DateTime<chrono::Utc>) {

@@ -282,6 +282,31 @@ pub fn post(conn: &Conn, route: &str, body: Value) -> anyhow::Result<Value> {
     Ok(v)
 }
 
+/// Rows as aligned text columns: each cell but the last padded to its column's width, `seps[i]`
+/// between columns `i` and `i + 1`, trailing blanks trimmed.
+fn aligned<const N: usize>(rows: &[[String; N]], seps: [&str; N]) -> Vec<String> {
+    let mut width = [0usize; N];
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    rows.iter()
+        .map(|r| {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                line.push_str(seps[i]);
+                line.push_str(c);
+                if i + 1 < N {
+                    let pad = width[i] - c.chars().count();
+                    line.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            line.trim_end().to_string()
+        })
+        .collect()
+}
+
 fn print(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }

@@ -130,26 +130,9 @@ pub(super) fn plan_lines(p: &Value) -> Vec<String> {
         })
         .collect();
     let head = ["RIGHT", "ASKED", "GRANTED", ""].map(String::from);
-    let mut w = [0usize; 3];
-    for r in std::iter::once(&head).chain(&cells) {
-        for (w, c) in w.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
+    let cells: Vec<_> = std::iter::once(head).chain(cells).collect();
     out.push("  rights:".into());
-    for r in std::iter::once(&head).chain(&cells) {
-        let line = format!(
-            "    {:<w0$}  {:<w1$} | {:<w2$}  {}",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2]
-        );
-        out.push(line.trim_end().to_string());
-    }
+    out.extend(super::aligned(&cells, ["    ", "  ", " | ", "  "]));
     let tools = p["tools"].as_array().cloned().unwrap_or_default();
     out.push(format!("  tools ({}):", tools.len()));
     for t in &tools {

@@ -11,6 +11,7 @@
 //! that is no route is 404, a known path with another method 405.
 
 mod app_connect;
+mod headers;
 mod oauth;
 mod operations;
 mod paths;

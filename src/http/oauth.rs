@@ -14,6 +14,7 @@
 //! The protected-resource metadata is served at `/.well-known/oauth-protected-resource` and at
 //! `/.well-known/oauth-protected-resource/mcp`.
 
+use super::headers::{self, open_to_all};
 use super::{Authed, json_body};
 use crate::auth::oauth::{AuthRequest, OAuthError, Refusal, Ticked};
 use crate::auth::{Access, Target, authorize};
@@ -32,10 +33,6 @@ use std::net::{IpAddr, SocketAddr};
 
 /// The consent page's template (placeholders `{{name}}`, filled HTML-escaped).
 const CONSENT: &str = include_str!("ui/consent.html");
-
-/// What the consent page may load and do: this server's script and style only, never framed.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The largest form the token and revocation endpoints read.
 const MAX_FORM: usize = 16 << 10;
@@ -64,37 +61,19 @@ pub(super) fn register(r: super::Routes<Shared>) -> super::Routes<Shared> {
     .route("/datanotes/grants/revoke", post(grants_revoke))
 }
 
-/// Answers any site may read (metadata, token, registration): browser-based agents call them.
-fn open_to_all(mut r: Response) -> Response {
-    let h = r.headers_mut();
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
-}
-
 async fn preflight() -> Response {
-    let mut r = StatusCode::NO_CONTENT.into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("GET, POST, OPTIONS"),
-    );
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static("authorization, content-type, mcp-protocol-version"),
-    );
-    h.insert(
-        header::ACCESS_CONTROL_MAX_AGE,
-        HeaderValue::from_static("600"),
-    );
-    r
+    headers::set(
+        StatusCode::NO_CONTENT.into_response(),
+        &[
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+            (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS"),
+            (
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                "authorization, content-type, mcp-protocol-version",
+            ),
+            (header::ACCESS_CONTROL_MAX_AGE, "600"),
+        ],
+    )
 }
 
 /// RFC 9728: `/mcp` is a protected resource, and this server is its authorization server.
@@ -150,29 +129,10 @@ fn escape(s: &str) -> String {
     o
 }
 
-/// An HTML page with the consent page's headers.
+/// An HTML page with the consent page's headers (never cached).
 fn page(status: StatusCode, html: String) -> Response {
-    let mut r = (status, html).into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    r
+    let r = (status, html).into_response();
+    headers::page(r, "text/html; charset=utf-8", "no-store")
 }
 
 /// The peer's address, as the listener saw it (none when the router is served without it).

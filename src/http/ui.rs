@@ -9,7 +9,7 @@
 //! `scripts/browser` (`scripts/browser-test.js`).
 
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
@@ -62,34 +62,14 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// What the page may load and reach: this server only (no request leaves it), no inline script,
-/// not framed by another site.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
 fn asset(name: &str) -> Response {
     let Some((_, ty, body)) = ASSETS.iter().find(|(n, _, _)| *n == name) else {
         return crate::error::Error::not_found(format!("the console has no file {name:?}"))
             .hint("open /datanotes/ui/")
             .into_response();
     };
-    let mut r = (StatusCode::OK, *body).into_response();
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ty));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    r
+    let r = (StatusCode::OK, *body).into_response();
+    super::headers::page(r, ty, "no-cache")
 }
 
 /// The console's routes: `/datanotes/ui` (redirected), `/datanotes/ui/` and its files.

@@ -12,7 +12,7 @@
 use super::Session;
 use super::answers::Answers;
 use super::exact::Exact;
-use crate::apps::backend::{AgentChannel, ClientChannel, ClientRefusal};
+use crate::apps::backend::{AgentChannel, ClientAnswer, ClientChannel, ClientRefusal};
 use futures_util::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -62,11 +62,7 @@ impl ClientChannel for Channel {
         ))
     }
 
-    fn request<'a>(
-        &'a self,
-        method: &'a str,
-        params: Value,
-    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
+    fn request<'a>(&'a self, method: &'a str, params: Value) -> ClientAnswer<'a> {
         let declared = match method {
             "sampling/createMessage" => self.sampling,
             "elicitation/create" => self.elicitation,
@@ -91,11 +87,7 @@ impl ClientChannel for Session {
         Box::pin(notify(&self.peer, level, None, method, params))
     }
 
-    fn request<'a>(
-        &'a self,
-        method: &'a str,
-        params: Value,
-    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
+    fn request<'a>(&'a self, method: &'a str, params: Value) -> ClientAnswer<'a> {
         let declared = match method {
             "sampling/createMessage" => self.sampling,
             "elicitation/create" => self.elicitation,

@@ -12,7 +12,7 @@
 
 use super::exact::Exact;
 use super::{Shared, calls};
-use crate::apps::backend::{ClientChannel, ClientRefusal};
+use crate::apps::backend::{ClientAnswer, ClientChannel, ClientRefusal};
 use crate::ops::Ctx;
 use futures_util::future::BoxFuture;
 use rmcp::ErrorData;
@@ -82,11 +82,7 @@ impl ClientChannel for Bridge {
         })
     }
 
-    fn request<'a>(
-        &'a self,
-        method: &'a str,
-        params: Value,
-    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
+    fn request<'a>(&'a self, method: &'a str, params: Value) -> ClientAnswer<'a> {
         Box::pin(async move {
             if !asks_the_client(method) {
                 return Err(ClientRefusal::undeclared(method));

@@ -12,8 +12,7 @@
 //! Inboxes are kept per calling token and task, at most [`MAX_INBOXES`]; the oldest goes first
 //! (its requests answered that the client went away).
 
-use crate::apps::backend::{ClientChannel, ClientRefusal};
-use futures_util::future::BoxFuture;
+use crate::apps::backend::{ClientAnswer, ClientChannel, ClientRefusal};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,11 +119,7 @@ pub(super) struct Asked(pub(super) Arc<Inbox>);
 /// A task's notifications have no request of the client to go with (the trait's default:
 /// dropped), and it wants no progress.
 impl ClientChannel for Asked {
-    fn request<'a>(
-        &'a self,
-        method: &'a str,
-        params: Value,
-    ) -> BoxFuture<'a, Result<Value, ClientRefusal>> {
+    fn request<'a>(&'a self, method: &'a str, params: Value) -> ClientAnswer<'a> {
         Box::pin(async move {
             if !super::rounds::asks_the_client(method) {
                 return Err(ClientRefusal::undeclared(method));

@@ -37,13 +37,7 @@ impl Aggregator {
         if let Err(e) = auth::authorize(&ctx.caller, Access::CallTool, Target::Tool(tool)) {
             ctx.observed
                 .note(String::new(), "", "engine", Some(metrics::TOOL_ERROR));
-            return CallOutcome {
-                ok: false,
-                value: e.to_json(),
-                served_by: "engine".into(),
-                is_mcp_result: false,
-                cancelled: false,
-            };
+            return CallOutcome::of_engine(Err(e));
         }
         if crate::telemetry::trace::records_content() {
             let a = args.to_string();
@@ -64,22 +58,7 @@ impl Aggregator {
             let failed = r.is_err().then_some(metrics::TOOL_ERROR);
             observed.note(metrics().tool_label("", tool), "", "engine", failed);
             content_of(&observed, &r);
-            return match r {
-                Ok(v) => CallOutcome {
-                    ok: true,
-                    value: v,
-                    served_by: "engine".into(),
-                    is_mcp_result: false,
-                    cancelled: false,
-                },
-                Err(e) => CallOutcome {
-                    ok: false,
-                    value: e.to_json(),
-                    served_by: "engine".into(),
-                    is_mcp_result: false,
-                    cancelled: false,
-                },
-            };
+            return CallOutcome::of_engine(r);
         }
         let ns = self.ns.read().unwrap().clone();
         let Some(&i) = ns.by_name.get(tool) else {
@@ -87,13 +66,7 @@ impl Aggregator {
                 .note(String::new(), "", "engine", Some(metrics::TOOL_ERROR));
             let e = Error::not_found(format!("no tool {tool:?}"))
                 .hint("tools/list (or apps/tools/) lists the tools");
-            return CallOutcome {
-                ok: false,
-                value: e.to_json(),
-                served_by: "engine".into(),
-                is_mcp_result: false,
-                cancelled: false,
-            };
+            return CallOutcome::of_engine(Err(e));
         };
         let app = &ns.tools[i].0;
         let backend = {

@@ -277,9 +277,8 @@ impl Aggregator {
             .map(|s| s.backend.clone())
     }
 
-    /// Asks an app, for a caller: its answer, or that it is not reachable; given up (the app
-    /// told) once `cancel` is cancelled.
-    #[allow(clippy::too_many_arguments)]
+    /// Asks an app, for a caller: its answer, or that it is not reachable. (A request that
+    /// can be cancelled goes through [`Self::ask_in`] with its token in the context.)
     pub(super) async fn ask(
         &self,
         app: &str,
@@ -288,9 +287,8 @@ impl Aggregator {
         params: Value,
         ctx: &Ctx,
         agent: Agent<'_>,
-        cancel: tokio_util::sync::CancellationToken,
     ) -> Result<Value> {
-        let cc = super::call::context_of(ctx, None, agent.cloned(), cancel);
+        let cc = super::call::context_of(ctx, None, agent.cloned(), Default::default());
         self.ask_in(app, backend, req, params, &cc).await
     }
 
@@ -346,18 +344,8 @@ impl Aggregator {
                 .unwrap_or_else(|_| Err(Error::internal("the read panicked")));
         }
         let (app, backend, own) = self.app_of_uri(&ctx.caller, uri)?;
-        let params = json!({"uri": own});
-        let mut r = self
-            .ask(
-                &app,
-                &*backend,
-                AppRequest::ReadResource,
-                params,
-                ctx,
-                agent,
-                Default::default(),
-            )
-            .await?;
+        let (req, params) = (AppRequest::ReadResource, json!({"uri": own}));
+        let mut r = self.ask(&app, &*backend, req, params, ctx, agent).await?;
         resources::name_uris(&app, &mut r);
         Ok(r)
     }
@@ -393,15 +381,7 @@ impl Aggregator {
             params["arguments"] = arguments;
         }
         let mut r = self
-            .ask(
-                &app,
-                &*backend,
-                AppRequest::GetPrompt,
-                params,
-                ctx,
-                agent,
-                Default::default(),
-            )
+            .ask(&app, &*backend, AppRequest::GetPrompt, params, ctx, agent)
             .await?;
         resources::name_uris(&app, &mut r);
         Ok(r)
@@ -469,16 +449,8 @@ impl Aggregator {
         let backend = self
             .backend_of(&app)
             .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
-        self.ask(
-            &app,
-            &*backend,
-            AppRequest::Complete,
-            params,
-            ctx,
-            agent,
-            Default::default(),
-        )
-        .await
+        self.ask(&app, &*backend, AppRequest::Complete, params, ctx, agent)
+            .await
     }
 
     /// Of the served URIs `uris`, those of apps whose resources follow the vault
@@ -509,15 +481,7 @@ impl Aggregator {
         } else {
             AppRequest::Unsubscribe
         };
-        let ask = self.ask(
-            &app,
-            &*backend,
-            req,
-            json!({"uri": own}),
-            ctx,
-            agent,
-            Default::default(),
-        );
+        let ask = self.ask(&app, &*backend, req, json!({"uri": own}), ctx, agent);
         match agent {
             Some(_) => ask.await.map(|_| ()),
             // On the app's shared session, which other callers' subscriptions share.

@@ -6,6 +6,7 @@
 //! for a caller that may still use the app (`auth::authorize`, as for its other content). The
 //! door keeps which app made which of an agent's tasks; the task ids are the app's own.
 
+use super::call::context_of;
 use super::reads::Agent;
 use super::{Aggregator, resources};
 use crate::apps::backend::{AppBackend, AppRequest, ClientChannel, structured_as_object};
@@ -77,7 +78,13 @@ impl Aggregator {
             .ok_or_else(|| Error::not_found(format!("app {app} is gone")))?;
         let req = AppRequest::CallAsTask;
         let mut r = self
-            .ask(&app, &*backend, req, params, ctx, agent, cancel)
+            .ask_in(
+                &app,
+                &*backend,
+                req,
+                params,
+                &context_of(ctx, None, agent.cloned(), cancel),
+            )
             .await?;
         if r.get("task").is_none() {
             structured_as_object(&mut r);
@@ -100,7 +107,13 @@ impl Aggregator {
     ) -> Result<Value> {
         let backend = self.task_app(ctx, app)?;
         let r = self
-            .ask(app, &*backend, req, params, ctx, agent, cancel)
+            .ask_in(
+                app,
+                &*backend,
+                req,
+                params,
+                &context_of(ctx, None, agent.cloned(), cancel),
+            )
             .await?;
         Ok(task_answer(app, req, r))
     }

@@ -217,11 +217,6 @@ impl ActorClient {
         self.standalone.send_replace(true);
     }
 
-    /// Whether the app signs in with OAuth (its requests carry its access token).
-    pub(super) fn signs_in(&self) -> bool {
-        self.oauth.is_some()
-    }
-
     /// The client to post with now.
     pub(super) fn http(&self) -> &reqwest::Client {
         match &self.pooled {
@@ -244,16 +239,24 @@ impl ActorClient {
 
     /// Sends a request with the app's OAuth access token (renewed first when it is about to
     /// expire): a 401 renews it once and sends the request again (the app did not run it); a
-    /// 401 to a request without a token means the app needs sign-in.
-    pub(super) async fn authed<T, F, Fut>(&self, send: F) -> Result<T, HttpErr>
+    /// 401 to a request without a token means the app needs sign-in. An app without OAuth is
+    /// sent `given` (its `mcp_token`, or none), and `args` without a copy: `send` gets the
+    /// request's owned arguments, cloned only for an app that may need the second send.
+    pub(super) async fn authed<A, T, F, Fut>(
+        &self,
+        given: Option<String>,
+        args: A,
+        send: F,
+    ) -> Result<T, HttpErr>
     where
-        F: Fn(Option<String>) -> Fut,
+        A: Clone,
+        F: Fn(Option<String>, A) -> Fut,
         Fut: std::future::Future<Output = Result<T, HttpErr>>,
     {
         use super::oauth::NoToken;
         use rmcp::transport::auth::AuthError;
         let Some(o) = &self.oauth else {
-            return send(None).await;
+            return send(given, args).await;
         };
         let token = o.bearer().await.map_err(|e| {
             StreamableHttpError::Auth(match e {
@@ -261,10 +264,10 @@ impl ActorClient {
                 NoToken::Failed(why) => AuthError::TokenRefreshFailed(why),
             })
         })?;
-        match send(token.clone()).await {
+        match send(token.clone(), args.clone()).await {
             Err(StreamableHttpError::AuthRequired(e)) => match token {
                 Some(t) => match o.rejected(&t).await {
-                    Ok(n) => send(Some(n)).await,
+                    Ok(n) => send(Some(n), args).await,
                     Err(_) => Err(StreamableHttpError::AuthRequired(e)),
                 },
                 None => {
@@ -347,6 +350,29 @@ fn with_actor(
 }
 
 pub(super) type HttpErr = StreamableHttpError<reqwest::Error>;
+
+/// What a message is posted with: the URL, the message, the session and the headers.
+type PostArgs = (
+    Arc<str>,
+    ClientJsonRpcMessage,
+    Option<Arc<str>>,
+    HashMap<HeaderName, http::HeaderValue>,
+);
+
+impl ActorClient {
+    /// A message about to be posted: noted, given its caller's actor headers, and declared.
+    fn prepare(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        custom_headers: HashMap<HeaderName, http::HeaderValue>,
+    ) -> PostArgs {
+        self.note(&message, &session_id, &custom_headers);
+        let h = with_actor(&message, custom_headers);
+        (uri, self.declare(message), session_id, h)
+    }
+}
 type SseResult = Result<BoxStream<'static, Result<sse_stream::Sse, SseError>>, HttpErr>;
 
 impl StreamableHttpClient for ActorClient {
@@ -360,20 +386,12 @@ impl StreamableHttpClient for ActorClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
-        self.note(&message, &session_id, &custom_headers);
-        let h = with_actor(&message, custom_headers);
-        let message = self.declare(message);
-        let r = if self.oauth.is_none() {
-            self.http()
-                .post_message(uri, message, session_id, auth_header, h)
-                .await
-        } else {
-            self.authed(|t| {
-                let (u, m, s, h) = (uri.clone(), message.clone(), session_id.clone(), h.clone());
+        let args = self.prepare(uri, message, session_id, custom_headers);
+        let r = self
+            .authed(auth_header, args, |t, (u, m, s, h)| {
                 self.http().post_message(u, m, s, t, h)
             })
-            .await
-        };
+            .await;
         self.watch(r)
     }
 
@@ -386,22 +404,14 @@ impl StreamableHttpClient for ActorClient {
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
-        self.note(&message, &session_id, &custom_headers);
-        let h = with_actor(&message, custom_headers);
-        let message = self.declare(message);
-        let max = max_sse_event_size;
-        let r = if self.oauth.is_none() {
-            self.http()
-                .post_message_with_max_sse_event_size(uri, message, session_id, auth_header, h, max)
-                .await
-        } else {
-            self.authed(|t| {
-                let (u, m, s, h) = (uri.clone(), message.clone(), session_id.clone(), h.clone());
+        let args = self.prepare(uri, message, session_id, custom_headers);
+        let r = self
+            .authed(auth_header, args, |t, (u, m, s, h)| {
+                let max = max_sse_event_size;
                 self.http()
                     .post_message_with_max_sse_event_size(u, m, s, t, h, max)
             })
-            .await
-        };
+            .await;
         self.watch(r)
     }
 
@@ -414,21 +424,13 @@ impl StreamableHttpClient for ActorClient {
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpErr> {
-        self.note(&message, &session_id, &custom_headers);
-        let h = with_actor(&message, custom_headers);
-        let message = self.declare(message);
-        let r = if self.oauth.is_none() {
-            self.http()
-                .post_message_with_response_limits(uri, message, session_id, auth_header, h, limits)
-                .await
-        } else {
-            self.authed(|t| {
-                let (u, m, s, h) = (uri.clone(), message.clone(), session_id.clone(), h.clone());
+        let args = self.prepare(uri, message, session_id, custom_headers);
+        let r = self
+            .authed(auth_header, args, |t, (u, m, s, h)| {
                 self.http()
                     .post_message_with_response_limits(u, m, s, t, h, limits)
             })
-            .await
-        };
+            .await;
         self.watch(r)
     }
 
@@ -439,14 +441,8 @@ impl StreamableHttpClient for ActorClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
     ) -> Result<(), HttpErr> {
-        if self.oauth.is_none() {
-            return self
-                .http()
-                .delete_session(uri, session_id, auth_header, custom_headers)
-                .await;
-        }
-        self.authed(|t| {
-            let (u, s, h) = (uri.clone(), session_id.clone(), custom_headers.clone());
+        let args = (uri, session_id, custom_headers);
+        self.authed(auth_header, args, |t, (u, s, h)| {
             self.http().delete_session(u, s, t, h)
         })
         .await
@@ -460,22 +456,12 @@ impl StreamableHttpClient for ActorClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
     ) -> SseResult {
-        let r = if self.oauth.is_none() {
-            self.http()
-                .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-                .await
-        } else {
-            self.authed(|t| {
-                let (u, s, l, h) = (
-                    uri.clone(),
-                    session_id.clone(),
-                    last_event_id.clone(),
-                    custom_headers.clone(),
-                );
+        let args = (uri, session_id, last_event_id, custom_headers);
+        let r = self
+            .authed(auth_header, args, |t, (u, s, l, h)| {
                 self.http().get_stream(u, s, l, t, h)
             })
-            .await
-        };
+            .await;
         self.standalone_answered();
         r
     }
@@ -489,31 +475,13 @@ impl StreamableHttpClient for ActorClient {
         custom_headers: HashMap<HeaderName, http::HeaderValue>,
         max_sse_event_size: usize,
     ) -> SseResult {
-        let max = max_sse_event_size;
-        let r = if self.oauth.is_none() {
-            self.http()
-                .get_stream_with_max_sse_event_size(
-                    uri,
-                    session_id,
-                    last_event_id,
-                    auth_header,
-                    custom_headers,
-                    max,
-                )
-                .await
-        } else {
-            self.authed(|t| {
-                let (u, s, l, h) = (
-                    uri.clone(),
-                    session_id.clone(),
-                    last_event_id.clone(),
-                    custom_headers.clone(),
-                );
+        let args = (uri, session_id, last_event_id, custom_headers);
+        let r = self
+            .authed(auth_header, args, |t, (u, s, l, h)| {
                 self.http()
-                    .get_stream_with_max_sse_event_size(u, s, l, t, h, max)
+                    .get_stream_with_max_sse_event_size(u, s, l, t, h, max_sse_event_size)
             })
-            .await
-        };
+            .await;
         self.standalone_answered();
         r
     }

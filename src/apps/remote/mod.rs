@@ -16,8 +16,8 @@ mod subscriptions;
 
 use self::client::{ActorClient, ActorHeader, Route};
 use crate::apps::backend::{
-    AppBackend, AppRequest, BackendError, CallContext, ClientChannel, ClientRefusal, Listing,
-    ToolFields,
+    AppAnswer, AppBackend, AppRequest, BackendError, CallContext, ClientChannel, ClientRefusal,
+    Listing, ToolFields,
 };
 use crate::apps::limits::ListingCaps;
 use crate::apps::plain::{self, Peer};
@@ -347,12 +347,7 @@ impl AppBackend for RemoteApp {
         })
     }
 
-    fn call<'a>(
-        &'a self,
-        tool: &'a str,
-        args: Value,
-        ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<Value, BackendError>> {
+    fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> AppAnswer<'a> {
         Box::pin(async move {
             let open = self.for_call(ctx).await.map_err(|e| self.or_sign_in(e))?;
             let mut params = CallToolRequestParams::new(tool.to_string());
@@ -442,7 +437,7 @@ impl AppBackend for RemoteApp {
         req: AppRequest,
         params: Value,
         ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<Value, BackendError>> {
+    ) -> AppAnswer<'a> {
         Box::pin(async move {
             match req.is_task() {
                 true => self.task_request(req, params, ctx).await,

@@ -150,16 +150,12 @@ impl ActorClient {
         message: &Value,
         max: usize,
     ) -> Result<Posted, RawError> {
-        let sent = match self.signs_in() {
-            true => {
-                self.authed(|t| self.post_raw_once(url, route, t, message, max))
-                    .await
-            }
-            false => {
-                let bearer = bearer.map(String::from);
-                self.post_raw_once(url, route, bearer, message, max).await
-            }
-        };
+        let bearer = bearer.map(String::from);
+        let sent = self
+            .authed(bearer, (), |t, ()| {
+                self.post_raw_once(url, route, t, message, max)
+            })
+            .await;
         match sent {
             Ok(r) => r,
             Err(e) => Err(RawError::Failed(plain::error_words(url, Peer::App, &e))),

@@ -65,7 +65,79 @@ pub async fn get(
     opts: &SourceOptions,
     missing_ok: bool,
 ) -> Result<Option<Fetched>> {
-    let work = get_inner(url, headers, max, opts, missing_ok);
+    let work = async {
+        let mut at = check_url(url)?;
+        for hop in 0..=MAX_HOPS {
+            // The owner named the first address; a redirect may lead only to public ones (the
+            // client's resolver checks again as it connects).
+            let policy = if hop == 0 {
+                Policy::Any
+            } else {
+                Policy::private_if(opts.private)
+            };
+            let host = at.host_str().unwrap_or_default().to_string();
+            outbound::resolve(&host, policy).await.map_err(|r| {
+                if !r.is_address() {
+                    return bad(url, r);
+                }
+                bad(
+                    url,
+                    format!(
+                        "it redirects to {at}: {r}; the owner may allow private, loopback or link-local addresses with --apps-private-sources"
+                    ),
+                )
+            })?;
+            let client = outbound::builder(policy)
+                .connect_timeout(Duration::from_secs(10))
+                .read_timeout(Duration::from_secs(30))
+                .build()
+                .map_err(|e| Error::internal(format!("cannot build an HTTP client: {e}")))?;
+            let mut req = client.get(at.clone());
+            if hop == 0 {
+                for (k, v) in headers {
+                    req = req.header(k, v);
+                }
+            }
+            let mut r = req
+                .send()
+                .await
+                .map_err(|e| bad(url, outbound::describe(&e)))?;
+            if r.status().is_redirection() {
+                let to = r
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .and_then(|l| at.join(l).ok())
+                    .ok_or_else(|| bad(url, "a redirect without a valid Location"))?;
+                at = check_url(to.as_str())?;
+                continue;
+            }
+            if r.status() == reqwest::StatusCode::NOT_FOUND && missing_ok {
+                return Ok(None);
+            }
+            if !r.status().is_success() {
+                return Err(bad(url, format!("the server answered {}", r.status())));
+            }
+            let too_big = || bad(url, format!("it is larger than {max} bytes"));
+            if r.content_length().is_some_and(|n| n > max) {
+                return Err(too_big());
+            }
+            let mut bytes = Vec::new();
+            let mut h = sha2::Sha256::new();
+            while let Some(chunk) = r.chunk().await.map_err(|e| bad(url, e))? {
+                if (bytes.len() + chunk.len()) as u64 > max {
+                    return Err(too_big());
+                }
+                h.update(&chunk);
+                bytes.extend_from_slice(&chunk);
+            }
+            return Ok(Some(Fetched {
+                bytes,
+                sha256: hex::encode(h.finalize()),
+            }));
+        }
+        Err(bad(url, format!("more than {MAX_HOPS} redirects")))
+    };
     tokio::time::timeout(opts.timeout, work)
         .await
         .map_err(|_| {
@@ -74,86 +146,6 @@ pub async fn get(
                 format!("no answer within {} s", opts.timeout.as_secs_f32()),
             )
         })?
-}
-
-async fn get_inner(
-    url: &str,
-    headers: &[(reqwest::header::HeaderName, String)],
-    max: u64,
-    opts: &SourceOptions,
-    missing_ok: bool,
-) -> Result<Option<Fetched>> {
-    let mut at = check_url(url)?;
-    for hop in 0..=MAX_HOPS {
-        // The owner named the first address; a redirect may lead only to public ones (the
-        // client's resolver checks again as it connects).
-        let policy = if hop == 0 {
-            Policy::Any
-        } else {
-            Policy::private_if(opts.private)
-        };
-        let host = at.host_str().unwrap_or_default().to_string();
-        outbound::resolve(&host, policy).await.map_err(|r| {
-            if !r.is_address() {
-                return bad(url, r);
-            }
-            bad(
-                url,
-                format!(
-                    "it redirects to {at}: {r}; the owner may allow private, loopback or link-local addresses with --apps-private-sources"
-                ),
-            )
-        })?;
-        let client = outbound::builder(policy)
-            .connect_timeout(Duration::from_secs(10))
-            .read_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| Error::internal(format!("cannot build an HTTP client: {e}")))?;
-        let mut req = client.get(at.clone());
-        if hop == 0 {
-            for (k, v) in headers {
-                req = req.header(k, v);
-            }
-        }
-        let mut r = req
-            .send()
-            .await
-            .map_err(|e| bad(url, outbound::describe(&e)))?;
-        if r.status().is_redirection() {
-            let to = r
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .and_then(|l| l.to_str().ok())
-                .and_then(|l| at.join(l).ok())
-                .ok_or_else(|| bad(url, "a redirect without a valid Location"))?;
-            at = check_url(to.as_str())?;
-            continue;
-        }
-        if r.status() == reqwest::StatusCode::NOT_FOUND && missing_ok {
-            return Ok(None);
-        }
-        if !r.status().is_success() {
-            return Err(bad(url, format!("the server answered {}", r.status())));
-        }
-        let too_big = || bad(url, format!("it is larger than {max} bytes"));
-        if r.content_length().is_some_and(|n| n > max) {
-            return Err(too_big());
-        }
-        let mut bytes = Vec::new();
-        let mut h = sha2::Sha256::new();
-        while let Some(chunk) = r.chunk().await.map_err(|e| bad(url, e))? {
-            if (bytes.len() + chunk.len()) as u64 > max {
-                return Err(too_big());
-            }
-            h.update(&chunk);
-            bytes.extend_from_slice(&chunk);
-        }
-        return Ok(Some(Fetched {
-            bytes,
-            sha256: hex::encode(h.finalize()),
-        }));
-    }
-    Err(bad(url, format!("more than {MAX_HOPS} redirects")))
 }
 
 /// The sidecar manifest's URL: the final `.wasm` replaced by `.datanotes.json`.

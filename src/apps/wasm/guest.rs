@@ -19,15 +19,7 @@ pub(super) async fn list_v2(
 ) -> wasmtime::Result<(Vec<ToolRec>, String, ContentLists)> {
     let tools = v.tools.call_list_tools(&mut *store).await?;
     let instructions = v.tools.call_instructions(&mut *store).await?;
-    let tools = tools
-        .into_iter()
-        .map(|t| ToolRec {
-            name: t.name,
-            description: t.description,
-            input_schema: t.input_schema,
-            tables: t.tables,
-        })
-        .collect();
+    let tools = tools.into_iter().map(ToolRec::from).collect();
     let mut c = ContentLists::default();
     if let Some(r) = &v.resources {
         for x in r.call_list_resources(&mut *store).await? {
@@ -92,15 +84,7 @@ impl Inner {
                 let t = app.datanotes_app_tools();
                 match t.call_list_tools(&mut inst.store).await {
                     Ok(tools) => t.call_instructions(&mut inst.store).await.map(|ins| {
-                        let tools = tools
-                            .into_iter()
-                            .map(|t| ToolRec {
-                                name: t.name,
-                                description: t.description,
-                                input_schema: t.input_schema,
-                                tables: t.tables,
-                            })
-                            .collect();
+                        let tools = tools.into_iter().map(ToolRec::from).collect();
                         (tools, ins, ContentLists::default())
                     }),
                     Err(e) => Err(e),

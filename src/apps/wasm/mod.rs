@@ -70,7 +70,9 @@ use run::{error, until};
 pub use runtime::{COMPILE_COMMAND, WasmRuntime, compile_in_child, compile_main};
 pub(crate) use runtime::{MAX_COMPONENT_BYTES, component_bytes};
 
-use super::backend::{AppBackend, AppRequest, BackendError, CallContext, Listing, RPC_ERROR_META};
+use super::backend::{
+    AppAnswer, AppBackend, AppRequest, BackendError, CallContext, Listing, RPC_ERROR_META,
+};
 use crate::auth::AppScope;
 use crate::engine::Actor;
 use error::WasmError;
@@ -194,6 +196,23 @@ struct ToolRec {
     tables: Vec<String>,
 }
 
+/// The same `tool` record of each version of the world, as a [`ToolRec`].
+macro_rules! tool_rec_from {
+    ($($tool:ty),*) => {$(
+        impl From<$tool> for ToolRec {
+            fn from(t: $tool) -> ToolRec {
+                let (name, description) = (t.name, t.description);
+                let (input_schema, tables) = (t.input_schema, t.tables);
+                ToolRec { name, description, input_schema, tables }
+            }
+        }
+    )*};
+}
+tool_rec_from!(
+    bindings::exports::datanotes::app::tools::Tool,
+    bindings_v2::exports::datanotes::app::tools::Tool
+);
+
 /// What a 0.2 component lists besides its tools (as MCP JSON).
 #[derive(Default)]
 struct ContentLists {
@@ -284,12 +303,7 @@ impl AppBackend for WasmApp {
         true
     }
 
-    fn call<'a>(
-        &'a self,
-        tool: &'a str,
-        args: Value,
-        ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<Value, BackendError>> {
+    fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> AppAnswer<'a> {
         Box::pin(async move {
             let name = tool.to_string();
             let r = self
@@ -307,7 +321,7 @@ impl AppBackend for WasmApp {
         req: AppRequest,
         params: Value,
         ctx: &'a CallContext,
-    ) -> BoxFuture<'a, Result<Value, BackendError>> {
+    ) -> AppAnswer<'a> {
         Box::pin(async move {
             match req {
                 AppRequest::ReadResource | AppRequest::GetPrompt => {}

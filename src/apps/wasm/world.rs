@@ -387,30 +387,11 @@ mod tests {
         };
         assert_eq!(r.id_of(*id).as_deref(), Some(TOOLS_INTERFACE));
         // Each function as WIT text, as the world check's messages write it.
-        let from_wit: Vec<String> = r.interfaces[*id]
-            .functions
-            .values()
-            .map(|f| {
-                let params: Vec<(String, String)> = f
-                    .params
-                    .iter()
-                    .map(|p| (p.name.clone(), parsed(&r, &p.ty)))
-                    .collect();
-                let results: Vec<String> = f.result.iter().map(|t| parsed(&r, t)).collect();
-                format!("{}: {}", f.name, wit_func(&params, &results))
-            })
-            .collect();
-        let by_hand: Vec<String> = TOOLS_FUNCS
-            .iter()
-            .map(|(name, params, result)| {
-                let params: Vec<(String, String)> = params
-                    .iter()
-                    .map(|(n, t)| (n.to_string(), t.to_string()))
-                    .collect();
-                format!("{name}: {}", wit_func(&params, &[result.to_string()]))
-            })
-            .collect();
-        assert_eq!(by_hand, from_wit, "TOOLS_FUNCS differs from wit/");
+        assert_eq!(
+            by_hand(TOOLS_FUNCS),
+            funcs_of(&r, *id),
+            "TOOLS_FUNCS differs from wit/"
+        );
     }
 
     /// The functions of `iface` in `r`, as WIT text.
