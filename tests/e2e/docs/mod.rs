@@ -1,7 +1,11 @@
 //! The docs tell the truth about the tree: every file or folder `ARCHITECTURE.md` names exists,
 //! and every internal link and anchor of the manual (docs/, an mdBook) and the README resolves.
+//! The examples a reader copies run as written: the HTTP API chapter's (here) and the apps
+//! chapter's tutorial (`apps_tutorial.rs`).
 
 use std::path::Path;
+
+mod apps_tutorial;
 
 /// Every file and folder of the project (not `target/`, `.git/` or installed packages), as paths
 /// relative to its root; folders end with `/`.

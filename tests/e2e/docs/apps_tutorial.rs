@@ -1,0 +1,219 @@
+//! The apps chapter's tutorial (`docs/apps.md`), followed as a reader would: its six apps built
+//! from the chapter's own code blocks (`scripts/build-plugins` writes them out with
+//! `scripts/lib/tutorial-apps.py` and builds `target/plugins/hello*.wasm`), its commands run by
+//! bash as written, in a folder `notes` served at `$DN`, with only the path of each built file put
+//! in, and every answer the chapter shows found among the real ones, in order.
+
+use crate::kit::Server;
+use crate::kit::process::bin;
+use crate::wasm::{component, shared_cache};
+use serde_json::Value;
+use std::path::Path;
+
+/// The chapter's `sh` blocks, in order.
+fn sh_blocks(doc: &str) -> Vec<&str> {
+    doc.split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect()
+}
+
+/// The first block holding `needle`.
+fn block_with<'a>(blocks: &[&'a str], needle: &str) -> &'a str {
+    blocks
+        .iter()
+        .find(|b| b.contains(needle))
+        .unwrap_or_else(|| panic!("docs/apps.md has no sh block with {needle:?}"))
+}
+
+/// The answers a block shows in its comments (`# {...}`, `# data: {...}`, `# ... {...}`; a line
+/// `#  ...` goes on the one before), as JSON.
+fn shown(block: &str) -> Vec<Value> {
+    let mut texts: Vec<String> = vec![];
+    for line in block.lines() {
+        if let Some(more) = line.strip_prefix("#  ") {
+            texts.last_mut().expect("a continued answer").push_str(more);
+        } else if let Some(c) = line.strip_prefix("# ") {
+            let c = c.trim_start_matches("... ").trim_start_matches("data: ");
+            if c.starts_with('{') {
+                texts.push(c.to_string());
+            }
+        }
+    }
+    texts
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap_or_else(|e| panic!("{e}: {t}")))
+        .collect()
+}
+
+/// The JSON objects a run printed: at the start of a line, or of an SSE `data:` line (curl ends
+/// no answer with a new line, so what comes next may follow on the same line).
+fn printed(out: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| l.trim_start_matches("data: "))
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|l| {
+            serde_json::Deserializer::from_str(l)
+                .into_iter()
+                .next()?
+                .ok()
+        })
+        .collect()
+}
+
+/// Every answer `block` shows is among what it printed, in order.
+fn shows_what_it_prints(block: &str, out: &str) {
+    let shown = shown(block);
+    assert!(!shown.is_empty(), "no answer shown in {block}");
+    let printed = printed(out);
+    let mut at = 0;
+    for want in &shown {
+        match printed[at..].iter().position(|p| p == want) {
+            Some(i) => at += i + 1,
+            None => panic!(
+                "docs/apps.md shows\n{want}\nbut the run printed (from there on)\n{}\n\nall it printed:\n{out}",
+                printed[at..]
+                    .iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        }
+    }
+}
+
+/// Runs `script` with bash in `dir`, `$DN` and `$TOKEN` set and `datanotes` on the `PATH`;
+/// answers what it printed, failing on a failed command.
+fn bash(dir: &Path, s: &Server, script: &str) -> String {
+    let bin_dir = bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-eo", "pipefail", "-c", script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("DN", &s.url)
+        .env("TOKEN", &s.token)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script}\nfailed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn the_apps_chapters_tutorial_runs_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/apps.md")).unwrap();
+    let blocks = sh_blocks(&doc);
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Server::start_opts(
+        &tmp.path().join("notes"),
+        &[],
+        &[("DATANOTES_CACHE_DIR", &shared_cache())],
+    );
+    let path_of = |name: &str| component(name).to_string_lossy().into_owned();
+
+    // Start: the table (the server is the test's; the token is read from the folder as written).
+    let start = block_with(&blocks, "datanotes serve --database ./notes");
+    let start: String = start
+        .lines()
+        .filter(|l| !l.starts_with("datanotes serve"))
+        .map(|l| format!("{}\n", l.replace("http://127.0.0.1:5234", &s.url)))
+        .collect();
+    let out = bash(tmp.path(), &s, &start);
+    shows_what_it_prints(&start, &out);
+
+    // Install it: the Rust app by its path, the Python app by its bytes, the JavaScript app
+    // without `write` (as the refusal shown below it is).
+    let by_path = block_with(&blocks, "\\\"wasm_path\\\": \\\"$PWD/target/");
+    let install = |name: &str, write: bool| {
+        let mut script = by_path
+            .replace(
+                "$PWD/target/wasm32-wasip2/release/hello.wasm",
+                &path_of(name),
+            )
+            .replace(
+                "\\\"name\\\": \\\"hello\\\"",
+                &format!("\\\"name\\\": \\\"{name}\\\""),
+            );
+        if !write {
+            script = script.replace("\\\"write\\\": [\\\"personal.hello.notes\\\"],", "");
+        }
+        let v = json(&bash(tmp.path(), &s, &script));
+        assert_eq!(v["app"]["name"], name, "{v}");
+        assert_eq!(v["app"]["reachable"], true, "{v}");
+        let tool = match name.starts_with("hello2") {
+            true => format!("{name}_count"),
+            false => format!("{name}_note"),
+        };
+        assert!(
+            v["app"]["tools"].as_array().unwrap().contains(&tool.into()),
+            "{v}"
+        );
+    };
+    install("hello", true);
+    let by_bytes = block_with(&blocks, "wasm_base64");
+    let v = json(&bash(
+        tmp.path(),
+        &s,
+        &by_bytes.replace(
+            "open('hello.wasm'",
+            &format!("open('{}'", path_of("hellopy")),
+        ),
+    ));
+    assert_eq!(
+        v["app"]["tools"],
+        serde_json::json!(["hellopy_tables", "hellopy_note"]),
+        "{v}"
+    );
+    install("hellojs", false);
+
+    // Call it: over HTTP, as shown; the refusal of the app without `write`, as shown.
+    let call = block_with(&blocks, "$DN/datanotes/apps/call/");
+    shows_what_it_prints(call, &bash(tmp.path(), &s, call));
+    let refusal = doc
+        .split("installed without `write`:\n\n```json\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the refusal the chapter shows");
+    let refused = bash(tmp.path(), &s, &call.replace("hello_note", "hellojs_note"));
+    assert_eq!(json(&refused), json(refusal), "{refused}");
+    // The other apps' read tools answer.
+    for t in ["hello_tables", "hellopy_tables", "hellojs_tables"] {
+        let out = bash(tmp.path(), &s, &call.replace("hello_note", t));
+        assert_eq!(json(&out)["ok"], true, "{t}: {out}");
+    }
+    // Over MCP on stdio, through `datanotes mcp`.
+    let stdio = block_with(&blocks, "| datanotes mcp --url $DN");
+    shows_what_it_prints(stdio, &bash(tmp.path(), &s, stdio));
+
+    // The 0.2 apps: installed as above, then the MCP session the chapter shows; hello2py and
+    // hello2js answer the same (the note is written once).
+    for name in ["hello2", "hello2py", "hello2js"] {
+        install(name, true);
+    }
+    let try_v2 = block_with(&blocks, "hello2_count");
+    shows_what_it_prints(try_v2, &bash(tmp.path(), &s, try_v2));
+    let session = try_v2
+        .split_once("mcp() {")
+        .map(|(_, rest)| format!("mcp() {{{rest}"))
+        .unwrap();
+    for name in ["hello2py", "hello2js"] {
+        let same = session
+            .replace("hello2_", &format!("{name}_"))
+            .replace("notes://hello2/", &format!("notes://{name}/"));
+        shows_what_it_prints(&same, &bash(tmp.path(), &s, &same));
+    }
+}
