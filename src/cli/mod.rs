@@ -22,7 +22,9 @@ pub struct Conn {
     /// `datanotes serve` in DIR/.datanotes/server.json).
     #[arg(long, global = true, env = "DATANOTES_URL")]
     pub url: Option<String>,
-    /// The owner token (by default read from DIR/.datanotes/owner-token).
+    /// The token to send (by default the owner token, read from DIR/.datanotes/owner-token).
+    /// Prefer the variable DATANOTES_TOKEN: a command line is visible to the machine's other
+    /// users.
     #[arg(long, global = true, env = "DATANOTES_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// The database folder the server serves: its address and the owner token are read from it.
@@ -42,7 +44,7 @@ impl Conn {
             (Some(t), _) => Ok(t.clone()),
             (None, Some(db)) => crate::discover::owner_token(db),
             (None, None) => anyhow::bail!(
-                "no token: give --database DIR (to read the owner token) or --token (or DATANOTES_TOKEN)"
+                "no token: give --database DIR (to read the owner token) or set DATANOTES_TOKEN"
             ),
         }
     }
