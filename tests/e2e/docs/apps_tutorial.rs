@@ -4,27 +4,11 @@
 //! bash as written, in a folder `notes` served at `$DN`, with only the path of each built file put
 //! in, and every answer the chapter shows found among the real ones, in order.
 
+use super::{bash, block_with, json, sh_blocks};
 use crate::kit::Server;
-use crate::kit::process::bin;
 use crate::wasm::{component, shared_cache};
 use serde_json::Value;
 use std::path::Path;
-
-/// The chapter's `sh` blocks, in order.
-fn sh_blocks(doc: &str) -> Vec<&str> {
-    doc.split("```sh\n")
-        .skip(1)
-        .map(|b| b.split("```").next().unwrap())
-        .collect()
-}
-
-/// The first block holding `needle`.
-fn block_with<'a>(blocks: &[&'a str], needle: &str) -> &'a str {
-    blocks
-        .iter()
-        .find(|b| b.contains(needle))
-        .unwrap_or_else(|| panic!("docs/apps.md has no sh block with {needle:?}"))
-}
 
 /// The answers a block shows in its comments (`# {...}`, `# data: {...}`, `# ... {...}`; a line
 /// `#  ...` goes on the one before), as JSON.
@@ -80,36 +64,6 @@ fn shows_what_it_prints(block: &str, out: &str) {
             ),
         }
     }
-}
-
-/// Runs `script` with bash in `dir`, `$DN` and `$TOKEN` set and `datanotes` on the `PATH`;
-/// answers what it printed, failing on a failed command.
-fn bash(dir: &Path, s: &Server, script: &str) -> String {
-    let bin_dir = bin().parent().unwrap().to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = std::process::Command::new("bash")
-        .args(["-eo", "pipefail", "-c", script])
-        .current_dir(dir)
-        .env("PATH", path)
-        .env("DN", &s.url)
-        .env("TOKEN", &s.token)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{script}\nfailed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn json(out: &str) -> Value {
-    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
 #[test]

@@ -3,9 +3,13 @@
 //! The examples a reader copies run as written: the HTTP API chapter's (here) and the apps
 //! chapter's tutorial (`apps_tutorial.rs`).
 
+use crate::kit::Server;
+use crate::kit::process::bin;
+use serde_json::Value;
 use std::path::Path;
 
 mod apps_tutorial;
+mod command_lines;
 
 /// Every file and folder of the project (not `target/`, `.git/` or installed packages), as paths
 /// relative to its root; folders end with `/`.
@@ -287,4 +291,50 @@ fn the_http_api_chapters_example_runs_as_written_against_a_demo_database() {
             .unwrap_or_else(|e| panic!("{call} answered no JSON ({e}): {answer}"));
         assert!(v.get("error").is_none(), "{call} failed: {answer}");
     }
+}
+
+/// Runs `script` with bash in `dir`, `$DN` and `$TOKEN` set and `datanotes` on the `PATH`;
+/// answers what it printed, failing on a failed command.
+pub(crate) fn bash(dir: &Path, s: &Server, script: &str) -> String {
+    let bin_dir = bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-eo", "pipefail", "-c", script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("DN", &s.url)
+        .env("TOKEN", &s.token)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script}\nfailed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+pub(crate) fn json(out: &str) -> Value {
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// A chapter's `sh` blocks, in order.
+pub(crate) fn sh_blocks(doc: &str) -> Vec<&str> {
+    doc.split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect()
+}
+
+/// The first block holding `needle`.
+pub(crate) fn block_with<'a>(blocks: &[&'a str], needle: &str) -> &'a str {
+    blocks
+        .iter()
+        .find(|b| b.contains(needle))
+        .unwrap_or_else(|| panic!("no sh block with {needle:?}"))
 }
