@@ -1,7 +1,8 @@
 //! The docs tell the truth about the tree: every file or folder `ARCHITECTURE.md` names exists,
 //! and every internal link and anchor of the manual (docs/, an mdBook) and the README resolves.
-//! The examples a reader copies run as written: the HTTP API chapter's (here) and the apps
-//! chapter's tutorial (`apps_tutorial.rs`).
+//! The examples a reader copies run as written: the HTTP API chapter's (here), the apps
+//! chapter's tutorial (`apps_tutorial.rs`) and publishing walkthrough (`publishing.rs`), and the
+//! command lines of the apps and telemetry chapters (`command_lines.rs`).
 
 use crate::kit::Server;
 use crate::kit::process::bin;
@@ -10,6 +11,7 @@ use std::path::Path;
 
 mod apps_tutorial;
 mod command_lines;
+mod publishing;
 
 /// Every file and folder of the project (not `target/`, `.git/` or installed packages), as paths
 /// relative to its root; folders end with `/`.
@@ -296,18 +298,30 @@ fn the_http_api_chapters_example_runs_as_written_against_a_demo_database() {
 /// Runs `script` with bash in `dir`, `$DN` and `$TOKEN` set and `datanotes` on the `PATH`;
 /// answers what it printed, failing on a failed command.
 pub(crate) fn bash(dir: &Path, s: &Server, script: &str) -> String {
+    bash_with(dir, s, script, None, &[])
+}
+
+/// [`bash`], with another folder on the `PATH` (after `datanotes`'s) and more variables.
+pub(crate) fn bash_with(
+    dir: &Path,
+    s: &Server,
+    script: &str,
+    more_path: Option<&Path>,
+    env: &[(&str, &Path)],
+) -> String {
     let bin_dir = bin().parent().unwrap().to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let mut path = format!("{}:", bin_dir.display());
+    if let Some(p) = more_path {
+        path.push_str(&format!("{}:", p.display()));
+    }
+    path.push_str(&std::env::var("PATH").unwrap_or_default());
     let out = std::process::Command::new("bash")
         .args(["-eo", "pipefail", "-c", script])
         .current_dir(dir)
         .env("PATH", path)
         .env("DN", &s.url)
         .env("TOKEN", &s.token)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
