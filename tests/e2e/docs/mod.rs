@@ -250,13 +250,11 @@ fn anchors_are_made_as_mdbook_makes_them() {
 /// the engine does not take, a table or column the demo lacks, a wrong shape, would be one.
 #[test]
 fn the_http_api_chapters_example_runs_as_written_against_a_demo_database() {
-    use crate::kit::{Server, model_dir};
+    use crate::kit::model_dir;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("docs/http-api.md")).unwrap();
-    let block = doc
-        .split("```sh\n")
-        .nth(1)
-        .and_then(|b| b.split("```").next())
+    let block = *sh_blocks(&doc)
+        .first()
         .expect("docs/http-api.md has a sh block");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");

@@ -5,37 +5,12 @@
 //! the registry's address is put in (for `127.0.0.1:5000`, and for `ghcr.io/someone`, which a
 //! test cannot push to), and the chapter's install from a web server is left out.
 
-use super::{bash, bash_with, sh_blocks};
+use super::{bash, bash_with, block_with, sh_blocks};
 use crate::kit::Server;
 use crate::kit::registry::{Registry, oci_tools};
 use crate::wasm::{component, shared_cache};
 use serde_json::{Value, json};
 use std::path::Path;
-
-/// The one block that is exactly `text` (with its new line).
-fn block_is<'a>(blocks: &[&'a str], text: &str) -> &'a str {
-    blocks
-        .iter()
-        .find(|b| b.trim_end() == text)
-        .unwrap_or_else(|| panic!("docs/apps.md has no sh block {text:?}"))
-}
-
-fn block_starting<'a>(blocks: &[&'a str], start: &str) -> &'a str {
-    blocks
-        .iter()
-        .find(|b| b.starts_with(start))
-        .unwrap_or_else(|| panic!("docs/apps.md has no sh block starting {start:?}"))
-}
-
-fn app(s: &Server, name: &str) -> Value {
-    let (st, v) = s.post(
-        "/datanotes/apps/get/",
-        Some(&s.token),
-        &json!({"name": name}),
-    );
-    assert_eq!(st, 200, "{v}");
-    v["app"].clone()
-}
 
 #[test]
 fn the_apps_chapters_publishing_walkthrough_runs_as_written() {
@@ -78,25 +53,25 @@ fn the_apps_chapters_publishing_walkthrough_runs_as_written() {
     std::fs::copy(component("planning"), dir.join("planning.wasm")).unwrap();
 
     // Push it to the registry on this machine.
-    let push = block_starting(&blocks, "wkg oci push --insecure 127.0.0.1:5000");
+    let push = block_with(&blocks, "wkg oci push --insecure 127.0.0.1:5000");
     bash_with(dir, &s, &local(push), Some(&wkg_bin), &wkg_env);
 
     // Sign it, and trust the key.
-    let sign = block_starting(&blocks, "datanotes apps keygen alice");
+    let sign = block_with(&blocks, "datanotes apps keygen alice");
     let out = bash(dir, &s, &local(sign));
     let signed = format!("signed {}/apps/planning:0.1.0 (sha256:", reg.addr());
     assert!(
         out.contains("wrote alice.key") && out.contains(&signed),
         "{out}"
     );
-    let trust = block_is(
+    let trust = block_with(
         &blocks,
         "datanotes apps trust alice --key alice.pub --database demo",
     );
     bash(dir, &s, trust);
 
     // The plan: signed by alice, the manifest's app and rights, nothing installed.
-    let plan = block_is(
+    let plan = block_with(
         &blocks,
         "datanotes apps install oci://127.0.0.1:5000/apps/planning:0.1.0 --database demo",
     );
@@ -117,7 +92,7 @@ fn the_apps_chapters_publishing_walkthrough_runs_as_written() {
         assert!(out.contains(line), "the plan has no line {line:?}:\n{out}");
     }
     // The same plan over HTTP.
-    let curl = block_starting(
+    let curl = block_with(
         &blocks,
         "curl -s -H \"Authorization: Bearer $TOKEN\" $DN/datanotes/apps/create/ \\\n     -d '{\"source\"",
     );
@@ -137,7 +112,7 @@ fn the_apps_chapters_publishing_walkthrough_runs_as_written() {
     assert_eq!(apps["apps"], json!([]), "a plan installs nothing");
 
     // The installs (but the one from a web server): what was granted, and where it came from.
-    let install = block_starting(
+    let install = block_with(
         &blocks,
         "datanotes apps install oci://127.0.0.1:5000/apps/planning:0.1.0 --database demo --write",
     );
@@ -147,14 +122,14 @@ fn the_apps_chapters_publishing_walkthrough_runs_as_written() {
         .map(|l| format!("{l}\n"))
         .collect();
     bash(dir, &s, &local(&install));
-    let planning = app(&s, "planning");
+    let planning = s.app("planning");
     assert_eq!(planning["write"], json!(["personal.tasks.*"]), "{planning}");
     assert_eq!(planning["ddl"], false, "{planning}");
     let origin = &planning["wasm"]["origin"];
     assert_eq!(origin["signature"]["status"], "signed", "{planning}");
     assert_eq!(origin["signature"]["key"], "alice", "{planning}");
     assert_eq!(origin["version"], version, "{planning}");
-    let planning2 = app(&s, "planning2");
+    let planning2 = s.app("planning2");
     assert_eq!(planning2["write"], asked["rights"]["write"], "{planning2}");
     assert_eq!(planning2["ddl"], asked["rights"]["ddl"], "{planning2}");
 
@@ -165,7 +140,7 @@ fn the_apps_chapters_publishing_walkthrough_runs_as_written() {
         &component("planning2"),
         &[("dev.datanotes.app", r#"{"version": "0.3.0"}"#)],
     );
-    let upgrade = block_starting(&blocks, "datanotes apps upgrade planning --database demo");
+    let upgrade = block_with(&blocks, "datanotes apps upgrade planning --database demo");
     let out = bash(dir, &s, &local(upgrade));
     let said = |start: &str, end: &str| {
         out.lines()
@@ -179,6 +154,6 @@ fn the_apps_chapters_publishing_walkthrough_runs_as_written() {
         said("rolled back planning: sha256:", "(signed by alice)"),
         "no rollback said as the chapter shows:\n{out}"
     );
-    let planning = app(&s, "planning");
+    let planning = s.app("planning");
     assert_eq!(planning["wasm"]["origin"]["version"], version, "{planning}");
 }
