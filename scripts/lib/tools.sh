@@ -239,8 +239,11 @@ tools_mdbook() {
   MDBOOK=$TOOL_DIR/bin/mdbook
 }
 
+# The tools the later steps of scripts/test run. Not componentize-py and componentize-js:
+# scripts/build-plugins installs them when it has a component to build, and mostly it has none
+# (it takes them from its per-user cache of built components).
 tools_all() {
   tools_node && tools_conformance && tools_everything && tools_browser &&
-    tools_mcp_python 1 && tools_mcp_python 2 && tools_componentize_py && tools_componentize_js &&
+    tools_mcp_python 1 && tools_mcp_python 2 &&
     tools_prometheus && tools_phoenix && tools_mdbook
 }
