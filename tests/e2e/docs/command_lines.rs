@@ -2,7 +2,8 @@
 //! apps chapter's `datanotes apps ...` block (`docs/apps-host.md`) and the telemetry chapter's
 //! `datanotes metrics-tokens ...` block (`docs/telemetry.md`), with only the folder and the path
 //! of a built component put in. Each command must succeed, and what it did is read back from
-//! the server.
+//! the server. The command-line chapter's synopsis (`docs/cli.md`) is checked against the
+//! binary's own help.
 
 use super::{bash, block_with, sh_blocks};
 use crate::kit::Server;
@@ -88,4 +89,75 @@ fn the_telemetry_chapters_metrics_token_commands_run_as_written() {
     // Revoked: it stops working at once.
     bash(tmp.path(), &s, revoke);
     assert_eq!(metrics(token), 401);
+}
+
+/// The command-line chapter's synopsis (`docs/cli.md`) says what the binary takes: every
+/// command it shows has help of its own (`datanotes COMMAND --help` succeeds), and every flag it
+/// shows is in that help. A `a|b` word is each of its alternatives; `|` between two commands
+/// starts the next one.
+#[test]
+fn the_command_line_chapters_synopsis_is_what_the_binary_takes() {
+    let doc = chapter("cli.md");
+    let synopsis = *sh_blocks(&doc)
+        .first()
+        .expect("docs/cli.md starts with its synopsis");
+    let mut checked = 0;
+    for line in synopsis.lines() {
+        let line = line.split('#').next().unwrap().trim();
+        let line = line
+            .strip_prefix("datanotes ")
+            .unwrap_or_else(|| panic!("{line}"));
+        for command in line.split(" | ") {
+            let words: Vec<&str> = command.split_whitespace().collect();
+            // The command's words: up to the first flag, placeholder (DIR, NAME) or `...`.
+            let path: Vec<&str> = words
+                .iter()
+                .take_while(|w| {
+                    w.chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '-' || c == '|')
+                })
+                .take_while(|w| !w.starts_with('-'))
+                .copied()
+                .collect();
+            let flags: Vec<&str> = words
+                .iter()
+                .map(|w| w.trim_matches(|c| c == '[' || c == ']'))
+                .filter(|w| w.starts_with("--"))
+                .collect();
+            // Each alternative of an `a|b` word is a command of its own.
+            let mut paths: Vec<Vec<&str>> = vec![vec![]];
+            for w in &path {
+                paths = paths
+                    .iter()
+                    .flat_map(|p| w.split('|').map(move |alt| [p.clone(), vec![alt]].concat()))
+                    .collect();
+            }
+            for p in paths {
+                let out = std::process::Command::new(crate::kit::process::bin())
+                    .args(&p)
+                    .arg("--help")
+                    .output()
+                    .unwrap();
+                let help = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success(),
+                    "`datanotes {} --help` failed: {help}{}",
+                    p.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                for f in &flags {
+                    assert!(
+                        help.contains(f),
+                        "the synopsis shows `datanotes {} {f}`, which its help does not name:\n{help}",
+                        p.join(" ")
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 15,
+        "only {checked} commands found: is the pattern right?"
+    );
 }

@@ -1,8 +1,9 @@
 //! The docs tell the truth about the tree: every file or folder `ARCHITECTURE.md` names exists,
 //! and every internal link and anchor of the manual (docs/, an mdBook) and the README resolves.
 //! The examples a reader copies run as written: the HTTP API chapter's (here), the apps
-//! chapter's tutorial (`apps_tutorial.rs`) and publishing walkthrough (`publishing.rs`), and the
-//! command lines of the apps and telemetry chapters (`command_lines.rs`).
+//! chapter's tutorial (`apps_tutorial.rs`) and publishing walkthrough (`publishing.rs`), the
+//! command lines of the apps and telemetry chapters (`command_lines.rs`), and the README's ways
+//! to connect an agent (`readme.rs`).
 
 use crate::kit::Server;
 use crate::kit::process::bin;
@@ -12,6 +13,7 @@ use std::path::Path;
 mod apps_tutorial;
 mod command_lines;
 mod publishing;
+mod readme;
 
 /// Every file and folder of the project (not `target/`, `.git/` or installed packages), as paths
 /// relative to its root; folders end with `/`.
