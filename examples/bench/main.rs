@@ -199,7 +199,12 @@ fn main() {
             continue;
         }
         progress(format!("== {name}"));
+        let started = Instant::now();
         figures.extend(section(&mut b));
+        progress(format!(
+            "== {name} took {:.1} s",
+            started.elapsed().as_secs_f64()
+        ));
     }
     b.stop();
     let total = t0.elapsed().as_secs_f64();
