@@ -11,8 +11,10 @@
 //! saved: the listings the aggregator keeps are the truth, and the index is rebuilt from them
 //! at start.
 //!
-//! Both rankings are fused as the notes' are, by reciprocal rank fusion.
+//! Both rankings are fused by their scores ([`fusion`]), and a query's arguments are read as
+//! what they are ([`words::typed`]).
 
+mod fusion;
 mod segment;
 mod words;
 
@@ -203,6 +205,9 @@ impl ToolIndex {
             .chain(skills.map(|s| (SKILLS.to_string(), s)))
             .filter(|(app, _)| only.is_none_or(|o| o.iter().any(|a| a == app)))
             .collect();
+        // Its arguments (paths, file names, addresses) as what they are: a tool's words say
+        // "path", not "/home/dana/web".
+        let query = &words::typed(query);
         let forms = words::forms(query);
         let q: Vec<String> = forms.iter().map(|(_, w)| w.clone()).collect();
         // Keys: (segment, doc) of the tools the caller may call.
@@ -220,9 +225,7 @@ impl ToolIndex {
             .and_then(|m| semantic::embed_mean(m, query).map(|v| (m, v)))
             .map(|(m, v)| segment::nearest(&segs, &ok, m, &v, depth))
             .unwrap_or_default();
-        let (k, text_weight) = semantic::fusion();
-        let fused = semantic::fuse(&[(&by_text, text_weight), (&by_meaning, 1.0)], k);
-        fused
+        fusion::fuse(&by_text, &by_meaning)
             .into_iter()
             .take(limit)
             .map(|((si, di), score, ranks)| {
@@ -233,7 +236,7 @@ impl ToolIndex {
                     segment: s.clone(),
                     score,
                     text_rank: ranks[0],
-                    meaning_rank: ranks.get(1).copied().flatten(),
+                    meaning_rank: ranks[1],
                     words: s.matched(di, &forms),
                 }
             })

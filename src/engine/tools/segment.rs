@@ -1,6 +1,7 @@
 //! One app's tools in the index: their words in an inverted index (BM25 over every segment
 //! at once) and one vector per tool from the model.
 
+use super::fusion::Key;
 use super::words::words;
 use crate::engine::semantic::model::Model;
 use serde_json::Value;
@@ -56,17 +57,32 @@ impl ToolDoc {
         cut(&out, MAX_TEXT).to_string()
     }
 
-    /// What its vector is computed from.
+    /// What its vector is computed from: its app's name, its name and the first sentence of
+    /// its description. A description's first sentence says what the tool does; the rest
+    /// (when to use it, its caveats, its parameters) blurs a mean of word vectors. On the
+    /// retrieval set the whole description made hybrid recall@5 0.893, its first sentence
+    /// 0.909; its parameters made it worse (BENCHMARKS.md, `tools`).
     fn meaning(&self) -> String {
-        // Its app's name, its name and its description (its parameters made the vectors of
-        // the retrieval set's tools worse: BENCHMARKS.md, `tools`).
         format!(
             "{} {}. {}",
             self.context.split('.').next().unwrap_or(""),
             words(&self.name).join(" "),
-            cut(&self.description, 1000),
+            cut(first_sentence(&self.description), MAX_SENTENCE),
         )
     }
+}
+
+/// The most bytes of a description's first sentence that its vector is computed from.
+const MAX_SENTENCE: usize = 400;
+
+/// The first sentence of `text`: up to its first `. ` or line break (blank lines skipped).
+fn first_sentence(text: &str) -> &str {
+    let first = text.split(". ").next().unwrap_or("");
+    first
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
 }
 
 /// A schema's property names and descriptions, two levels deep.
@@ -223,14 +239,14 @@ impl Segment {
     }
 }
 
-/// The `depth` best tools (segment, tool) for the words `q` by BM25, over every segment's
+/// The `depth` best tools (segment, tool), with their scores, for the words `q` by BM25, over every segment's
 /// statistics, among those `ok` accepts.
 pub fn bm25(
     segs: &[(String, Arc<Segment>)],
     ok: &[Vec<bool>],
     q: &[String],
     depth: usize,
-) -> Vec<(usize, usize)> {
+) -> Vec<(Key, f64)> {
     let n: usize = segs.iter().map(|(_, s)| s.docs.len()).sum();
     if n == 0 || q.is_empty() {
         return vec![];
@@ -270,7 +286,7 @@ pub fn bm25(
     top(scores.into_iter().collect(), depth)
 }
 
-/// The `depth` tools (segment, tool) nearest to the unit vector `v` by `model`, among those
+/// The `depth` tools (segment, tool), with their cosines, nearest to the unit vector `v` by `model`, among those
 /// `ok` accepts.
 pub fn nearest(
     segs: &[(String, Arc<Segment>)],
@@ -278,7 +294,7 @@ pub fn nearest(
     model: &Model,
     v: &[f32],
     depth: usize,
-) -> Vec<(usize, usize)> {
+) -> Vec<(Key, f64)> {
     let mut scores = vec![];
     for (si, (_, s)) in segs.iter().enumerate() {
         let Some((f, dim, flat)) = &s.vectors else {
@@ -297,9 +313,9 @@ pub fn nearest(
     top(scores, depth)
 }
 
-/// The `depth` best keys, best first (ties in listing order).
-fn top(mut scores: Vec<((usize, usize), f64)>, depth: usize) -> Vec<(usize, usize)> {
+/// The `depth` best keys with their scores, best first (ties in listing order).
+fn top(mut scores: Vec<(Key, f64)>, depth: usize) -> Vec<(Key, f64)> {
     scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     scores.truncate(depth);
-    scores.into_iter().map(|(k, _)| k).collect()
+    scores
 }

@@ -86,9 +86,77 @@ fn stem(w: &str) -> String {
     s
 }
 
+/// A query with its arguments replaced by what they are, as a tool's description names them:
+/// a URL by `url`, a path by `path` (`file path` when it ends in a file's name), a file's name
+/// by `file`, a latitude and longitude (`27.98,86.92`) by `latitude longitude`. An agent's
+/// request carries the values it wants used (`/home/dana/web`, `package.json`); their words
+/// (`home`, `dana`, `json`) match nothing or the wrong tools, while what they are is what a
+/// tool's description says it takes.
+pub fn typed(query: &str) -> String {
+    let mut out = String::with_capacity(query.len());
+    for token in query.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(kind(token).unwrap_or(token));
+    }
+    out
+}
+
+/// What a token of a query is, if it is an argument of a kind tools name.
+fn kind(token: &str) -> Option<&'static str> {
+    let t = token.trim_matches(|c: char| "`'\"()[]{}<>,;:!?".contains(c));
+    let t = t.strip_suffix('.').unwrap_or(t);
+    let lower = t.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        return Some("url");
+    }
+    if let Some((a, b)) = t.split_once(',')
+        && decimal(a)
+        && decimal(b)
+    {
+        return Some("latitude longitude");
+    }
+    let rooted = ["/", "~/", "./", "../"].iter().any(|r| t.starts_with(r)) && t.len() > 2;
+    let parts = t.contains('/') && t.split('/').all(|p| !p.is_empty());
+    if rooted || parts && file_name(t) {
+        return Some(if file_name(t) { "file path" } else { "path" });
+    }
+    if !t.contains('/') && file_name(t) {
+        return Some("file");
+    }
+    None
+}
+
+/// Whether the last part of a path is a file's name: a name and an extension of one to five
+/// letters or digits, not all digits (`cv.pdf`, `.eslintrc.json`; not `1.76` or `e.g`).
+fn file_name(path: &str) -> bool {
+    let last = path.rsplit('/').next().unwrap_or(path);
+    let Some((stem, ext)) = last.rsplit_once('.') else {
+        return false;
+    };
+    let stem = stem.trim_start_matches('.');
+    !stem.is_empty()
+        && (1..=5).contains(&ext.len())
+        && ext.chars().all(|c| c.is_ascii_alphanumeric())
+        && ext.chars().any(|c| c.is_ascii_alphabetic())
+        && !(stem.len() == 1 && ext.len() == 1)
+}
+
+/// A number with a decimal point (`27.9881`, `-118.2923`).
+fn decimal(s: &str) -> bool {
+    let s = s.strip_prefix('-').unwrap_or(s);
+    s.split_once('.').is_some_and(|(i, f)| {
+        !i.is_empty()
+            && !f.is_empty()
+            && i.chars().all(|c| c.is_ascii_digit())
+            && f.chars().all(|c| c.is_ascii_digit())
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::words;
+    use super::{typed, words};
 
     #[test]
     fn names_split_at_underscores_dashes_and_humps() {
@@ -105,5 +173,27 @@ mod tests {
         assert_eq!(words("the branches of a repo"), ["branch", "repo"]);
         assert_eq!(words("addresses status"), ["address", "status"]);
         assert!(words("to of the a").is_empty());
+    }
+
+    #[test]
+    fn a_querys_arguments_read_as_what_they_are() {
+        assert_eq!(
+            typed("Open package.json and .eslintrc.json in /home/dana/web"),
+            "Open file and file in path"
+        );
+        assert_eq!(typed("Stage src/cart.ts now"), "Stage file path now");
+        assert_eq!(typed("cat ~/notes/todo.md."), "cat file path");
+        assert_eq!(
+            typed("Grab https://blog.rust-lang.org/x.html as text"),
+            "Grab url as text"
+        );
+        assert_eq!(
+            typed("points: 27.9881,86.9250 and 36.5785,-118.2923?"),
+            "points: latitude longitude and latitude longitude"
+        );
+        // Not arguments: a repository, a version, a ratio, a word with a slash.
+        for plain in ["acme/infra", "Rust 1.76", "e.g. this", "and/or", "3.5,2"] {
+            assert_eq!(typed(plain), plain);
+        }
     }
 }
