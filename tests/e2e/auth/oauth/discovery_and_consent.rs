@@ -104,7 +104,25 @@ fn an_agent_discovers_connects_and_gets_exactly_what_the_owner_ticked() {
     assert_eq!(g["rights"]["write"], json!([TASKS]));
     assert!(!g.to_string().contains("dn_o"), "no token in {g}");
     let id = g["id"].as_str().unwrap();
-    s.ok_route("grants/revoke", json!({"id": id}));
+    // With the commands docs/mcp.md shows: `grants list` names the grant and its client,
+    // `grants revoke` ends it.
+    let grants_cli = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .args(args)
+            .args(["--database", s.dir.to_str().unwrap()])
+            .env_remove("DATANOTES_URL")
+            .env_remove("DATANOTES_TOKEN")
+            .output()
+            .expect("run datanotes");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let listed = grants_cli(&["grants", "list"]);
+    assert!(
+        listed.contains(id) && listed.contains("Test agent"),
+        "{listed}"
+    );
+    grants_cli(&["grants", "revoke", id]);
     let (st, www, _) = mcp_initialize(&s, &mcp, Some(&t.access));
     assert_eq!(st, 401);
     assert!(www.unwrap().contains("error=\"invalid_token\""));
