@@ -152,15 +152,32 @@ pub fn fuse<K: Clone + Eq + std::hash::Hash>(
     rankings: &[(&[K], f64)],
     k: f64,
 ) -> Vec<(K, f64, Vec<Option<usize>>)> {
+    let parts: Vec<Vec<(K, f64)>> = rankings
+        .iter()
+        .map(|(ranking, weight)| {
+            (ranking.iter().enumerate())
+                .map(|(i, key)| (key.clone(), weight / (k + (i + 1) as f64)))
+                .collect()
+        })
+        .collect();
+    combine(&parts)
+}
+
+/// Adds up rankings (each a list of keys, best first, with what each adds to its key's
+/// score) into one: (key, score, rank in each), best first (ties in the order first met).
+/// Rank fusion here and the tool index's fusion by score both add up this way.
+pub fn combine<K: Clone + Eq + std::hash::Hash>(
+    rankings: &[Vec<(K, f64)>],
+) -> Vec<(K, f64, Vec<Option<usize>>)> {
     let mut at: std::collections::HashMap<K, usize> = Default::default();
     let mut out: Vec<(K, f64, Vec<Option<usize>>)> = vec![];
-    for (n, (ranking, weight)) in rankings.iter().enumerate() {
-        for (i, key) in ranking.iter().enumerate() {
+    for (n, ranking) in rankings.iter().enumerate() {
+        for (i, (key, part)) in ranking.iter().enumerate() {
             let ix = *at.entry(key.clone()).or_insert_with(|| {
                 out.push((key.clone(), 0.0, vec![None; rankings.len()]));
                 out.len() - 1
             });
-            out[ix].1 += weight / (k + (i + 1) as f64);
+            out[ix].1 += part;
             out[ix].2[n] = Some(i + 1);
         }
     }

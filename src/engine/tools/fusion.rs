@@ -7,7 +7,7 @@
 //! should win by more than one place. On the retrieval set (BENCHMARKS.md, `tools`) this moved
 //! hybrid recall@5 from 0.829 to 0.845 with everything else unchanged.
 
-use std::collections::HashMap;
+use crate::engine::semantic;
 
 /// A tool: (segment, tool in it).
 pub type Key = (usize, usize);
@@ -21,24 +21,16 @@ pub const TEXT_SHARE: f64 = 0.55;
 pub fn fuse(
     by_text: &[(Key, f64)],
     by_meaning: &[(Key, f64)],
-) -> Vec<(Key, f64, [Option<usize>; 2])> {
-    let mut out: Vec<(Key, f64, [Option<usize>; 2])> = vec![];
-    let mut at: HashMap<Key, usize> = HashMap::new();
-    for (n, (ranking, share)) in [(by_text, TEXT_SHARE), (by_meaning, 1.0 - TEXT_SHARE)]
-        .into_iter()
-        .enumerate()
-    {
-        for (i, (key, scaled)) in scaled(ranking).into_iter().enumerate() {
-            let ix = *at.entry(key).or_insert_with(|| {
-                out.push((key, 0.0, [None, None]));
-                out.len() - 1
-            });
-            out[ix].1 += share * scaled;
-            out[ix].2[n] = Some(i + 1);
-        }
-    }
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    out
+) -> Vec<(Key, f64, Vec<Option<usize>>)> {
+    let part = |ranking, share: f64| -> Vec<(Key, f64)> {
+        (scaled(ranking).into_iter())
+            .map(|(key, s)| (key, share * s))
+            .collect()
+    };
+    semantic::combine(&[
+        part(by_text, TEXT_SHARE),
+        part(by_meaning, 1.0 - TEXT_SHARE),
+    ])
 }
 
 /// A ranking's scores scaled to 0..1: the best 1, the last 0 (all 1 when they are equal).

@@ -239,8 +239,8 @@ impl Segment {
     }
 }
 
-/// The `depth` best tools (segment, tool), with their scores, for the words `q` by BM25, over every segment's
-/// statistics, among those `ok` accepts.
+/// The `depth` best tools (segment, tool), with their scores, for the words `q` by BM25, over
+/// every segment's statistics, among those `ok` accepts.
 pub fn bm25(
     segs: &[(String, Arc<Segment>)],
     ok: &[Vec<bool>],
@@ -286,8 +286,8 @@ pub fn bm25(
     top(scores.into_iter().collect(), depth)
 }
 
-/// The `depth` tools (segment, tool), with their cosines, nearest to the unit vector `v` by `model`, among those
-/// `ok` accepts.
+/// The `depth` tools (segment, tool), with their cosines, nearest to the unit vector `v` by
+/// `model`, among those `ok` accepts.
 pub fn nearest(
     segs: &[(String, Arc<Segment>)],
     ok: &[Vec<bool>],
