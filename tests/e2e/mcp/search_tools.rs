@@ -168,6 +168,37 @@ fn without_a_model_tools_are_ranked_by_their_words() {
 }
 
 #[test]
+fn a_querys_path_and_file_name_are_read_as_what_they_are() {
+    // Words only, so the ranking is the words': the path's own words ("home") match the
+    // home-automation tool, what the path is matches the file tool.
+    let s = Server::start();
+    let rt = runtime();
+    let tools = vec![
+        tool(
+            "read_file",
+            "Read the complete contents of a file",
+            &[("path", "The path of the file to read")],
+        ),
+        tool(
+            "get_home_state",
+            "Get the state of a device at home, by its name",
+            &[("name", "The device's name, such as dana")],
+        ),
+    ];
+    let url = tool_app(&rt, Arc::new(Mutex::new(tools)));
+    create_app(&s, json!({"name": "box", "mcp_url": url}));
+    eventually("the app is listed", || {
+        best(&s, "device") == "get_home_state"
+    });
+    let v = s.ok_route(
+        "search_tools",
+        json!({"query": "show me /home/dana/todo.md", "apps": ["box"]}),
+    );
+    assert_eq!(names(&v)[0], "read_file", "{v}");
+    assert_eq!(v["tools"][0]["words"], json!(["file", "path"]), "{v}");
+}
+
+#[test]
 fn a_caller_finds_only_the_tools_it_may_call() {
     let s = Server::start();
     let rt = runtime();
