@@ -1,10 +1,10 @@
-//! The apps chapter's tutorial (`docs/apps.md`), followed as a reader would: its six apps built
+//! The apps chapter's tutorial (`docs/apps.md`), followed as a reader would: its nine apps built
 //! from the chapter's own code blocks (`scripts/build-plugins` writes them out with
-//! `scripts/lib/tutorial-apps.py` and builds `target/plugins/hello*.wasm`), its commands run by
+//! `scripts/lib/tutorial-apps.py` and builds `target/plugins/{hello,greet}*.wasm`), its commands run by
 //! bash as written, in a folder `notes` served at `$DN`, with only the path of each built file put
 //! in, and every answer the chapter shows found among the real ones, in order.
 
-use super::{bash, block_with, json, sh_blocks};
+use super::{bash, bash_with, block_with, json, sh_blocks};
 use crate::kit::Server;
 use crate::wasm::{component, shared_cache};
 use serde_json::Value;
@@ -170,4 +170,107 @@ fn the_apps_chapters_tutorial_runs_as_written() {
             .replace("notes://hello2/", &format!("notes://{name}/"));
         shows_what_it_prints(&same, &bash(tmp.path(), &s, &same));
     }
+}
+
+/// "Any component": the typed `greet` of the chapter, in Rust, Python and JavaScript, built from
+/// its code blocks and installed with its command; each answers `greet_hello` as the chapter
+/// says, with and without an age, and is described by its signature. After the chapter's
+/// `wit-docs` step (run as written, from a clone beside the component's folder), the tool is
+/// described by its WIT doc comment and the app by its package's.
+#[test]
+fn the_typed_greet_examples_answer_as_the_chapter_says() {
+    use crate::kit::mcp::{Agent, structured, text};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/apps.md")).unwrap();
+    let blocks = sh_blocks(&doc);
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Server::start_opts(
+        &tmp.path().join("notes"),
+        &[],
+        &[("DATANOTES_CACHE_DIR", &shared_cache())],
+    );
+    let built = "'$PWD'/target/wasm32-wasip2/release/greet.wasm";
+    let install_block: String = block_with(&blocks, built)
+        .lines()
+        .filter(|l| !l.starts_with("cargo build"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let install = |name: &str, wasm: &Path| {
+        let script = install_block
+            .replace(built, &wasm.to_string_lossy())
+            .replace("\"name\": \"greet\"", &format!("\"name\": \"{name}\""));
+        let v = json(&bash(tmp.path(), &s, &script));
+        assert_eq!(
+            v["app"]["tools"],
+            serde_json::json!([format!("{name}_hello")]),
+            "{v}"
+        );
+    };
+    for name in ["greet", "greetpy", "greetjs"] {
+        install(name, &component(name));
+    }
+    let said = doc
+        .split("an agent calls it with `")
+        .nth(1)
+        .and_then(|r| r.split_once("` and gets\n`structuredContent: "))
+        .map(|(args, rest)| (args, rest.split('`').next().unwrap()))
+        .expect("the call the chapter shows");
+    let (args, answer): (Value, Value) = (json(said.0), json(said.1));
+    assert_eq!(answer, serde_json::json!({"result": "Hello, Ada (36)!"}));
+    let agent = Agent::owner(&s);
+    let tools = agent.tools();
+    for name in ["greet", "greetpy", "greetjs"] {
+        let tool = format!("{name}_hello");
+        let r = agent.call(&tool, args.clone());
+        assert_eq!(structured(&r), answer, "{tool}");
+        assert_eq!(
+            json(&text(&r)),
+            answer["result"],
+            "{tool}: the same JSON as text"
+        );
+        let r = agent.call(&tool, serde_json::json!({"who": {"name": "Ada"}}));
+        assert_eq!(structured(&r)["result"], "Hello, Ada!", "{tool}");
+        let t = tools.iter().find(|t| t.name == tool).expect("listed");
+        assert_eq!(
+            t.description.as_deref(),
+            Some("hello(who: record { name: string, age: option<u8> }) -> string"),
+            "{tool}: without its docs, its signature"
+        );
+    }
+
+    // Descriptions: the chapter's command, from the component's folder with a clone beside it
+    // (its build shared with scripts/build-plugins', so that nothing is compiled again).
+    let run = block_with(&blocks, "plugins/wit-docs/Cargo.toml -- wit greet.wasm");
+    let folder = tmp.path().join("greet");
+    std::fs::create_dir_all(folder.join("wit")).unwrap();
+    std::fs::copy(
+        root.join("target/plugins/tutorial/greet/wit/greet.wit"),
+        folder.join("wit/greet.wit"),
+    )
+    .unwrap();
+    std::fs::copy(component("greet"), folder.join("greet.wasm")).unwrap();
+    let script = run.replace("../datanotes/", &format!("{}/", root.display()));
+    bash_with(
+        &folder,
+        &s,
+        &script,
+        None,
+        &[("CARGO_TARGET_DIR", &root.join("target/plugins/cargo"))],
+    );
+    install("described", &folder.join("greet.wasm"));
+    let described = Agent::owner(&s);
+    let t = described
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "described_hello")
+        .expect("listed");
+    assert_eq!(
+        t.description.as_deref(),
+        Some("Greets a person, by age if known.")
+    );
+    assert!(
+        described.instructions().contains("greet: says hello."),
+        "{}",
+        described.instructions()
+    );
 }
