@@ -300,7 +300,7 @@ impl Webhooks {
             // A CLIENT span per delivery (export on), its context sent as `traceparent`.
             let span = crate::telemetry::trace::start_span(
                 &opentelemetry::Context::new(),
-                "webhook delivery".into(),
+                "webhook delivery",
                 opentelemetry::trace::SpanKind::Client,
                 vec![
                     opentelemetry::KeyValue::new("datanotes.webhook.id", id.clone()),

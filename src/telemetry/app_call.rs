@@ -41,10 +41,7 @@ impl AppCall {
                 vec![
                     KeyValue::new("mcp.method.name", "tools/call"),
                     KeyValue::new("gen_ai.operation.name", "execute_tool"),
-                    KeyValue::new(
-                        "gen_ai.tool.name",
-                        name.chars().take(128).collect::<String>(),
-                    ),
+                    KeyValue::new("gen_ai.tool.name", super::request::clip(name).to_string()),
                     KeyValue::new("datanotes.app.name", app.to_string()),
                     KeyValue::new("datanotes.app.kind", kind),
                 ],

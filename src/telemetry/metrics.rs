@@ -305,29 +305,26 @@ impl Metrics {
 
     /// An MCP request served at `/mcp` took `secs`.
     pub fn observe_server(&self, l: OpLabels, secs: f64) {
-        if let Some(o) = super::otlp_metrics::get() {
-            o.server
-                .record(secs, &super::otlp_metrics::op_attributes(&l));
-        }
         self.server_duration.get_or_create(&l).observe(secs);
+        if let Some(o) = super::otlp_metrics::get() {
+            o.defer(super::otlp_metrics::Timed::Server(l, secs));
+        }
     }
 
     /// A call to an app's tool took `secs`.
     pub fn observe_client(&self, l: OpLabels, secs: f64) {
-        if let Some(o) = super::otlp_metrics::get() {
-            o.client
-                .record(secs, &super::otlp_metrics::op_attributes(&l));
-        }
         self.client_duration.get_or_create(&l).observe(secs);
+        if let Some(o) = super::otlp_metrics::get() {
+            o.defer(super::otlp_metrics::Timed::Client(l, secs));
+        }
     }
 
     /// A request to the HTTP API took `secs`.
     pub fn observe_http(&self, l: HttpLabels, secs: f64) {
-        if let Some(o) = super::otlp_metrics::get() {
-            o.http
-                .record(secs, &super::otlp_metrics::http_attributes(&l));
-        }
         self.http_duration.get_or_create(&l).observe(secs);
+        if let Some(o) = super::otlp_metrics::get() {
+            o.defer(super::otlp_metrics::Timed::Http(l, secs));
+        }
     }
 
     /// A batch of writes was committed in `secs`.

@@ -67,8 +67,13 @@ pub struct Mcp<'a> {
     pub meta: Option<&'a serde_json::Value>,
 }
 
-/// The longest target put in a span's name.
+/// The longest target put in a span's name or attribute, in bytes.
 const LONGEST_TARGET: usize = 128;
+
+/// `s`, cut to at most [`LONGEST_TARGET`] bytes on a character's boundary.
+pub(super) fn clip(s: &str) -> &str {
+    &s[..s.floor_char_boundary(LONGEST_TARGET)]
+}
 
 impl Observed {
     /// An MCP request at `/mcp`: timed, and a SERVER span (export on) under the context it
@@ -79,9 +84,11 @@ impl Observed {
             let parent = trace::extract(req.meta, headers);
             let name = match req.target.filter(|t| t.len() <= LONGEST_TARGET) {
                 Some(t) => format!("{} {t}", req.method),
-                None => req.method.chars().take(LONGEST_TARGET).collect(),
+                None => clip(req.method).to_string(),
             };
-            let mut a = vec![KeyValue::new("mcp.method.name", method)];
+            // Room for what `note` adds, so that the span's attributes are allocated once.
+            let mut a = Vec::with_capacity(9);
+            a.push(KeyValue::new("mcp.method.name", method));
             if let Some(s) = req.session {
                 a.push(KeyValue::new("mcp.session.id", s.to_string()));
             }
@@ -95,18 +102,12 @@ impl Observed {
                 && let Some(t) = req.target
             {
                 a.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
-                a.push(KeyValue::new(
-                    "gen_ai.tool.name",
-                    t.chars().take(LONGEST_TARGET).collect::<String>(),
-                ));
+                a.push(KeyValue::new("gen_ai.tool.name", clip(t).to_string()));
             }
             if req.method == "prompts/get"
                 && let Some(t) = req.target
             {
-                a.push(KeyValue::new(
-                    "gen_ai.prompt.name",
-                    t.chars().take(LONGEST_TARGET).collect::<String>(),
-                ));
+                a.push(KeyValue::new("gen_ai.prompt.name", clip(t).to_string()));
             }
             trace::start_span(&parent, name, SpanKind::Server, a)
         });

@@ -132,7 +132,7 @@ pub fn inject(cx: &Context) -> Vec<(&'static str, String)> {
 /// A span started under `parent`, of `kind`, in the context it makes; None when export is off.
 pub fn start_span(
     parent: &Context,
-    name: String,
+    name: impl Into<std::borrow::Cow<'static, str>>,
     kind: SpanKind,
     attributes: Vec<KeyValue>,
 ) -> Option<Context> {

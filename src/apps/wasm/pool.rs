@@ -185,7 +185,7 @@ impl Inner {
                 let span = cc.and_then(|c| c.trace.as_ref()).and_then(|parent| {
                     crate::telemetry::trace::start_span(
                         parent,
-                        "wasm instance".into(),
+                        "wasm instance",
                         opentelemetry::trace::SpanKind::Internal,
                         vec![opentelemetry::KeyValue::new(
                             "datanotes.wasm.instance",
@@ -225,12 +225,17 @@ impl Inner {
     ) -> Option<opentelemetry::Context> {
         crate::telemetry::trace::start_span(
             cc.trace.as_ref()?,
-            "wasm run".into(),
+            "wasm run",
             opentelemetry::trace::SpanKind::Internal,
-            vec![opentelemetry::KeyValue::new(
-                "datanotes.wasm.instance",
-                if inst.warm { "warm" } else { "new" },
-            )],
+            // With room for the two that `end_run` adds.
+            {
+                let mut a = Vec::with_capacity(3);
+                a.push(opentelemetry::KeyValue::new(
+                    "datanotes.wasm.instance",
+                    if inst.warm { "warm" } else { "new" },
+                ));
+                a
+            },
         )
     }
 
