@@ -8,7 +8,7 @@ use super::{bash, bash_with, block_with, json, sh_blocks};
 use crate::kit::Server;
 use crate::wasm::{component, shared_cache};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The answers a block shows in its comments (`# {...}`, `# data: {...}`, `# ... {...}`; a line
 /// `#  ...` goes on the one before), as JSON.
@@ -238,24 +238,36 @@ fn the_typed_greet_examples_answer_as_the_chapter_says() {
         );
     }
 
-    // Descriptions: the chapter's command, from the component's folder with a clone beside it
-    // (its build shared with scripts/build-plugins', so that nothing is compiled again).
+    // Descriptions: the chapter's command, from the component's folder (its WIT as the chapter
+    // writes it) with a clone beside it. Its build goes to the per-user cache of the project's
+    // tools (as scripts/lib/tools.sh's), so that a clean clone compiles only the tool itself.
     let run = block_with(&blocks, "plugins/wit-docs/Cargo.toml -- wit greet.wasm");
+    let wit = doc
+        .split("```wit\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("package example:greet@"))
+        .expect("the chapter's greet.wit");
     let folder = tmp.path().join("greet");
     std::fs::create_dir_all(folder.join("wit")).unwrap();
-    std::fs::copy(
-        root.join("target/plugins/tutorial/greet/wit/greet.wit"),
-        folder.join("wit/greet.wit"),
-    )
-    .unwrap();
+    std::fs::write(folder.join("wit/greet.wit"), wit).unwrap();
     std::fs::copy(component("greet"), folder.join("greet.wasm")).unwrap();
     let script = run.replace("../datanotes/", &format!("{}/", root.display()));
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let tools = env("DATANOTES_TOOL_CACHE")
+        .or_else(|| env("XDG_CACHE_HOME").map(|c| c.join("datanotes")))
+        .or_else(|| env("HOME").map(|h| h.join(".cache/datanotes")))
+        .expect("HOME is set");
     bash_with(
         &folder,
         &s,
         &script,
         None,
-        &[("CARGO_TARGET_DIR", &root.join("target/plugins/cargo"))],
+        &[("CARGO_TARGET_DIR", &tools.join("wit-docs-target"))],
     );
     install("described", &folder.join("greet.wasm"));
     let described = Agent::owner(&s);
