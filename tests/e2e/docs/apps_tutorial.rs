@@ -66,17 +66,24 @@ fn shows_what_it_prints(block: &str, out: &str) {
     }
 }
 
-#[test]
-fn the_apps_chapters_tutorial_runs_as_written() {
+/// The chapter, and a server on a folder `notes` in a new temporary folder (its compile cache
+/// shared with the other WASM tests').
+fn chapter_and_server() -> (String, tempfile::TempDir, Server) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("docs/apps.md")).unwrap();
-    let blocks = sh_blocks(&doc);
     let tmp = tempfile::tempdir().unwrap();
     let s = Server::start_opts(
         &tmp.path().join("notes"),
         &[],
         &[("DATANOTES_CACHE_DIR", &shared_cache())],
     );
+    (doc, tmp, s)
+}
+
+#[test]
+fn the_apps_chapters_tutorial_runs_as_written() {
+    let (doc, tmp, s) = chapter_and_server();
+    let blocks = sh_blocks(&doc);
     let path_of = |name: &str| component(name).to_string_lossy().into_owned();
 
     // Start: the table (the server is the test's; the token is read from the folder as written).
@@ -181,14 +188,8 @@ fn the_apps_chapters_tutorial_runs_as_written() {
 fn the_typed_greet_examples_answer_as_the_chapter_says() {
     use crate::kit::mcp::{Agent, structured, text};
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let doc = std::fs::read_to_string(root.join("docs/apps.md")).unwrap();
+    let (doc, tmp, s) = chapter_and_server();
     let blocks = sh_blocks(&doc);
-    let tmp = tempfile::tempdir().unwrap();
-    let s = Server::start_opts(
-        &tmp.path().join("notes"),
-        &[],
-        &[("DATANOTES_CACHE_DIR", &shared_cache())],
-    );
     let built = "'$PWD'/target/wasm32-wasip2/release/greet.wasm";
     let install_block: String = block_with(&blocks, built)
         .lines()
