@@ -9,8 +9,8 @@
 //! ([`super::metrics::gauge_values`]). Off, nothing here is made and recording costs one check.
 //!
 //! A request's duration is not recorded on the request's path: the SDK makes and hashes its
-//! attributes and locks its map, about 5 µs of a 0.2 ms call (measured in the benchmark's
-//! `telemetry` section). The request leaves it in a queue ([`Instruments::defer`]: one lock,
+//! attributes and locks its map, about 1.5 % of a traced server's samples in a profile
+//! (BENCHMARKS.md, "Tracing's cost", stop 58). The request leaves it in a queue ([`Instruments::defer`]: one lock,
 //! one push), and the recorder thread, at a lower priority, records what is queued every
 //! quarter of the export interval (at most a second) and before the last export. A full
 //! queue ([`MOST_PENDING`]) is recorded where it is: nothing is lost.

@@ -86,8 +86,9 @@ impl Observed {
                 Some(t) => format!("{} {t}", req.method),
                 None => clip(req.method).to_string(),
             };
-            // Room for what `note` adds, so that the span's attributes are allocated once.
-            let mut a = Vec::with_capacity(9);
+            // Room for what `note`, `failed_rpc` and `end_span` add, so that the span's
+            // attributes are allocated once.
+            let mut a = Vec::with_capacity(10);
             a.push(KeyValue::new("mcp.method.name", method));
             if let Some(s) = req.session {
                 a.push(KeyValue::new("mcp.session.id", s.to_string()));
