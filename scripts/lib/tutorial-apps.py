@@ -55,7 +55,8 @@ def lock_for(lock, name, deps):
         n, _, v = spec.partition(" ")
         return [p for p in pkgs if p[0] == n and (not v or p[1] == v.split(" ")[0])]
 
-    seen, todo = set(), [p for p in pkgs if p[0] in want or p[0].replace("_", "-") in want]
+    direct = [p for p in pkgs if p[0].replace("_", "-") in want]
+    seen, todo = set(), list(direct)
     while todo:
         p = todo.pop()
         if (p[0], p[1]) in seen:
@@ -67,7 +68,7 @@ def lock_for(lock, name, deps):
     root_text = root[3].replace(f'name = "{root[0]}"', f'name = "{name}"', 1)
     root_text = re.sub(r"dependencies = \[\n(?: \"[^\"]+\",\n)*\]",
                        "dependencies = [\n" + "".join(f' "{d}",\n' for d in sorted(
-                           p[0] for p in pkgs if p[0] in want or p[0].replace("_", "-") in want)) + "]",
+                           p[0] for p in direct)) + "]",
                        root_text)
     blocks = [root_text if p is root else p[3] for p in pkgs if p is root or (p[0], p[1]) in seen]
     blocks.sort(key=lambda t: re.search(r'^name = "(.+)"$', t, re.M).group(1))
