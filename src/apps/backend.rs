@@ -150,7 +150,7 @@ pub struct CallContext {
     pub agent: Option<Arc<dyn AgentChannel>>,
     /// The trace context of the call's span (export on): a remote app is sent it
     /// (`params._meta` and headers), a WASM call's spans go under it.
-    pub trace: Option<opentelemetry::Context>,
+    pub trace: Option<opentelemetry::trace::SpanContext>,
 }
 
 impl CallContext {

@@ -299,7 +299,7 @@ impl Webhooks {
             );
             // A CLIENT span per delivery (export on), its context sent as `traceparent`.
             let span = crate::telemetry::trace::start_span(
-                &opentelemetry::Context::new(),
+                None,
                 "webhook delivery",
                 opentelemetry::trace::SpanKind::Client,
                 vec![
@@ -311,7 +311,7 @@ impl Webhooks {
             let mut req = self.http.post(&hook.url);
             for (k, v) in span
                 .as_ref()
-                .map(crate::telemetry::trace::inject)
+                .map(|s| crate::telemetry::trace::inject(s.context()))
                 .unwrap_or_default()
             {
                 req = req.header(k, v);
@@ -334,8 +334,8 @@ impl Webhooks {
                 // Without the URL: the owner knows it, and it may hold a secret.
                 Err(e) => Some(format!("request failed: {}", e.without_url())),
             };
-            if let Some(cx) = &span {
-                crate::telemetry::trace::end_span(cx, err.as_ref().map(|_| "delivery_failed"));
+            if let Some(span) = span {
+                span.end(err.as_ref().map(|_| "delivery_failed"));
             }
             match err {
                 None => {

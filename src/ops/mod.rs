@@ -377,7 +377,7 @@ pub fn call(engine: &Engine, ctx: &Ctx, name: &str, args: Value) -> Result<Value
             ));
         }
         crate::telemetry::trace::start_span(
-            parent,
+            Some(parent),
             name.to_string(),
             opentelemetry::trace::SpanKind::Internal,
             a,
@@ -385,11 +385,13 @@ pub fn call(engine: &Engine, ctx: &Ctx, name: &str, args: Value) -> Result<Value
     });
     // Active on this thread while the operation runs: the writer's commit of its write is
     // traced under it (`trace::current`).
-    let active = span.as_ref().map(|cx| cx.clone().attach());
+    let active = span
+        .as_ref()
+        .map(|s| crate::telemetry::trace::enter(s.context()));
     let r = (op.run)(engine, ctx, args);
     drop(active);
-    if let Some(cx) = span {
-        crate::telemetry::trace::end_span(&cx, r.as_ref().err().map(|e| e.code));
+    if let Some(span) = span {
+        span.end(r.as_ref().err().map(|e| e.code));
     }
     r
 }

@@ -7,16 +7,16 @@
 use super::metrics::{OpLabels, metrics};
 use super::request::Observed;
 use super::trace;
-use opentelemetry::trace::SpanKind;
-use opentelemetry::{Context, KeyValue};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{SpanContext, SpanKind};
 use std::time::Instant;
 
 pub struct AppCall {
     start: Instant,
     /// What the backend works under: the call's own span, else the request's.
-    cx: Option<Context>,
+    cx: Option<SpanContext>,
     /// The call's own CLIENT span (export on, a call that leaves the process).
-    span: Option<Context>,
+    span: Option<trace::Span>,
     tool: String,
     app: String,
 }
@@ -32,10 +32,9 @@ impl AppCall {
         kind: &'static str,
         client: bool,
     ) -> AppCall {
-        let span = trace::tracer().filter(|_| client).and_then(|_| {
-            let parent = observed.context().cloned().unwrap_or_default();
+        let span = (client && trace::on()).then(|| {
             trace::start_span(
-                &parent,
+                observed.context(),
                 format!("tools/call {tool}"),
                 SpanKind::Client,
                 vec![
@@ -47,9 +46,14 @@ impl AppCall {
                 ],
             )
         });
+        let span = span.flatten();
         AppCall {
             start: Instant::now(),
-            cx: span.clone().or_else(|| observed.context().cloned()),
+            cx: span
+                .as_ref()
+                .map(|s| s.context())
+                .or(observed.context())
+                .cloned(),
             span,
             tool,
             app: app.to_string(),
@@ -57,7 +61,7 @@ impl AppCall {
     }
 
     /// The context of the call's span, for what the backend sends or does.
-    pub fn context(&self) -> Option<&Context> {
+    pub fn context(&self) -> Option<&SpanContext> {
         self.cx.as_ref()
     }
 
@@ -72,8 +76,8 @@ impl AppCall {
             },
             self.start.elapsed().as_secs_f64(),
         );
-        if let Some(cx) = &self.span {
-            trace::end_span(cx, error);
+        if let Some(span) = self.span {
+            span.end(error);
         }
     }
 }

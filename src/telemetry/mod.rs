@@ -22,6 +22,7 @@ mod otlp;
 pub mod otlp_metrics;
 pub mod recent;
 pub mod request;
+mod sampling;
 mod span_queue;
 pub mod trace;
 

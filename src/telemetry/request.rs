@@ -9,8 +9,8 @@
 
 use super::metrics::{self, HttpLabels, OpLabels, metrics};
 use super::trace;
-use opentelemetry::trace::{SpanKind, TraceContextExt};
-use opentelemetry::{Context, KeyValue};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{SpanContext, SpanKind, TraceId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -29,9 +29,9 @@ struct Inner {
     start: Instant,
     what: What,
     /// The context of the request's span (export on), for the spans of what it calls.
-    cx: Option<Context>,
+    cx: Option<SpanContext>,
     /// The trace the request belongs to: its span's (export on), else the one its caller sent.
-    trace_id: Option<String>,
+    trace_id: Option<TraceId>,
     note: Mutex<Note>,
     done: AtomicBool,
 }
@@ -53,6 +53,8 @@ struct Note {
     tool: String,
     app: String,
     error: Option<&'static str>,
+    /// The request's span (export on), ended by `finish`.
+    span: Option<trace::Span>,
 }
 
 /// An MCP request's identity, read from its message and headers.
@@ -80,7 +82,7 @@ impl Observed {
     /// carries.
     pub fn mcp(req: Mcp<'_>, headers: &http::HeaderMap) -> Observed {
         let method = metrics::method_label(req.method);
-        let cx = trace::tracer().and_then(|_| {
+        let span = trace::on().then(|| {
             let parent = trace::extract(req.meta, headers);
             let name = match req.target.filter(|t| t.len() <= LONGEST_TARGET) {
                 Some(t) => format!("{} {t}", req.method),
@@ -110,22 +112,30 @@ impl Observed {
             {
                 a.push(KeyValue::new("gen_ai.prompt.name", clip(t).to_string()));
             }
-            trace::start_span(&parent, name, SpanKind::Server, a)
+            trace::start_span(parent.as_ref(), name, SpanKind::Server, a)
         });
+        let span = span.flatten();
         // Export off: the caller's trace, if it sent one (the console links a call to it).
-        let trace_id = match &cx {
-            Some(cx) => trace::trace_id(cx),
+        let trace_id = match &span {
+            Some(s) => Some(s.context().trace_id()),
             None if trace::carries_parent(req.meta, headers) => {
-                trace::trace_id(&trace::extract(req.meta, headers))
+                trace::extract(req.meta, headers).map(|p| p.trace_id())
             }
             None => None,
         };
+        Observed::new(What::Mcp(method), span, trace_id)
+    }
+
+    fn new(what: What, span: Option<trace::Span>, trace_id: Option<TraceId>) -> Observed {
         Observed(Some(Arc::new(Inner {
             start: Instant::now(),
-            what: What::Mcp(method),
-            cx,
+            what,
+            cx: span.as_ref().map(|s| s.context().clone()),
             trace_id,
-            note: Mutex::new(Note::default()),
+            note: Mutex::new(Note {
+                span,
+                ..Note::default()
+            }),
             done: AtomicBool::new(false),
         })))
     }
@@ -143,7 +153,7 @@ impl Observed {
             _ => "_OTHER",
         };
         let route = route.unwrap_or("").to_string();
-        let cx = trace::tracer().and_then(|_| {
+        let span = trace::on().then(|| {
             let parent = trace::extract(None, headers);
             let name = if route.is_empty() {
                 method.to_string()
@@ -154,29 +164,22 @@ impl Observed {
             if !route.is_empty() {
                 a.push(KeyValue::new("http.route", route.clone()));
             }
-            trace::start_span(&parent, name, SpanKind::Server, a)
+            trace::start_span(parent.as_ref(), name, SpanKind::Server, a)
         });
-        let trace_id = cx.as_ref().and_then(trace::trace_id);
-        Observed(Some(Arc::new(Inner {
-            start: Instant::now(),
-            what: What::Http(method, route),
-            cx,
-            trace_id,
-            note: Mutex::new(Note::default()),
-            done: AtomicBool::new(false),
-        })))
+        let span = span.flatten();
+        let trace_id = span.as_ref().map(|s| s.context().trace_id());
+        Observed::new(What::Http(method, route), span, trace_id)
     }
 
     /// Work done inside the trace of `cx` (a WASM guest's engine call, under its run's span):
     /// the spans of what it calls go under it; no metric is recorded.
-    pub fn within(cx: Context) -> Observed {
-        let trace_id = trace::trace_id(&cx);
+    pub fn within(cx: SpanContext) -> Observed {
         Observed(Some(Arc::new(Inner {
             start: Instant::now(),
             what: What::Within,
+            trace_id: cx.is_valid().then(|| cx.trace_id()),
             cx: Some(cx),
-            trace_id,
-            note: Mutex::new(Note::default()),
+            note: Mutex::default(),
             done: AtomicBool::new(false),
         })))
     }
@@ -189,11 +192,11 @@ impl Observed {
     /// The trace the request belongs to (32 hex digits), if any: its span's, or with export
     /// off the one its caller sent.
     pub fn trace_id(&self) -> Option<String> {
-        self.0.as_ref()?.trace_id.clone()
+        Some(self.0.as_ref()?.trace_id?.to_string())
     }
 
     /// The context of the request's span, for a span of what serving it calls.
-    pub fn context(&self) -> Option<&Context> {
+    pub fn context(&self) -> Option<&SpanContext> {
         self.0.as_ref()?.cx.as_ref()
     }
 
@@ -202,14 +205,13 @@ impl Observed {
     /// `error.type` if it failed.
     pub fn note(&self, tool: String, app: &str, kind: &'static str, error: Option<&'static str>) {
         let Some(i) = &self.0 else { return };
-        if let Some(cx) = &i.cx {
-            let span = cx.span();
+        let mut n = i.note.lock().unwrap();
+        if let Some(span) = &mut n.span {
             if !app.is_empty() {
                 span.set_attribute(KeyValue::new("datanotes.app.name", app.to_string()));
             }
             span.set_attribute(KeyValue::new("datanotes.app.kind", kind));
         }
-        let mut n = i.note.lock().unwrap();
         n.tool = tool;
         n.app = app.to_string();
         if error.is_some() {
@@ -220,17 +222,18 @@ impl Observed {
     /// A JSON-RPC error answered (`code`): the request failed with it.
     pub fn failed_rpc(&self, code: i64) {
         let Some(i) = &self.0 else { return };
-        if let Some(cx) = &i.cx {
-            cx.span()
-                .set_attribute(KeyValue::new("rpc.response.status_code", code.to_string()));
+        let mut n = i.note.lock().unwrap();
+        if let Some(span) = &mut n.span {
+            span.set_attribute(KeyValue::new("rpc.response.status_code", code.to_string()));
         }
-        i.note.lock().unwrap().error = Some(metrics::error_type(code));
+        n.error = Some(metrics::error_type(code));
     }
 
     /// An attribute on the request's span (export on).
     pub fn attribute(&self, kv: impl FnOnce() -> KeyValue) {
-        if let Some(cx) = self.context() {
-            cx.span().set_attribute(kv());
+        let Some(i) = &self.0 else { return };
+        if let Some(span) = &mut i.note.lock().unwrap().span {
+            span.set_attribute(kv());
         }
     }
 
@@ -275,14 +278,14 @@ impl Observed {
             ),
             What::Within => {}
         }
-        if let Some(cx) = &i.cx {
+        if let Some(mut span) = n.span {
             if matches!(i.what, What::Http(..)) {
-                cx.span().set_attribute(KeyValue::new(
+                span.set_attribute(KeyValue::new(
                     "http.response.status_code",
                     i64::from(status.as_u16()),
                 ));
             }
-            trace::end_span(cx, error);
+            span.end(error);
         }
     }
 }

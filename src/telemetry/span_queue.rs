@@ -7,16 +7,61 @@
 //! costs the requests nothing, its failed batches are counted
 //! (`datanotes_trace_export_failures_total`), and the log says so once per episode, not per span.
 //!
-//! The SDK's own batch processor does the same but neither counts what it drops where the
-//! owner can see it nor says so in the engine's log.
+//! The queue holds the engine's own span records ([`Record`], see `trace::Span`); the export
+//! thread turns each batch into the SDK's span data for the exporter, so that what a span costs
+//! beyond its record is paid off the request's path. (The SDK's own batch processor queues its
+//! span data, neither counts what it drops where the owner can see it, nor says so in the
+//! engine's log.)
 
 use super::metrics::metrics;
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
+use opentelemetry::InstrumentationScope;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+/// What a sampled span records until it ends.
+pub(super) struct Record {
+    pub parent: SpanId,
+    pub parent_remote: bool,
+    pub kind: SpanKind,
+    pub name: Cow<'static, str>,
+    pub start: SystemTime,
+    pub attributes: Vec<KeyValue>,
+    pub status: Status,
+}
+
+/// A span ended, waiting for export.
+pub(super) struct Ended {
+    pub context: SpanContext,
+    pub record: Record,
+    pub end: SystemTime,
+}
+
+impl Ended {
+    /// The SDK's span data, as its exporters take it.
+    fn into_data(self, scope: &InstrumentationScope) -> SpanData {
+        let r = self.record;
+        SpanData {
+            span_context: self.context,
+            parent_span_id: r.parent,
+            parent_span_is_remote: r.parent_remote,
+            span_kind: r.kind,
+            name: r.name,
+            start_time: r.start,
+            end_time: self.end,
+            attributes: r.attributes,
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links: SpanLinks::default(),
+            status: r.status,
+            instrumentation_scope: scope.clone(),
+        }
+    }
+}
 
 struct Knobs {
     queue: usize,
@@ -46,27 +91,18 @@ impl Knobs {
 struct Shared {
     knobs: Knobs,
     /// The spans ended and not yet exported, at most `knobs.queue`.
-    spans: Mutex<Vec<SpanData>>,
+    spans: Mutex<Vec<Ended>>,
     /// Told when a batch is ready or the queue stops: the worker sleeps until then (or its
     /// schedule), so a span ending wakes nobody.
     ready: Condvar,
     stopping: AtomicBool,
     /// Said in the log since the queue last emptied.
     said_full: AtomicBool,
-    /// The resource the provider gives, handed to the exporter before its next batch.
-    resource: Mutex<Option<Resource>>,
 }
 
-#[derive(Debug)]
 pub(super) struct Queue {
     shared: Arc<Shared>,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Shared")
-    }
 }
 
 impl Queue {
@@ -78,7 +114,6 @@ impl Queue {
             ready: Condvar::new(),
             stopping: AtomicBool::new(false),
             said_full: AtomicBool::new(false),
-            resource: Mutex::new(None),
         });
         let s = shared.clone();
         let worker = std::thread::Builder::new()
@@ -90,14 +125,11 @@ impl Queue {
             worker: Mutex::new(worker),
         }
     }
-}
 
-impl SpanProcessor for Queue {
-    fn on_start(&self, _span: &mut Span, _cx: &opentelemetry::Context) {}
-
-    fn on_end(&self, span: SpanData) {
+    /// Queues a span that ended; a full queue drops it (counted).
+    pub(super) fn push(&self, span: Ended) {
         let s = &*self.shared;
-        if !span.span_context.is_sampled() || s.stopping.load(Ordering::Relaxed) {
+        if s.stopping.load(Ordering::Relaxed) {
             return;
         }
         let mut spans = s.spans.lock().unwrap();
@@ -118,11 +150,8 @@ impl SpanProcessor for Queue {
         }
     }
 
-    fn force_flush(&self) -> OTelSdkResult {
-        Ok(())
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+    /// Exports what is queued and stops, waiting at most `timeout`.
+    pub(super) fn shutdown(&self, timeout: Duration) {
         // Told under the queue's lock, so the worker cannot miss it between seeing `stopping`
         // false and waiting (it would sleep out its schedule, past `timeout`).
         {
@@ -131,7 +160,7 @@ impl SpanProcessor for Queue {
             self.shared.ready.notify_one();
         }
         let Some(worker) = self.worker.lock().unwrap().take() else {
-            return Ok(());
+            return;
         };
         // The worker exports what is queued, then ends; a collector that does not answer is
         // not waited for beyond `timeout`.
@@ -141,17 +170,12 @@ impl SpanProcessor for Queue {
             let _ = done.send(());
         });
         let _ = wait.recv_timeout(timeout);
-        Ok(())
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        *self.shared.resource.lock().unwrap() = Some(resource.clone());
     }
 }
 
 /// The next batch: at most `batch` spans, taken once that many are queued, the schedule's
 /// delay has passed, or the queue stops (then all that is queued).
-fn next_batch(s: &Shared) -> (Vec<SpanData>, bool) {
+fn next_batch(s: &Shared) -> (Vec<Ended>, bool) {
     let k = &s.knobs;
     let deadline = Instant::now() + k.delay;
     let mut spans = s.spans.lock().unwrap();
@@ -169,20 +193,19 @@ fn next_batch(s: &Shared) -> (Vec<SpanData>, bool) {
     }
 }
 
-fn run<E: SpanExporter>(mut exporter: E, shared: Arc<Shared>) {
+fn run<E: SpanExporter>(exporter: E, shared: Arc<Shared>) {
     super::yield_to_requests();
     let mut failing = false;
+    let scope = InstrumentationScope::builder("datanotes").build();
     loop {
         let (batch, stopping) = next_batch(&shared);
-        if let Some(r) = shared.resource.lock().unwrap().take() {
-            exporter.set_resource(&r);
-        }
         // The queue emptied: a new episode of a full queue is said again.
         if batch.len() < shared.knobs.batch {
             shared.said_full.store(false, Ordering::Relaxed);
         }
         if !batch.is_empty() {
             let n = batch.len();
+            let batch = batch.into_iter().map(|e| e.into_data(&scope)).collect();
             match block_on(exporter.export(batch)) {
                 Ok(()) if failing => {
                     failing = false;

@@ -169,8 +169,8 @@ impl Inner {
         let args = &args.to_string();
         let mut inst = self.checkout(actor, Some(cc), deadline).await?;
         let run = self.run_span(cc, &inst);
-        if run.is_some() {
-            inst.store.data_mut().trace = run.clone();
+        if let Some(run) = &run {
+            inst.store.data_mut().trace = Some(run.context().clone());
         }
         let r = match &inst.app {
             typed::Guest::World(app) => {

@@ -184,7 +184,7 @@ impl Inner {
                 // no work worth one (the run's span says which it was).
                 let span = cc.and_then(|c| c.trace.as_ref()).and_then(|parent| {
                     crate::telemetry::trace::start_span(
-                        parent,
+                        Some(parent),
                         "wasm instance",
                         opentelemetry::trace::SpanKind::Internal,
                         vec![opentelemetry::KeyValue::new(
@@ -195,8 +195,8 @@ impl Inner {
                 });
                 crate::telemetry::metrics::metrics().wasm_started(&self.scope.name);
                 let r = self.instantiate().await;
-                if let Some(cx) = &span {
-                    crate::telemetry::trace::end_span(cx, r.as_ref().err().map(|_| "instantiate"));
+                if let Some(span) = span {
+                    span.end(r.as_ref().err().map(|_| "instantiate"));
                 }
                 r?
             }
@@ -222,9 +222,9 @@ impl Inner {
         &self,
         cc: &CallContext,
         inst: &Instance,
-    ) -> Option<opentelemetry::Context> {
+    ) -> Option<crate::telemetry::trace::Span> {
         crate::telemetry::trace::start_span(
-            cc.trace.as_ref()?,
+            Some(cc.trace.as_ref()?),
             "wasm run",
             opentelemetry::trace::SpanKind::Internal,
             // With room for the two that `end_run` adds.
@@ -243,24 +243,23 @@ impl Inner {
     /// (`datanotes.wasm.cpu_ms`, at the epoch's granularity) and its limit.
     pub(super) fn end_run(
         &self,
-        span: Option<opentelemetry::Context>,
+        span: Option<crate::telemetry::trace::Span>,
         inst: &Instance,
         trapped: bool,
     ) {
-        use opentelemetry::trace::TraceContextExt;
-        let Some(cx) = span else { return };
+        let Some(mut span) = span else { return };
         let budget = self.limits.ticks();
         let used = budget.saturating_sub(inst.store.data().ticks_left);
         let tick = limits::TICK.as_millis() as i64;
-        cx.span().set_attribute(opentelemetry::KeyValue::new(
+        span.set_attribute(opentelemetry::KeyValue::new(
             "datanotes.wasm.cpu_ms",
             used as i64 * tick,
         ));
-        cx.span().set_attribute(opentelemetry::KeyValue::new(
+        span.set_attribute(opentelemetry::KeyValue::new(
             "datanotes.wasm.cpu_limit_ms",
             budget as i64 * tick,
         ));
-        crate::telemetry::trace::end_span(&cx, trapped.then_some("trap"));
+        span.end(trapped.then_some("trap"));
     }
 
     /// After a call: its output goes to the log; the instance is kept warm unless the call

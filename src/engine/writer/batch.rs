@@ -90,7 +90,7 @@ impl Writer {
         let started = std::time::Instant::now();
         let since = std::time::SystemTime::now();
         let n_jobs = jobs.len();
-        let traces: Vec<opentelemetry::Context> =
+        let traces: Vec<opentelemetry::trace::SpanContext> =
             jobs.iter().filter_map(|j| j.trace.clone()).collect();
         self.pacer.start(jobs.iter().all(Job::quiet));
         self.solo_scan = jobs.len() == 1 && matches!(jobs[0].cmd, Cmd::Scan { id: None, .. });

@@ -103,7 +103,7 @@ struct Job {
     actor: Actor,
     reply: Option<mpsc::SyncSender<Result<Value>>>,
     /// The trace of the operation that asked for it (export on): its commit gets a span.
-    trace: Option<opentelemetry::Context>,
+    trace: Option<opentelemetry::trace::SpanContext>,
 }
 
 impl Job {

@@ -42,7 +42,7 @@ pub(crate) struct Host {
     pub(in crate::apps::wasm) cancel: tokio_util::sync::CancellationToken,
     /// The current call's trace (export on): the guest's run, else the call's own span; the
     /// engine operations it calls are traced under it.
-    pub(in crate::apps::wasm) trace: Option<opentelemetry::Context>,
+    pub(in crate::apps::wasm) trace: Option<opentelemetry::trace::SpanContext>,
     pub(in crate::apps::wasm) stdout: LogPipe,
     pub(in crate::apps::wasm) stderr: LogPipe,
 }
