@@ -8,6 +8,7 @@
 
 mod faults;
 mod otlp_metrics;
+mod sampling;
 
 use crate::kit::mcp::{RawSession, messages_of};
 use crate::kit::*;

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// The receiver on a free port: the process and its base URL.
-fn receiver() -> (Kid, String) {
+pub(super) fn receiver() -> (Kid, String) {
     let (_, python) = tools();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/telemetry/otlp_receiver.py");
     let mut child = Command::new(&python)

@@ -1,8 +1,9 @@
-"""An OTLP/HTTP metrics receiver for tests/e2e/telemetry/otlp_metrics.rs: each POST to
-/v1/metrics (http/protobuf or http/json) is decoded with the OpenTelemetry project's own
-generated classes (PyPI `opentelemetry-proto`: `ExportMetricsServiceRequest`) and kept; GET
-/received answers what was received, as JSON (the protobuf's JSON mapping), one entry per
-export. Listens on 127.0.0.1, on a port the system picks, and prints `listening on <port>`.
+"""An OTLP/HTTP receiver for tests/e2e/telemetry/ (otlp_metrics.rs, sampling.rs): each POST to
+/v1/metrics or /v1/traces (http/protobuf or http/json) is decoded with the OpenTelemetry
+project's own generated classes (PyPI `opentelemetry-proto`: `ExportMetricsServiceRequest`,
+`ExportTraceServiceRequest`) and kept; GET /received answers what was received, as JSON (the
+protobuf's JSON mapping: IDs in base64), one entry per export. Listens on 127.0.0.1, on a port
+the system picks, and prints `listening on <port>`.
 """
 
 import json
@@ -14,6 +15,15 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+KINDS = {
+    "/v1/metrics": (ExportMetricsServiceRequest, ExportMetricsServiceResponse),
+    "/v1/traces": (ExportTraceServiceRequest, ExportTraceServiceResponse),
+}
 
 received = []
 lock = threading.Lock()
@@ -23,10 +33,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
         kind = self.headers.get("content-type", "")
-        req = ExportMetricsServiceRequest()
+        request, response = KINDS.get(self.path, (None, None))
         try:
-            if self.path != "/v1/metrics":
+            if request is None:
                 raise ValueError(f"no such path {self.path}")
+            req = request()
             if kind.startswith("application/json"):
                 json_format.Parse(body, req)
             elif kind.startswith("application/x-protobuf"):
@@ -40,9 +51,13 @@ class Handler(BaseHTTPRequestHandler):
             return
         with lock:
             received.append(
-                {"contentType": kind, "request": json_format.MessageToDict(req)}
+                {
+                    "path": self.path,
+                    "contentType": kind,
+                    "request": json_format.MessageToDict(req),
+                }
             )
-        out = ExportMetricsServiceResponse().SerializeToString()
+        out = response().SerializeToString()
         self.send_response(200)
         self.send_header("content-type", "application/x-protobuf")
         self.send_header("content-length", str(len(out)))
