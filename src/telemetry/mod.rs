@@ -6,6 +6,7 @@
 //! - [`request::Observed`]: one request at a door, from its arrival to its answer written.
 //! - [`app_call::AppCall`]: one call from the engine to an app's tool.
 //! - `span_queue`: the bounded span queue and its export thread.
+//! - `sampling`: which spans are recorded (`OTEL_TRACES_SAMPLER`).
 //! - [`recent`]: each tool's calls of the last hour, minute by minute, for the console.
 //!
 //! Below the doors and the apps: it knows nothing of either, they tell it what happened.
