@@ -168,10 +168,7 @@ impl Inner {
         }
         let args = &args.to_string();
         let mut inst = self.checkout(actor, Some(cc), deadline).await?;
-        let run = self.run_span(cc, &inst);
-        if let Some(run) = &run {
-            inst.store.data_mut().trace = Some(run.context().clone());
-        }
+        let run = self.run_span(cc, &mut inst);
         let r = match &inst.app {
             typed::Guest::World(app) => {
                 app.datanotes_app_tools()

@@ -217,13 +217,14 @@ impl Inner {
     }
 
     /// The span of a guest's run (export on), under the call's, with whether its instance
-    /// was warm or made for it (`datanotes.wasm.instance`).
+    /// was warm or made for it (`datanotes.wasm.instance`); the engine operations the guest
+    /// calls meanwhile are traced under it.
     pub(super) fn run_span(
         &self,
         cc: &CallContext,
-        inst: &Instance,
+        inst: &mut Instance,
     ) -> Option<crate::telemetry::trace::Span> {
-        crate::telemetry::trace::start_span(
+        let span = crate::telemetry::trace::start_span(
             Some(cc.trace.as_ref()?),
             "wasm run",
             opentelemetry::trace::SpanKind::Internal,
@@ -236,7 +237,9 @@ impl Inner {
                 ));
                 a
             },
-        )
+        )?;
+        inst.store.data_mut().trace = Some(span.context().clone());
+        Some(span)
     }
 
     /// Ends a run's span with what the run used: CPU ticks of its budget

@@ -436,6 +436,34 @@ fn a_call_through_the_gateway_to_a_python_app_is_one_trace_in_phoenix() {
     let op = named("select_rows");
     assert_eq!(op["parent_id"], run["context"]["span_id"], "{op}");
 
+    // A typed component's call: its run is the request's child too.
+    let greet = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/plugins/greet.wasm");
+    s.ok_route("apps/create", json!({"name": "greet", "wasm_path": greet}));
+    let trace = "7d1a0c5e3b2f4a6987c1d2e3f4a5b6c7";
+    let m = call(
+        &session,
+        9,
+        "greet_hello",
+        json!({"who": {"name": "Ada", "age": 36}}),
+        json!({"traceparent": format!("00-{trace}-{parent}-01")}),
+    );
+    assert!(m[0]["result"]["content"].is_array(), "{m:?}");
+    let spans = poll(Duration::from_secs(60), Duration::from_millis(500), || {
+        let spans = spans_of(&base, trace);
+        spans
+            .iter()
+            .any(|s| s["name"] == "wasm run")
+            .then_some(spans)
+    })
+    .unwrap_or_else(|| panic!("the typed call's spans: {:?}", spans_of(&base, trace)));
+    let server = spans.iter().find(|s| s["parent_id"] == parent).unwrap();
+    let run = spans.iter().find(|s| s["name"] == "wasm run").unwrap();
+    assert_eq!(run["parent_id"], server["context"]["span_id"], "{spans:#?}");
+    assert!(
+        run["attributes"]["datanotes.wasm.cpu_limit_ms"].as_i64() > Some(0),
+        "{run}"
+    );
+
     // Its instance, warm after the call, in the gauges by app and state, and its memory.
     eventually_ok("the WASM app's warm instance in the metrics", || {
         let (_, text) = get(&format!("{}/datanotes/metrics", s.url), Some(&s.token));

@@ -42,9 +42,12 @@ impl Inner {
             )));
         };
         let mut results = vec![Val::Bool(false); usize::from(f.result.is_some())];
+        // The guest's run is a span of its own, as an untyped component's is.
+        let run = self.run_span(cc, &mut inst);
         let r = func
             .call_async(&mut inst.store, &params, &mut results)
             .await;
+        self.end_run(run, &inst, r.is_err());
         self.checkin(inst, r)?;
         let value = results.first().map_or(Value::Null, convert::to_json);
         let max = self.limits.max_result_bytes as usize;
