@@ -20,8 +20,8 @@ pub(super) enum Sampler {
 }
 
 impl Sampler {
-    /// The sampler the environment names; an unknown or malformed one is said in the log and
-    /// the default is used (as the SDK does).
+    /// The sampler the environment names; an unknown one, or a ratio that is none, is said in
+    /// the log and the default is used.
     pub(super) fn from_env() -> Sampler {
         let name = super::otlp::env("OTEL_TRACES_SAMPLER");
         let arg = super::otlp::env("OTEL_TRACES_SAMPLER_ARG");

@@ -154,10 +154,10 @@ impl Span {
 
     /// Ends the span, failed with `error` (its `error.type`) if given.
     pub fn end(mut self, error: Option<&'static str>) {
-        self.finish(error, SystemTime::now());
+        self.finish(error);
     }
 
-    fn finish(&mut self, error: Option<&'static str>, end: SystemTime) {
+    fn finish(&mut self, error: Option<&'static str>) {
         let Some(mut record) = self.record.take() else {
             return;
         };
@@ -169,7 +169,7 @@ impl Span {
             t.queue.push(Ended {
                 context: std::mem::replace(&mut self.cx, SpanContext::empty_context()),
                 record,
-                end,
+                end: SystemTime::now(),
             });
         }
     }
@@ -177,7 +177,7 @@ impl Span {
 
 impl Drop for Span {
     fn drop(&mut self) {
-        self.finish(None, SystemTime::now());
+        self.finish(None);
     }
 }
 
